@@ -1,0 +1,64 @@
+# humanwork-operator: one Makefile for building, running and testing.
+#   make            create .venv and install the project with its test and lint extras
+#   make up         start the local control plane and install the CRDs and policies
+#   make test       everything the CI runs, on a fresh machine
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+CLUSTER := $(VENV)/bin/humanwork-cluster
+PYTEST_ARGS ?=
+
+.PHONY: all venv cluster-binaries cluster-up cluster-down cluster-status up down test test-unit lint format crds bench clean
+
+all: venv
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test,lint]'
+	touch $(STAMP)
+
+cluster-binaries:
+	tests/cluster/build.sh
+
+cluster-up: venv cluster-binaries
+	@$(CLUSTER) up
+
+cluster-down: venv
+	@$(CLUSTER) down
+
+cluster-status: venv
+	@$(CLUSTER) status
+
+up: cluster-up
+	@eval "$$($(CLUSTER) env)" && kubectl apply -k crds/ && \
+	  if [ -f manifests/base/policies/kustomization.yaml ]; then kubectl apply -k manifests/base/policies/; fi
+	@echo "run: eval \"\$$($(CLUSTER) env)\"   then kubectl get humanwork -A"
+
+down: cluster-down
+
+test: venv cluster-binaries
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-unit: venv
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy -p humanwork_core -p agent_operator -p platform_api -p agent_image -p humanwork_dev
+	$(VENV)/bin/lint-imports
+
+format: venv
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+bench: venv cluster-binaries
+	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,1 @@
+"""The per-org agent runtime that runs in the agent pods."""
