@@ -22,8 +22,8 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test,lint]'
 	touch $(STAMP)
 
-cluster-binaries:
-	tests/cluster/build.sh
+cluster-binaries: venv
+	@ln -sf "$$(tests/cluster/build.sh)/kubectl" $(VENV)/bin/kubectl
 
 cluster-up: venv cluster-binaries
 	@$(CLUSTER) up

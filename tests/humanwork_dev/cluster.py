@@ -36,6 +36,7 @@ from humanwork_dev import pki
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "tests" / "cluster" / "build.sh"
+KWOK_STAGES = REPO / "tests" / "cluster" / "kwok-stages.yaml"
 DEFAULT_STATE = REPO / ".cluster"
 NODE_NAME = "kwok-node-0"
 SERVICE_CIDR = "10.96.0.0/16"
@@ -324,6 +325,7 @@ def up(state: Path | None = None, timeout: float = 180.0) -> ClusterInfo:
                 f"--cluster-signing-cert-file={ca.ca.cert}",
                 f"--cluster-signing-key-file={ca.ca.key}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--use-service-account-credentials=true",
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={ports['kcm']}",
@@ -351,6 +353,7 @@ def up(state: Path | None = None, timeout: float = 180.0) -> ClusterInfo:
             [
                 str(bin_dir / "kwok"),
                 f"--kubeconfig={kwok_kc}",
+                f"--config={KWOK_STAGES}",
                 "--manage-all-nodes=false",
                 "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
                 "--cidr=10.244.0.0/16",

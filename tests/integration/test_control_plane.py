@@ -7,29 +7,14 @@ collection through owner references, and PodSecurity admission.
 
 from __future__ import annotations
 
-import time
+import json
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from kubernetes import client
 
 from tests.conftest import PINNED_VERSION, Cluster
-
-
-def eventually(check: Callable[[], Any], timeout: float = 60.0, interval: float = 0.25) -> Any:
-    """Poll `check` until it returns a truthy value; fail with its last error otherwise."""
-    deadline = time.monotonic() + timeout
-    last: BaseException | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = check()
-            if value:
-                return value
-        except (client.ApiException, AssertionError) as exc:
-            last = exc
-        time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s; last error: {last}")
+from tests.support import eventually
 
 
 def test_version_is_the_pinned_release(cluster: Cluster) -> None:
@@ -185,7 +170,7 @@ def test_validating_admission_policy_rejects_with_its_message(
 
         def refused() -> str:
             try:
-                core.create_namespaced_config_map(
+                early = core.create_namespaced_config_map(
                     ns,
                     client.V1ConfigMap(
                         metadata=client.V1ObjectMeta(generate_name="bad-"),
@@ -193,7 +178,9 @@ def test_validating_admission_policy_rejects_with_its_message(
                     ),
                 )
             except client.ApiException as exc:
-                return str(exc.body) if exc.status in (400, 403, 422) else ""
+                return str(json.loads(exc.body)["message"]) if exc.status in (400, 403, 422) else ""
+            # the policy is not active yet (it propagates within seconds): undo and retry
+            core.delete_namespaced_config_map(early.metadata.name, ns)
             return ""
 
         body = eventually(refused, timeout=30)
@@ -263,6 +250,7 @@ def test_restricted_namespace_rejects_a_privileged_pod(
     with pytest.raises(client.ApiException) as refused:
         core.create_namespaced_pod(ns, pod)
     assert refused.value.status == 403
-    assert 'violates PodSecurity "restricted:latest"' in refused.value.body
-    assert "privileged" in refused.value.body
+    message = json.loads(refused.value.body)["message"]
+    assert 'violates PodSecurity "restricted:latest"' in message
+    assert "privileged" in message
     assert core.list_namespaced_pod(ns).items == []
