@@ -37,14 +37,17 @@ def main() -> None:
         print(f"cold build: {time.monotonic() - t0:.1f}s")
 
     times: list[float] = []
+    phase_runs: dict[str, list[float]] = {}
     for i in range(args.runs):
         with tempfile.TemporaryDirectory(prefix="hw-bench-") as tmp:
             state = Path(tmp) / "cluster"
             t0 = time.monotonic()
-            cluster.up(state)
+            info = cluster.up(state)
             elapsed = time.monotonic() - t0
             cluster.down(state)
         times.append(elapsed)
+        for phase, at in info.phases.items():
+            phase_runs.setdefault(phase, []).append(at)
         print(
             f"warm start {i + 1}/{args.runs}: {elapsed:.2f}s to ready (node Ready, controllers up)"
         )
@@ -52,6 +55,8 @@ def main() -> None:
         f"warm start-to-ready: median {statistics.median(times):.2f}s, "
         f"min {min(times):.2f}s, max {max(times):.2f}s over {len(times)} runs"
     )
+    for phase, ats in phase_runs.items():
+        print(f"  {phase:>15} ready at median {statistics.median(ats):.2f}s after start")
 
 
 if __name__ == "__main__":

@@ -58,6 +58,7 @@ class ClusterInfo:
     pids: dict[str, int]
     started_at: float
     ready_seconds: float
+    phases: dict[str, float]
 
     @property
     def kubectl(self) -> str:
@@ -255,6 +256,11 @@ def up(state: Path | None = None, timeout: float = 180.0) -> ClusterInfo:
     etcd_url = f"http://127.0.0.1:{ports['etcd']}"
     peer_url = f"http://127.0.0.1:{ports['etcd-peer']}"
     procs: dict[str, subprocess.Popen[bytes]] = {}
+    phases: dict[str, float] = {}
+
+    def mark(phase: str) -> None:
+        phases[phase] = round(time.monotonic() - started, 2)
+
     try:
         procs["etcd"] = _spawn(
             "etcd",
@@ -279,6 +285,7 @@ def up(state: Path | None = None, timeout: float = 180.0) -> ClusterInfo:
             60,
             procs,
         )
+        mark("etcd")
         pkid = state / "pki"
         procs["kube-apiserver"] = _spawn(
             "kube-apiserver",
@@ -313,6 +320,7 @@ def up(state: Path | None = None, timeout: float = 180.0) -> ClusterInfo:
                 timeout,
                 procs,
             )
+        mark("kube-apiserver")
         procs["kube-controller-manager"] = _spawn(
             "kube-controller-manager",
             [
@@ -388,7 +396,9 @@ def up(state: Path | None = None, timeout: float = 180.0) -> ClusterInfo:
                 )
 
         _wait("the kwok node to be Ready", node_ready, timeout, procs)
+        mark("node")
         _wait("the default ServiceAccount (controller manager)", default_sa, timeout, procs)
+        mark("controllers")
     except BaseException:
         for p in procs.values():
             _stop(p.pid)
@@ -402,6 +412,7 @@ def up(state: Path | None = None, timeout: float = 180.0) -> ClusterInfo:
         pids={name: p.pid for name, p in procs.items()},
         started_at=time.time(),
         ready_seconds=round(time.monotonic() - started, 2),
+        phases=phases,
     )
     (state / "state.json").write_text(json.dumps(asdict(info), indent=2))
     return info
