@@ -1,0 +1,79 @@
+"""The operator's settings: plain, immutable data injected into the builders and handlers.
+
+Nothing here reads the environment at import time; :meth:`OperatorSettings.from_env` reads a
+mapping it is given (``os.environ`` at the entry point, a dict in the tests).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+ENV_PREFIX = "HUMANWORK_OPERATOR_"
+
+
+@dataclass(frozen=True)
+class OperatorSettings:
+    """Where the platform is, what the agent pods look like, and where keys are kept."""
+
+    platform_namespace: str = "humanwork-system"
+    """Namespace of the platform API (and of the operator): the only ingress source of
+    agent pods, and one of their egress destinations."""
+    platform_api_service: str = "humanwork-platform-api"
+    platform_api_port: int = 8000
+    """The platform API's port; the Service port and the pod port are assumed equal, since a
+    NetworkPolicy sees the pod port."""
+    platform_api_scheme: str = "http"
+    agent_port: int = 8080
+    agent_image: str = "humanwork/agent:0.1.0"
+    agent_image_pull_policy: str = "IfNotPresent"
+    agent_run_as_user: int = 10001
+    default_cpu_request: str = "250m"
+    default_memory_request: str = "256Mi"
+    default_cpu_limit: str = "500m"
+    default_memory_limit: str = "512Mi"
+    dns_namespace: str | None = "kube-system"
+    """Namespace of the cluster DNS the agents may query on port 53; None allows port 53 to
+    any destination (for node-local DNS caches)."""
+    kube_api_token_seconds: int = 3600
+    """Lifetime of the projected ServiceAccount token agents watch their tasks with."""
+    tmp_size_limit: str = "64Mi"
+    signing_keys_secret: str = "humanwork-agent-signing-keys"
+    """Secret in `platform_namespace` that holds the operator's token signing keys."""
+    jwks_config_map: str = "humanwork-agent-jwks"
+    """ConfigMap in `platform_namespace` that publishes the public keys as a JWK set."""
+    token_issuer: str = "humanwork-operator"
+    token_audience: str = "humanwork-platform"
+
+    @property
+    def platform_api_url(self) -> str:
+        """In-cluster base URL of the platform API."""
+        return (
+            f"{self.platform_api_scheme}://{self.platform_api_service}."
+            f"{self.platform_namespace}.svc:{self.platform_api_port}"
+        )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> OperatorSettings:
+        """Settings overridden by `HUMANWORK_OPERATOR_<FIELD NAME IN CAPITALS>` variables;
+        an empty `..._DNS_NAMESPACE` means any destination."""
+        values: dict[str, object] = {}
+        for field in dataclasses.fields(cls):
+            variable = ENV_PREFIX + field.name.upper()
+            raw = environ.get(variable)
+            if raw is None:
+                continue
+            default = getattr(cls, field.name)
+            if isinstance(default, int):
+                try:
+                    values[field.name] = int(raw)
+                except ValueError as exc:
+                    raise ValueError(
+                        f"{ENV_PREFIX}{field.name.upper()} must be an integer"
+                    ) from exc
+            elif field.name == "dns_namespace":
+                values[field.name] = raw or None
+            else:
+                values[field.name] = raw
+        return cls(**values)  # type: ignore[arg-type]
