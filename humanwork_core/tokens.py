@@ -588,3 +588,17 @@ def key_retention(
     return KeyRetention(
         current=current, publish=tuple(publish), drop=tuple(drop), next_drop_at=next_drop_at
     )
+
+
+def read_minted_token(token: str) -> MintedToken:
+    """The claims of a token this operator minted earlier (read back from its Secret), without
+    verifying the signature: the operator only re-publishes it; the platform verifies."""
+    try:
+        header = jwt.get_unverified_header(token)
+        payload = jwt.decode(token, options={"verify_signature": False})
+    except jwt.PyJWTError as exc:
+        raise TokenMalformed("stored token cannot be decoded") from exc
+    kid = header.get("kid")
+    if not isinstance(kid, str):
+        raise TokenMalformed("stored token has no kid")
+    return MintedToken(token, _claims_from_payload(payload, kid))

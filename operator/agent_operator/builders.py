@@ -706,3 +706,13 @@ def jwks_config_map(published: Iterable[SigningKey], settings: OperatorSettings)
         "metadata": _platform_metadata(settings, settings.jwks_config_map),
         "data": {JWKS_FILE: json.dumps(document, sort_keys=True, separators=(",", ":"))},
     }
+
+
+def revocations_config_map(settings: OperatorSettings) -> Manifest:
+    """The (initially empty) list of revoked agent token ids the platform API reads."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _platform_metadata(settings, settings.revocations_config_map),
+        "data": {},
+    }

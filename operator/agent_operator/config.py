@@ -43,6 +43,9 @@ class OperatorSettings:
     """Secret in `platform_namespace` that holds the operator's token signing keys."""
     jwks_config_map: str = "humanwork-agent-jwks"
     """ConfigMap in `platform_namespace` that publishes the public keys as a JWK set."""
+    revocations_config_map: str = "humanwork-agent-revocations"
+    """ConfigMap in `platform_namespace` listing the jtis of deleted agents' tokens (key
+    `jti.<jti>`, value the token's expiry), for the platform API to refuse at once."""
     token_issuer: str = "humanwork-operator"
     token_audience: str = "humanwork-platform"
 

@@ -1,0 +1,174 @@
+"""The operator's one door to the Kubernetes API (besides kopf's own watching).
+
+A thin async layer over `kubernetes_asyncio`'s generic `call_api`: server-side apply of a
+manifest with the operator's field manager, get, delete, merge-patch of a status
+subresource, and Events. It knows the paths of the few kinds the operator touches and
+nothing of AgentInstances' meaning; everything it returns is plain JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kubernetes_asyncio import client as k8s
+from kubernetes_asyncio import config as k8s_config
+
+FIELD_MANAGER = "humanwork-operator"
+
+# kind -> (plural, namespaced)
+_KINDS: dict[str, tuple[str, bool]] = {
+    "Namespace": ("namespaces", False),
+    "ServiceAccount": ("serviceaccounts", True),
+    "Secret": ("secrets", True),
+    "ConfigMap": ("configmaps", True),
+    "Service": ("services", True),
+    "Event": ("events", True),
+    "Role": ("roles", True),
+    "RoleBinding": ("rolebindings", True),
+    "NetworkPolicy": ("networkpolicies", True),
+    "Deployment": ("deployments", True),
+    "AgentInstance": ("agentinstances", True),
+    "AgenticTask": ("agentictasks", True),
+}
+
+
+class KubeError(RuntimeError):
+    """A Kubernetes API call failed; `status` is the HTTP status and `reason` the API's."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+def path_for(api_version: str, kind: str, namespace: str | None, name: str | None = None) -> str:
+    """The REST path of a collection or an object."""
+    plural, namespaced = _KINDS[kind]
+    base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    if namespaced:
+        if not namespace:
+            raise ValueError(f"{kind} is namespaced: a namespace is required")
+        base += f"/namespaces/{namespace}"
+    base += f"/{plural}"
+    return f"{base}/{name}" if name else base
+
+
+class Kube:
+    """Async access to the API server with one connection pool."""
+
+    def __init__(self, api: k8s.ApiClient) -> None:
+        self._api = api
+        self.calls: dict[str, int] = {}
+
+    @classmethod
+    async def connect(cls, kubeconfig: str | None = None) -> Kube:
+        """In-cluster credentials when running in a pod, else the kubeconfig."""
+        configuration = k8s.Configuration()
+        if kubeconfig is None:
+            try:
+                k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
+                    client_configuration=configuration
+                )
+            except k8s_config.ConfigException:
+                await k8s_config.load_kube_config(client_configuration=configuration)
+        else:
+            await k8s_config.load_kube_config(
+                config_file=kubeconfig, client_configuration=configuration
+            )
+        return cls(k8s.ApiClient(configuration))
+
+    async def close(self) -> None:
+        await self._api.close()
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        content_type: str = "application/json",
+        query: list[tuple[str, str]] | None = None,
+    ) -> dict[str, Any]:
+        self.calls[method] = self.calls.get(method, 0) + 1
+        try:
+            response = await self._api.call_api(
+                path,
+                method,
+                query_params=query or [],
+                header_params={"Content-Type": content_type, "Accept": "application/json"},
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _return_http_data_only=True,
+            )
+        except k8s.ApiException as exc:
+            raise _error(exc) from None
+        data = await response.read()
+        return dict(json.loads(data)) if data else {}
+
+    async def get(
+        self, api_version: str, kind: str, namespace: str | None, name: str
+    ) -> dict[str, Any] | None:
+        """The object, or None when it does not exist."""
+        try:
+            return await self._call("GET", path_for(api_version, kind, namespace, name))
+        except KubeError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def apply(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """Server-side apply `manifest` as the operator's field manager (conflicts forced:
+        the operator owns what it declares, so hand edits of those fields are undone)."""
+        meta = manifest["metadata"]
+        path = path_for(
+            manifest["apiVersion"], manifest["kind"], meta.get("namespace"), meta["name"]
+        )
+        return await self._call(
+            "PATCH",
+            path,
+            body=manifest,
+            content_type="application/apply-patch+yaml",
+            query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
+        )
+
+    async def merge_patch(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        patch: dict[str, Any],
+        *,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        path = path_for(api_version, kind, namespace, name)
+        if subresource:
+            path += f"/{subresource}"
+        return await self._call(
+            "PATCH",
+            path,
+            body=patch,
+            content_type="application/merge-patch+json",
+            query=[("fieldManager", FIELD_MANAGER)],
+        )
+
+    async def create(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        meta = manifest["metadata"]
+        path = path_for(manifest["apiVersion"], manifest["kind"], meta.get("namespace"))
+        return await self._call(
+            "POST", path, body=manifest, query=[("fieldManager", FIELD_MANAGER)]
+        )
+
+
+def _error(exc: k8s.ApiException) -> KubeError:
+    reason, message = str(exc.reason or ""), ""
+    try:
+        doc = json.loads(exc.body or "{}")
+        reason = str(doc.get("reason") or reason)
+        message = str(doc.get("message") or "")
+    except (TypeError, ValueError):
+        message = str(exc.body or "")
+    return KubeError(int(exc.status or 0), reason, message)
