@@ -716,3 +716,38 @@ def revocations_config_map(settings: OperatorSettings) -> Manifest:
         "metadata": _platform_metadata(settings, settings.revocations_config_map),
         "data": {},
     }
+
+
+def event(
+    body: Mapping[str, Any], reason: str, message: str, *, warning: bool, now: datetime
+) -> Manifest:
+    """A core/v1 Event about an AgentInstance (from the object as the API returned it)."""
+    meta = body["metadata"]
+    stamp = _rfc3339(now)
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            "generateName": f"{meta['name']}.",
+            "namespace": meta["namespace"],
+            "labels": {"app.kubernetes.io/managed-by": MANAGED_BY},
+        },
+        "involvedObject": {
+            "apiVersion": body.get("apiVersion", "humanwork.io/v1alpha1"),
+            "kind": body.get("kind", "AgentInstance"),
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": meta.get("uid"),
+            "resourceVersion": meta.get("resourceVersion"),
+        },
+        "reason": reason,
+        "message": message[:1024],
+        "type": "Warning" if warning else "Normal",
+        "source": {"component": MANAGED_BY},
+        "reportingComponent": MANAGED_BY,
+        "reportingInstance": MANAGED_BY,
+        "action": reason,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    }

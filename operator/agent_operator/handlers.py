@@ -19,7 +19,7 @@ from typing import Any
 
 import kopf
 
-from agent_operator import metrics
+from agent_operator import builders, metrics
 from agent_operator.builders import MANAGED_BY
 from agent_operator.config import OperatorSettings
 from agent_operator.kube import Kube, KubeError
@@ -112,8 +112,9 @@ async def _reconcile(state: State, body: dict[str, Any], trigger: str) -> None:
     for event in outcome.events:
         if event.reason in ("TokenIssued", "TokenRotated"):
             metrics.ROTATIONS.labels(reason=event.reason).inc()
-        post = kopf.warn if event.warning else kopf.info
-        post(kopf.Body(fresh), reason=event.reason, message=event.message)  # type: ignore[arg-type]
+        await state.kube.create(
+            builders.event(fresh, event.reason, event.message, warning=event.warning, now=_utcnow())
+        )
 
 
 @kopf.on.resume(*INSTANCES)

@@ -106,7 +106,12 @@ class Kube:
         except k8s.ApiException as exc:
             raise _error(exc) from None
         data = await response.read()
-        return dict(json.loads(data)) if data else {}
+        doc = dict(json.loads(data)) if data else {}
+        if response.status >= 400:  # without preloading, the client does not raise
+            raise KubeError(
+                int(response.status), str(doc.get("reason", "")), str(doc.get("message", ""))
+            )
+        return doc
 
     async def get(
         self, api_version: str, kind: str, namespace: str | None, name: str
@@ -158,6 +163,7 @@ class Kube:
     async def create(self, manifest: dict[str, Any]) -> dict[str, Any]:
         meta = manifest["metadata"]
         path = path_for(manifest["apiVersion"], manifest["kind"], meta.get("namespace"))
+        # generateName objects have no name yet: POST to the collection either way
         return await self._call(
             "POST", path, body=manifest, query=[("fieldManager", FIELD_MANAGER)]
         )

@@ -1,0 +1,606 @@
+"""The operator on the real control plane: provision, isolate, rotate, configure, scale,
+restore, tear down and restart, running as a process under its own least-privilege
+ServiceAccount (manifests/base/operator/rbac.yaml), with the admission policies on."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from kubernetes import client
+
+from humanwork_core import tokens
+from humanwork_dev import cluster as local
+from tests.conftest import Cluster
+from tests.support import eventually
+
+GROUP, VERSION, PLURAL = "humanwork.io", "v1alpha1", "agentinstances"
+PLATFORM_NS = "humanwork-system"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class OperatorProcess:
+    """The operator run as `python -m agent_operator` with its ServiceAccount's token."""
+
+    def __init__(self, cluster: Cluster, workdir: Path) -> None:
+        self.cluster = cluster
+        self.workdir = workdir
+        self.kubeconfig = local.token_kubeconfig(
+            cluster.kubeconfig,
+            cluster.kubectl_path,
+            PLATFORM_NS,
+            "humanwork-operator",
+            workdir / "operator.kubeconfig",
+        )
+        self.log = workdir / "operator.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.health_port = 0
+        self.metrics_port = 0
+
+    def start(self) -> None:
+        self.health_port, self.metrics_port = _free_port(), _free_port()
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(self.kubeconfig),
+            "HUMANWORK_OPERATOR_METRICS_PORT": str(self.metrics_port),
+            "HUMANWORK_OPERATOR_METRICS_ADDRESS": "127.0.0.1",
+        }
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "agent_operator",
+                "--liveness",
+                f"http://127.0.0.1:{self.health_port}/healthz",
+            ],
+            env=env,
+            stdout=self.log.open("ab"),
+            stderr=subprocess.STDOUT,
+            cwd=self.workdir,
+        )
+
+        def healthy() -> bool:
+            assert self.proc is not None and self.proc.poll() is None, self.tail()
+            try:
+                url = f"http://127.0.0.1:{self.health_port}/healthz"
+                return httpx.get(url, timeout=2).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        eventually(healthy, timeout=60)
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def metrics(self) -> str:
+        return httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).text
+
+    def tail(self, lines: int = 40) -> str:
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+@pytest.fixture(scope="module")
+def installed(cluster: Cluster) -> None:
+    """CRDs, admission policies and the operator's RBAC, installed as users install them."""
+    cluster.kubectl("apply", "-k", str(REPO / "crds"))
+    for crd in ("agentinstances.humanwork.io", "agentictasks.humanwork.io"):
+        cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+    cluster.kubectl("apply", "-k", str(REPO / "manifests/base/policies"))
+    cluster.kubectl("apply", "-k", str(REPO / "manifests/base/operator"))
+
+
+@pytest.fixture(scope="module")
+def operator(
+    cluster: Cluster, installed: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorProcess]:
+    proc = OperatorProcess(cluster, tmp_path_factory.mktemp("operator"))
+    proc.start()
+    yield proc
+    proc.stop()
+    print(proc.tail(80))
+
+
+@pytest.fixture
+def org(cluster: Cluster, make_namespace: Callable[..., str]) -> tuple[str, str]:
+    """An org namespace (labelled with its org id, no Pod Security labels yet) holding the
+    LLM key Secret its agent refers to."""
+    org_id = str(uuid.uuid4())
+    ns = make_namespace("org", labels={"humanwork.io/org-id": org_id})
+    client.CoreV1Api(cluster.api).create_namespaced_secret(
+        ns,
+        client.V1Secret(metadata=client.V1ObjectMeta(name="llm"), string_data={"api-key": "sk-x"}),
+    )
+    return ns, org_id
+
+
+def instance_manifest(ns: str, org_id: str, name: str = "agent", **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "AgentInstance",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "orgId": org_id,
+            "specialist": {"name": "Bob", "systemPrompt": "You reconcile orders."},
+            "model": "openai/gpt-4o",
+            "enabledTools": ["shopify_query"],
+            "replicas": 1,
+            "llm": {
+                "baseURL": "https://llm.example/v1",
+                "apiKeySecretRef": {"name": "llm", "key": "api-key"},
+            },
+            "egress": {"llmCIDRs": ["203.0.113.0/24"]},
+        },
+    }
+    body["spec"].update(spec)
+    return body
+
+
+def create_instance(cluster: Cluster, ns: str, org_id: str, **kw: Any) -> dict[str, Any]:
+    return dict(
+        client.CustomObjectsApi(cluster.api).create_namespaced_custom_object(
+            GROUP, VERSION, ns, PLURAL, instance_manifest(ns, org_id, **kw)
+        )
+    )
+
+
+def get_instance(cluster: Cluster, ns: str, name: str = "agent") -> dict[str, Any]:
+    return dict(
+        client.CustomObjectsApi(cluster.api).get_namespaced_custom_object(
+            GROUP, VERSION, ns, PLURAL, name
+        )
+    )
+
+
+def wait_phase(cluster: Cluster, ns: str, phase: str, name: str = "agent") -> dict[str, Any]:
+    def reached() -> dict[str, Any] | None:
+        obj = get_instance(cluster, ns, name)
+        return obj if (obj.get("status") or {}).get("phase") == phase else None
+
+    result: dict[str, Any] = eventually(reached, timeout=60)
+    return result
+
+
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next(c for c in obj["status"]["conditions"] if c["type"] == kind)
+
+
+CHILDREN = [
+    ("ServiceAccount", "agent-agent"),
+    ("Role", "agent-agent"),
+    ("RoleBinding", "agent-agent"),
+    ("Secret", "agent-agent-token"),
+    ("Secret", "agent-agent-callback"),
+    ("ConfigMap", "agent-agent-config"),
+    ("NetworkPolicy", "agent-agent"),
+    ("Service", "agent-agent"),
+    ("Deployment", "agent-agent"),
+]
+
+
+def read_child(cluster: Cluster, kind: str, ns: str, name: str) -> Any:
+    core, rbac = client.CoreV1Api(cluster.api), client.RbacAuthorizationV1Api(cluster.api)
+    readers: dict[str, Callable[[str, str], Any]] = {
+        "ServiceAccount": core.read_namespaced_service_account,
+        "Secret": core.read_namespaced_secret,
+        "ConfigMap": core.read_namespaced_config_map,
+        "Service": core.read_namespaced_service,
+        "Role": rbac.read_namespaced_role,
+        "RoleBinding": rbac.read_namespaced_role_binding,
+        "NetworkPolicy": client.NetworkingV1Api(cluster.api).read_namespaced_network_policy,
+        "Deployment": client.AppsV1Api(cluster.api).read_namespaced_deployment,
+    }
+    return readers[kind](name, ns)
+
+
+def test_provisions_a_hardened_isolated_agent(
+    cluster: Cluster, operator: OperatorProcess, org: tuple[str, str]
+) -> None:
+    ns, org_id = org
+    created = create_instance(cluster, ns, org_id)
+    obj = wait_phase(cluster, ns, "Ready")
+    uid = created["metadata"]["uid"]
+
+    for kind, name in CHILDREN:
+        child = read_child(cluster, kind, ns, name)
+        refs = child.metadata.owner_references
+        assert [(r.kind, r.uid, r.controller) for r in refs] == [("AgentInstance", uid, True)]
+        labels = child.metadata.labels
+        assert labels["app.kubernetes.io/instance"] == "agent"
+        assert labels["app.kubernetes.io/managed-by"] == "humanwork-operator"
+        assert labels["humanwork.io/org-id"] == org_id
+
+    status = obj["status"]
+    assert status["readyReplicas"] == 1 and status["replicas"] == 1
+    assert status["endpoint"] == f"http://agent-agent.{ns}.svc:8080"
+    assert status["observedGeneration"] == obj["metadata"]["generation"]
+    for kind in ("Ready", "TokenValid", "NetworkIsolated", "ConfigApplied"):
+        assert condition(obj, kind)["observedGeneration"] == obj["metadata"]["generation"]
+    assert condition(obj, "Ready")["status"] == "True"
+    assert condition(obj, "TokenValid")["status"] == "True"
+    assert condition(obj, "NetworkIsolated")["status"] == "True"
+
+    # the pod passed the restricted Pod Security Standard the operator set on the namespace
+    labels = client.CoreV1Api(cluster.api).read_namespace(ns).metadata.labels
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    pods = (
+        client.CoreV1Api(cluster.api)
+        .list_namespaced_pod(ns, label_selector="app.kubernetes.io/instance=agent")
+        .items
+    )
+    assert [p.status.phase for p in pods] == ["Running"]
+    node = client.CoreV1Api(cluster.api).read_node(pods[0].spec.node_name)
+    assert node.metadata.annotations["kwok.x-k8s.io/node"] == "fake"
+
+    spec = json.dumps(client.ApiClient().sanitize_for_serialization(pods[0].spec)).upper()
+    for secret_word in ("DATABASE", "POSTGRES", "REDIS", "SHOPIFY_", "AMAZON_"):
+        assert secret_word not in spec
+
+    def events() -> set[str]:
+        listed = client.CoreV1Api(cluster.api).list_namespaced_event(
+            ns, field_selector="involvedObject.kind=AgentInstance"
+        )
+        reasons = {e.reason for e in listed.items}
+        return reasons if {"Provisioned", "TokenIssued"} <= reasons else set()
+
+    assert eventually(events, timeout=20)
+
+
+def _published_jwks(cluster: Cluster) -> dict[str, Any]:
+    cm = client.CoreV1Api(cluster.api).read_namespaced_config_map(
+        "humanwork-agent-jwks", PLATFORM_NS
+    )
+    doc: dict[str, Any] = json.loads(cm.data["jwks.json"])
+    return doc
+
+
+def _token(cluster: Cluster, ns: str) -> str:
+    secret = client.CoreV1Api(cluster.api).read_namespaced_secret("agent-agent-token", ns)
+    return base64.b64decode(secret.data["token"]).decode()
+
+
+def test_agent_token_verifies_with_the_published_keys_and_forgeries_fail(
+    cluster: Cluster, operator: OperatorProcess, org: tuple[str, str]
+) -> None:
+    ns, org_id = org
+    create_instance(cluster, ns, org_id)
+    obj = wait_phase(cluster, ns, "Ready")
+    token, keys = _token(cluster, ns), _published_jwks(cluster)
+    minted = tokens.read_minted_token(token)
+    now = minted.claims.issued_at + timedelta(seconds=5)
+
+    claims = tokens.verify_agent_token(
+        token, keys, now=now, org_id=org_id, accepted_jtis={obj["status"]["token"]["jti"]}
+    )
+    assert claims.subject == f"{ns}/agent" and claims.role == "agent"
+    assert set(claims.scopes) >= {"tools:execute", "callbacks:write"}
+
+    with pytest.raises(tokens.TokenError) as other_org:
+        tokens.verify_agent_token(token, keys, now=now, org_id=str(uuid.uuid4()))
+    assert other_org.value.code == "token_wrong_org"
+
+    with pytest.raises(tokens.TokenError) as expired:
+        tokens.verify_agent_token(token, keys, now=minted.claims.expires_at + timedelta(hours=1))
+    assert expired.value.code == "token_expired"
+
+    # an attacker's key, even one claiming the operator's kid, does not verify
+    forger = tokens.generate_signing_key()
+    forged = tokens.mint_agent_token(
+        forger, agent_id=f"{ns}/agent", org_id=org_id, namespace=ns, ttl_seconds=600, now=now
+    ).token
+    with pytest.raises(tokens.TokenError) as unknown:
+        tokens.verify_agent_token(forged, keys, now=now)
+    assert unknown.value.code == "token_unknown_key"
+    header, payload, _sig = forged.split(".")
+    real_header = token.split(".")[0]
+    with pytest.raises(tokens.TokenError) as bad_sig:
+        tokens.verify_agent_token(f"{real_header}.{payload}.{_sig}", keys, now=now)
+    assert bad_sig.value.code == "token_invalid_signature"
+    assert header != real_header
+
+
+def test_agent_identity_sees_only_its_own_tasks(
+    cluster: Cluster,
+    operator: OperatorProcess,
+    org: tuple[str, str],
+    make_namespace: Callable[..., str],
+) -> None:
+    ns, org_id = org
+    create_instance(cluster, ns, org_id)
+    wait_phase(cluster, ns, "Ready")
+    other_org = str(uuid.uuid4())
+    other_ns = make_namespace("org", labels={"humanwork.io/org-id": other_org})
+    task = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "AgenticTask",
+        "metadata": {"name": "t1"},
+        "spec": {
+            "orgId": org_id,
+            "agentRef": {"name": "agent"},
+            "conversationId": str(uuid.uuid4()),
+            "description": "Reconcile October orders",
+            "requestedBy": "ops@example.com",
+            "steps": [
+                {
+                    "id": "read",
+                    "description": "Read orders",
+                    "kind": "action",
+                    "tool": "amazon_query",
+                    "parameters": {"month": "2026-10"},
+                    "risk": "low",
+                }
+            ],
+        },
+    }
+    crd = client.CustomObjectsApi(cluster.api)
+    crd.create_namespaced_custom_object(GROUP, VERSION, ns, "agentictasks", task)
+    crd.create_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        other_ns,
+        "agentictasks",
+        {**task, "spec": {**task["spec"], "orgId": other_org}},
+    )
+
+    token = (
+        client.CoreV1Api(cluster.api)
+        .create_namespaced_service_account_token(
+            "agent-agent",
+            ns,
+            client.AuthenticationV1TokenRequest(
+                spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=600)
+            ),
+        )
+        .status.token
+    )
+    as_agent = cluster.client_for_token(token)
+    agent_crd = client.CustomObjectsApi(as_agent)
+
+    listed = agent_crd.list_namespaced_custom_object(GROUP, VERSION, ns, "agentictasks")
+    assert [t["metadata"]["name"] for t in listed["items"]] == ["t1"]
+    watched = agent_crd.list_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        ns,
+        "agentictasks",
+        watch=True,
+        timeout_seconds=1,
+        _preload_content=False,
+    )
+    assert watched.status == 200
+    patched = agent_crd.patch_namespaced_custom_object_status(
+        GROUP, VERSION, ns, "agentictasks", "t1", {}
+    )
+    assert patched["metadata"]["name"] == "t1"
+
+    refusals: list[Callable[[], Any]] = [
+        lambda: client.CoreV1Api(as_agent).list_namespaced_secret(ns),
+        lambda: client.CoreV1Api(as_agent).read_namespaced_secret("llm", ns),
+        lambda: agent_crd.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL),
+        lambda: agent_crd.list_namespaced_custom_object(GROUP, VERSION, other_ns, "agentictasks"),
+        lambda: agent_crd.get_namespaced_custom_object(
+            GROUP, VERSION, other_ns, "agentictasks", "t1"
+        ),
+        lambda: client.CoreV1Api(as_agent).list_namespaced_config_map(ns),
+        lambda: agent_crd.delete_namespaced_custom_object(GROUP, VERSION, ns, "agentictasks", "t1"),
+    ]
+    for attempt in refusals:
+        with pytest.raises(client.ApiException) as refused:
+            attempt()
+        assert refused.value.status == 403
+        assert f"system:serviceaccount:{ns}:agent-agent" in refused.value.body
+
+
+def test_scale_and_pause_drive_the_deployment(
+    cluster: Cluster, operator: OperatorProcess, org: tuple[str, str]
+) -> None:
+    ns, org_id = org
+    create_instance(cluster, ns, org_id)
+    wait_phase(cluster, ns, "Ready")
+    apps = client.AppsV1Api(cluster.api)
+
+    cluster.kubectl("-n", ns, "scale", "agentinstance/agent", "--replicas=3")
+    eventually(lambda: apps.read_namespaced_deployment("agent-agent", ns).spec.replicas == 3)
+    eventually(lambda: get_instance(cluster, ns)["status"].get("readyReplicas") == 3)
+
+    client.CustomObjectsApi(cluster.api).patch_namespaced_custom_object(
+        GROUP, VERSION, ns, PLURAL, "agent", {"spec": {"paused": True}}
+    )
+    eventually(lambda: apps.read_namespaced_deployment("agent-agent", ns).spec.replicas == 0)
+    paused = wait_phase(cluster, ns, "Paused")
+    assert condition(paused, "Ready")["reason"] == "Paused"
+
+
+def test_children_deleted_or_edited_by_hand_are_restored(
+    cluster: Cluster, operator: OperatorProcess, org: tuple[str, str]
+) -> None:
+    ns, org_id = org
+    create_instance(cluster, ns, org_id)
+    wait_phase(cluster, ns, "Ready")
+    core, net = client.CoreV1Api(cluster.api), client.NetworkingV1Api(cluster.api)
+    apps = client.AppsV1Api(cluster.api)
+    old_uid = net.read_namespaced_network_policy("agent-agent", ns).metadata.uid
+
+    net.delete_namespaced_network_policy("agent-agent", ns)
+    core.delete_namespaced_service("agent-agent", ns)
+    restored = eventually(lambda: net.read_namespaced_network_policy("agent-agent", ns), timeout=15)
+    assert restored.metadata.uid != old_uid
+    assert eventually(lambda: core.read_namespaced_service("agent-agent", ns), timeout=15)
+
+    apps.patch_namespaced_deployment("agent-agent", ns, {"spec": {"replicas": 4}})
+    eventually(
+        lambda: apps.read_namespaced_deployment("agent-agent", ns).spec.replicas == 1, timeout=15
+    )
+    assert "humanwork_operator_children_restored_total" in operator.metrics()
+
+
+def test_rotation_on_request_keeps_the_previous_token_in_grace(
+    cluster: Cluster, operator: OperatorProcess, org: tuple[str, str]
+) -> None:
+    ns, org_id = org
+    create_instance(cluster, ns, org_id)
+    first = wait_phase(cluster, ns, "Ready")["status"]["token"]
+
+    client.CustomObjectsApi(cluster.api).patch_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        ns,
+        PLURAL,
+        "agent",
+        {"metadata": {"annotations": {"humanwork.io/rotate-token": "now"}}},
+    )
+
+    def rotated() -> dict[str, Any] | None:
+        tok = get_instance(cluster, ns)["status"]["token"]
+        return tok if tok["jti"] != first["jti"] else None
+
+    second = eventually(rotated, timeout=20)
+    assert second["previousJti"] == first["jti"]
+    assert second["previousGraceEndsAt"] > second["issuedAt"]
+    assert tokens.read_minted_token(_token(cluster, ns)).claims.jti == second["jti"]
+    annotations = get_instance(cluster, ns)["metadata"].get("annotations") or {}
+    assert "humanwork.io/rotate-token" not in annotations
+    reasons = {
+        e.reason
+        for e in client.CoreV1Api(cluster.api)
+        .list_namespaced_event(ns, field_selector="involvedObject.kind=AgentInstance")
+        .items
+    }
+    assert "TokenRotated" in reasons
+
+
+def test_configuration_change_updates_the_config_without_restarting_pods(
+    cluster: Cluster, operator: OperatorProcess, org: tuple[str, str]
+) -> None:
+    ns, org_id = org
+    create_instance(cluster, ns, org_id)
+    before = wait_phase(cluster, ns, "Ready")
+    apps, core = client.AppsV1Api(cluster.api), client.CoreV1Api(cluster.api)
+    template_before = apps.read_namespaced_deployment("agent-agent", ns).spec.template
+    pods_before = {p.metadata.name for p in core.list_namespaced_pod(ns).items}
+
+    client.CustomObjectsApi(cluster.api).patch_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        ns,
+        PLURAL,
+        "agent",
+        {"spec": {"specialist": {"name": "Bob", "systemPrompt": "You audit refunds."}}},
+    )
+
+    def new_hash() -> str | None:
+        h = get_instance(cluster, ns)["status"]["configHash"]
+        return str(h) if h != before["status"]["configHash"] else None
+
+    config_hash = eventually(new_hash, timeout=20)
+    cm = core.read_namespaced_config_map("agent-agent-config", ns)
+    assert "You audit refunds." in cm.data["config.json"]
+    assert (
+        config_hash in json.dumps(cm.data)
+        or cm.metadata.annotations.get("humanwork.io/config-hash") == config_hash
+    )
+    assert apps.read_namespaced_deployment("agent-agent", ns).spec.template == template_before
+    assert {p.metadata.name for p in core.list_namespaced_pod(ns).items} == pods_before
+
+
+def test_deleting_the_instance_revokes_its_tokens_and_collects_every_child(
+    cluster: Cluster, operator: OperatorProcess, org: tuple[str, str]
+) -> None:
+    ns, org_id = org
+    create_instance(cluster, ns, org_id)
+    jti = wait_phase(cluster, ns, "Ready")["status"]["token"]["jti"]
+    client.CustomObjectsApi(cluster.api).delete_namespaced_custom_object(
+        GROUP, VERSION, ns, PLURAL, "agent"
+    )
+
+    def revoked() -> bool:
+        cm = client.CoreV1Api(cluster.api).read_namespaced_config_map(
+            "humanwork-agent-revocations", PLATFORM_NS
+        )
+        return f"jti.{jti}" in (cm.data or {})
+
+    assert eventually(revoked, timeout=10)
+
+    def all_gone() -> bool:
+        for kind, name in CHILDREN:
+            try:
+                read_child(cluster, kind, ns, name)
+            except client.ApiException as exc:
+                if exc.status == 404:
+                    continue
+                raise
+            return False
+        return True
+
+    assert eventually(all_gone, timeout=60)
+
+
+def test_an_org_label_change_stops_the_operator_from_serving_the_instance(
+    cluster: Cluster, operator: OperatorProcess, org: tuple[str, str]
+) -> None:
+    ns, org_id = org
+    create_instance(cluster, ns, org_id)
+    wait_phase(cluster, ns, "Ready")
+    client.CoreV1Api(cluster.api).patch_namespace(
+        ns, {"metadata": {"labels": {"humanwork.io/org-id": str(uuid.uuid4())}}}
+    )
+    # the admission policy now refuses every write to the instance; the operator notices at
+    # its next reconcile (a child's event or the periodic resync)
+    failed = eventually(
+        lambda: (s := get_instance(cluster, ns)["status"])["phase"] == "Failed" and s,
+        timeout=75,
+    )
+    ready = next(c for c in failed["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "OrgMismatch")
+
+
+def test_a_killed_operator_converges_after_restart(
+    cluster: Cluster, operator: OperatorProcess, org: tuple[str, str]
+) -> None:
+    ns, org_id = org
+    core = client.CoreV1Api(cluster.api)
+    create_instance(cluster, ns, org_id)
+    # kill it as soon as it has minted the token, typically before the Deployment exists
+    first = eventually(lambda: _token(cluster, ns), timeout=30, interval=0.02)
+    operator.kill()
+    operator.start()
+    obj = wait_phase(cluster, ns, "Ready")
+    secrets = core.list_namespaced_secret(ns, label_selector="app.kubernetes.io/instance=agent")
+    assert sorted(s.metadata.name for s in secrets.items) == [
+        "agent-agent-callback",
+        "agent-agent-token",
+    ]
+    # the restarted operator adopted the token it had minted instead of minting another
+    assert _token(cluster, ns) == first
+    assert tokens.read_minted_token(first).claims.jti == obj["status"]["token"]["jti"]
+    for kind, name in CHILDREN:
+        assert read_child(cluster, kind, ns, name).metadata.owner_references
+    assert 'humanwork_operator_reconciles_total{result="ok"' in operator.metrics()
