@@ -1,7 +1,7 @@
 """The kopf handlers: thin, each hands an AgentInstance to `reconcile` and reports.
 
-- create / update / resume of an AgentInstance, and a periodic timer (token rotation,
-  readiness), reconcile it;
+- create / update / resume of an AgentInstance reconciles it, and so does the operator's
+  scheduler when its token is due for rotation or its periodic resync comes;
 - an event on any child the operator manages (deleted or edited by hand, or a Deployment
   whose readiness changed) reconciles its owner, which restores the child;
 - the DELETED event of an AgentInstance records its tokens as revoked (no finalizer: a
@@ -14,7 +14,7 @@ import asyncio
 import logging
 import os
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import kopf
@@ -23,7 +23,14 @@ from agent_operator import builders, metrics
 from agent_operator.builders import MANAGED_BY
 from agent_operator.config import OperatorSettings
 from agent_operator.kube import Kube, KubeError
-from agent_operator.reconcile import GROUP_VERSION, Keyring, ensure_keyring, reconcile, revoke
+from agent_operator.reconcile import (
+    GROUP_VERSION,
+    Keyring,
+    ensure_keyring,
+    reconcile,
+    revoke,
+    seconds_until_rotation,
+)
 
 GROUP, VERSION = GROUP_VERSION.split("/")
 INSTANCES = (GROUP, VERSION, "agentinstances")
@@ -38,7 +45,10 @@ CHILD_KINDS = (
     ("apps", "v1", "deployments"),
 )
 CHILD_LABELS = {"app.kubernetes.io/managed-by": MANAGED_BY, "app.kubernetes.io/component": "agent"}
+KOPF_PREFIX = f"kopf.{GROUP}"
 RESYNC_SECONDS = 30.0
+SCHEDULER_TICK_SECONDS = 1.0
+LOG = logging.getLogger("humanwork.operator")
 
 
 class State:
@@ -49,6 +59,9 @@ class State:
         self.settings = settings
         self.keyring = keyring
         self.locks: dict[tuple[str, str], asyncio.Lock] = {}
+        # when each known instance is next due: (time, trigger), trigger rotation or resync
+        self.due: dict[tuple[str, str], tuple[datetime, str]] = {}
+        self.scheduler: asyncio.Task[None] | None = None
 
     def lock(self, namespace: str, name: str) -> asyncio.Lock:
         return self.locks.setdefault((namespace, name), asyncio.Lock())
@@ -63,16 +76,20 @@ def _state(memo: kopf.Memo) -> State:
 
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-    # kopf's bookkeeping goes to annotations: the structural status schema has no room for it
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
+    # kopf's bookkeeping goes to annotations (the structural status schema has no room for
+    # it), under a prefix of its own: kopf ignores changes to annotations with its prefix,
+    # and humanwork.io/rotate-token must not be ignored
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=KOPF_PREFIX)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=KOPF_PREFIX)
     settings.posting.level = logging.WARNING  # our own Events, plus kopf's warnings/errors
     settings.watching.server_timeout = 300
     settings.batching.worker_limit = 200
     op_settings = OperatorSettings.from_env(os.environ)
     kube = await Kube.connect()
     keyring = await ensure_keyring(kube, op_settings, _utcnow())
-    memo["state"] = State(kube, op_settings, keyring)
+    state = State(kube, op_settings, keyring)
+    state.scheduler = asyncio.create_task(_schedule(state), name="humanwork-scheduler")
+    memo["state"] = state
     port = int(os.environ.get("HUMANWORK_OPERATOR_METRICS_PORT", "9090"))
     if port:
         metrics.serve(port, os.environ.get("HUMANWORK_OPERATOR_METRICS_ADDRESS", "0.0.0.0"))
@@ -82,6 +99,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     state = memo.get("state")
     if isinstance(state, State):
+        if state.scheduler:
+            state.scheduler.cancel()
         await state.kube.close()
 
 
@@ -109,6 +128,11 @@ async def _reconcile(state: State, body: dict[str, Any], trigger: str) -> None:
         finally:
             metrics.DURATION.observe(time.monotonic() - started)
     metrics.RECONCILES.labels(trigger=trigger, result="ok").inc()
+    rotation_in = seconds_until_rotation({**fresh, "status": outcome.status}, _utcnow())
+    if rotation_in is not None and rotation_in < RESYNC_SECONDS:
+        state.due[(ns, name)] = (_utcnow() + timedelta(seconds=rotation_in), "rotation")
+    else:
+        state.due[(ns, name)] = (_utcnow() + timedelta(seconds=RESYNC_SECONDS), "resync")
     for event in outcome.events:
         if event.reason in ("TokenIssued", "TokenRotated"):
             metrics.ROTATIONS.labels(reason=event.reason).inc()
@@ -124,11 +148,6 @@ async def instance_changed(body: kopf.Body, memo: kopf.Memo, reason: Any, **_: A
     await _reconcile(_state(memo), dict(body), trigger=str(reason))
 
 
-@kopf.timer(*INSTANCES, interval=RESYNC_SECONDS, initial_delay=RESYNC_SECONDS, idle=0)
-async def instance_resync(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    await _reconcile(_state(memo), dict(body), trigger="resync")
-
-
 @kopf.on.event(*INSTANCES)
 async def instance_event(
     event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any
@@ -136,9 +155,32 @@ async def instance_event(
     if event.get("type") != "DELETED":
         return
     state = _state(memo)
+    state.due.pop((body["metadata"]["namespace"], body["metadata"]["name"]), None)
     revoked = await revoke(state.kube, state.settings, dict(body))
     metrics.REVOCATIONS.inc(len(revoked))
     logger.info(f"revoked tokens {', '.join(revoked) or '(none issued)'}")
+
+
+async def _schedule(state: State) -> None:
+    """Reconcile each known instance when its token is due for rotation (each due time
+    carries its own deterministic jitter, so many orgs never rotate in the same second) and
+    otherwise every RESYNC_SECONDS. A loop of the operator's own rather than kopf timers or
+    daemons, which would put a finalizer on every AgentInstance: deleting one must never
+    wait for the operator."""
+    while True:
+        now = _utcnow()
+        for key, (when, trigger) in list(state.due.items()):
+            if when > now or state.due.get(key) != (when, trigger):
+                continue
+            del state.due[key]
+            try:
+                await _reconcile(
+                    state, {"metadata": {"namespace": key[0], "name": key[1]}}, trigger
+                )
+            except Exception as exc:  # one instance's trouble must not stop the others
+                LOG.warning("reconcile of %s/%s (%s) failed: %s", key[0], key[1], trigger, exc)
+                state.due.setdefault(key, (now + timedelta(seconds=5), trigger))
+        await asyncio.sleep(SCHEDULER_TICK_SECONDS)
 
 
 def _owner(body: kopf.Body) -> tuple[str, str] | None:

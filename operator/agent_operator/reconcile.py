@@ -125,6 +125,22 @@ def plan_token(
     return TokenPlan(False, "Current")
 
 
+def seconds_until_rotation(body: dict[str, Any], now: datetime) -> float | None:
+    """Pure: how long until the token recorded in the status is due for rotation (None when
+    there is no token yet, 0 when it is due)."""
+    instance = AgentInstance.model_validate(body)
+    token = instance.status.token if instance.status else None
+    if token is None:
+        return None
+    due = tokens.rotation_due_at(
+        token.issued_at,
+        token.expires_at,
+        instance.spec.token.rotate_before_seconds,
+        instance.metadata.uid or instance.metadata.name,
+    )
+    return max(0.0, (due - now).total_seconds())
+
+
 def token_status(
     instance: AgentInstance,
     minted: tokens.MintedToken,

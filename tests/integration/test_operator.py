@@ -536,7 +536,10 @@ def test_deleting_the_instance_revokes_its_tokens_and_collects_every_child(
 ) -> None:
     ns, org_id = org
     create_instance(cluster, ns, org_id)
-    jti = wait_phase(cluster, ns, "Ready")["status"]["token"]["jti"]
+    ready = wait_phase(cluster, ns, "Ready")
+    jti = ready["status"]["token"]["jti"]
+    # no finalizer: deleting an AgentInstance never waits for the operator to be up
+    assert not ready["metadata"].get("finalizers")
     client.CustomObjectsApi(cluster.api).delete_namespaced_custom_object(
         GROUP, VERSION, ns, PLURAL, "agent"
     )
@@ -604,3 +607,25 @@ def test_a_killed_operator_converges_after_restart(
     for kind, name in CHILDREN:
         assert read_child(cluster, kind, ns, name).metadata.owner_references
     assert 'humanwork_operator_reconciles_total{result="ok"' in operator.metrics()
+
+
+def test_tokens_rotate_by_themselves_before_they_expire(
+    cluster: Cluster, operator: OperatorProcess, org: tuple[str, str]
+) -> None:
+    ns, org_id = org
+    # a 300 s token rotated 290 s before expiry is due about 10 s after issue
+    create_instance(cluster, ns, org_id, token={"ttlSeconds": 300, "rotateBeforeSeconds": 290})
+    first = wait_phase(cluster, ns, "Ready")["status"]["token"]
+
+    def rotated() -> dict[str, Any] | None:
+        tok = get_instance(cluster, ns)["status"]["token"]
+        return tok if tok["jti"] != first["jti"] else None
+
+    second = eventually(rotated, timeout=40)
+    assert second["previousJti"] == first["jti"]
+    assert second["issuedAt"] > first["issuedAt"]
+    # the old token stays valid no longer than it would have anyway
+    assert second["previousGraceEndsAt"] <= first["expiresAt"]
+    assert 'humanwork_operator_reconciles_total{result="ok",trigger="rotation"}' in (
+        operator.metrics()
+    )
