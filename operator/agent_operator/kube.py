@@ -14,6 +14,8 @@ from typing import Any
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
+from agent_operator.metrics import API_REQUESTS
+
 FIELD_MANAGER = "humanwork-operator"
 
 # kind -> (plural, namespaced)
@@ -60,7 +62,6 @@ class Kube:
 
     def __init__(self, api: k8s.ApiClient) -> None:
         self._api = api
-        self.calls: dict[str, int] = {}
 
     @classmethod
     async def connect(cls, kubeconfig: str | None = None) -> Kube:
@@ -91,7 +92,7 @@ class Kube:
         content_type: str = "application/json",
         query: list[tuple[str, str]] | None = None,
     ) -> dict[str, Any]:
-        self.calls[method] = self.calls.get(method, 0) + 1
+        API_REQUESTS.labels(method=method).inc()
         try:
             response = await self._api.call_api(
                 path,

@@ -28,6 +28,11 @@ DRIFT = Counter(
     "Managed children found deleted and restored.",
     ["kind"],
 )
+API_REQUESTS = Counter(
+    "humanwork_operator_api_requests_total",
+    "Requests the operator's own client sent to the API server (kopf's watches excluded).",
+    ["method"],
+)
 ERRORS = Counter(
     "humanwork_operator_errors_total", "Failed API calls during reconciles, by reason.", ["reason"]
 )

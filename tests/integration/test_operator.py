@@ -6,106 +6,22 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from kubernetes import client
 
 from humanwork_core import tokens
-from humanwork_dev import cluster as local
+from humanwork_dev.processes import PLATFORM_NS, OperatorProcess
 from tests.conftest import Cluster
 from tests.support import eventually
 
 GROUP, VERSION, PLURAL = "humanwork.io", "v1alpha1", "agentinstances"
-PLATFORM_NS = "humanwork-system"
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class OperatorProcess:
-    """The operator run as `python -m agent_operator` with its ServiceAccount's token."""
-
-    def __init__(self, cluster: Cluster, workdir: Path) -> None:
-        self.cluster = cluster
-        self.workdir = workdir
-        self.kubeconfig = local.token_kubeconfig(
-            cluster.kubeconfig,
-            cluster.kubectl_path,
-            PLATFORM_NS,
-            "humanwork-operator",
-            workdir / "operator.kubeconfig",
-        )
-        self.log = workdir / "operator.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.health_port = 0
-        self.metrics_port = 0
-
-    def start(self) -> None:
-        self.health_port, self.metrics_port = _free_port(), _free_port()
-        env = {
-            **os.environ,
-            "KUBECONFIG": str(self.kubeconfig),
-            "HUMANWORK_OPERATOR_METRICS_PORT": str(self.metrics_port),
-            "HUMANWORK_OPERATOR_METRICS_ADDRESS": "127.0.0.1",
-        }
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "agent_operator",
-                "--liveness",
-                f"http://127.0.0.1:{self.health_port}/healthz",
-            ],
-            env=env,
-            stdout=self.log.open("ab"),
-            stderr=subprocess.STDOUT,
-            cwd=self.workdir,
-        )
-
-        def healthy() -> bool:
-            assert self.proc is not None and self.proc.poll() is None, self.tail()
-            try:
-                url = f"http://127.0.0.1:{self.health_port}/healthz"
-                return httpx.get(url, timeout=2).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        eventually(healthy, timeout=60)
-
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    def metrics(self) -> str:
-        return httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).text
-
-    def tail(self, lines: int = 40) -> str:
-        text = self.log.read_text(errors="replace") if self.log.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +38,9 @@ def installed(cluster: Cluster) -> None:
 def operator(
     cluster: Cluster, installed: None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OperatorProcess]:
-    proc = OperatorProcess(cluster, tmp_path_factory.mktemp("operator"))
+    proc = OperatorProcess(
+        cluster.kubeconfig, cluster.kubectl_path, tmp_path_factory.mktemp("operator")
+    )
     proc.start()
     yield proc
     proc.stop()

@@ -1,0 +1,125 @@
+"""Run the project's components as local processes against a cluster, each under its own
+ServiceAccount's token (for the integration tests, the benchmarks and `make up`)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from humanwork_dev import cluster as local
+
+PLATFORM_NS = "humanwork-system"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class OperatorProcess:
+    """The operator run as `python -m agent_operator` with the humanwork-operator
+    ServiceAccount's token (so its RBAC is what the tests exercise)."""
+
+    def __init__(self, admin_kubeconfig: str, kubectl: str, workdir: Path) -> None:
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.kubeconfig = local.token_kubeconfig(
+            admin_kubeconfig,
+            kubectl,
+            PLATFORM_NS,
+            "humanwork-operator",
+            workdir / "operator.kubeconfig",
+        )
+        self.log = workdir / "operator.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.health_port = 0
+        self.metrics_port = 0
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def start(self, timeout: float = 60.0) -> None:
+        self.health_port, self.metrics_port = free_port(), free_port()
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(self.kubeconfig),
+            "HUMANWORK_OPERATOR_METRICS_PORT": str(self.metrics_port),
+            "HUMANWORK_OPERATOR_METRICS_ADDRESS": "127.0.0.1",
+        }
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "agent_operator",
+                "--liveness",
+                f"http://127.0.0.1:{self.health_port}/healthz",
+            ],
+            env=env,
+            stdout=self.log.open("ab"),
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=self.workdir,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"the operator exited with {self.proc.returncode}:\n{self.tail()}"
+                )
+            try:
+                url = f"http://127.0.0.1:{self.health_port}/healthz"
+                if httpx.get(url, timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"the operator was not healthy within {timeout}s:\n{self.tail()}")
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def metrics(self) -> str:
+        return httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).text
+
+    def metric(self, name: str, **labels: str) -> float:
+        """Sum of the samples of `name` whose labels include `labels`."""
+        total = 0.0
+        for line in self.metrics().splitlines():
+            if not line.startswith(name) or line.startswith("#"):
+                continue
+            head, _, value = line.rpartition(" ")
+            if head.split("{")[0] != name:
+                continue
+            if all(f'{k}="{v}"' in head for k, v in labels.items()):
+                total += float(value)
+        return total
+
+    def rss_bytes(self) -> int:
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return 0
+
+    def tail(self, lines: int = 40) -> str:
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
