@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 CLUSTER := $(VENV)/bin/humanwork-cluster
 PYTEST_ARGS ?=
 
-.PHONY: all venv cluster-binaries cluster-up cluster-down cluster-status up down test test-unit lint format crds bench clean
+.PHONY: all venv cluster-binaries cluster-up cluster-down cluster-status up down run-operator test test-unit lint format crds bench clean
 
 all: venv
 
@@ -36,8 +36,17 @@ cluster-status: venv
 
 up: cluster-up
 	@eval "$$($(CLUSTER) env)" && kubectl apply -k crds/ && \
-	  if [ -f manifests/base/policies/kustomization.yaml ]; then kubectl apply -k manifests/base/policies/; fi
-	@echo "run: eval \"\$$($(CLUSTER) env)\"   then kubectl get humanwork -A"
+	  kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null && \
+	  kubectl apply -k manifests/base/policies/ && kubectl apply -k manifests/base/operator/
+	@echo "next: eval \"\$$($(CLUSTER) env)\"; make run-operator; kubectl get humanwork -A"
+
+run-operator: venv
+	@$(CLUSTER) token-kubeconfig humanwork-system humanwork-operator .cluster/operator/kubeconfig && \
+	  KUBECONFIG=.cluster/operator/kubeconfig HUMANWORK_OPERATOR_METRICS_ADDRESS=127.0.0.1 \
+	  $(VENV)/bin/humanwork-operator --liveness http://127.0.0.1:8080/healthz
+
+crds: venv
+	$(PY) -m humanwork_core.crdgen --out crds/
 
 down: cluster-down
 

@@ -22,15 +22,17 @@ import kopf
 from agent_operator import builders, metrics
 from agent_operator.builders import MANAGED_BY
 from agent_operator.config import OperatorSettings
-from agent_operator.kube import Kube, KubeError
+from agent_operator.kube import FIELD_MANAGER, Kube, KubeError
 from agent_operator.reconcile import (
     GROUP_VERSION,
+    AppliedCache,
     Keyring,
     ensure_keyring,
     reconcile,
     revoke,
     seconds_until_rotation,
 )
+from humanwork_core.resources import ORG_ID_LABEL
 
 GROUP, VERSION = GROUP_VERSION.split("/")
 INSTANCES = (GROUP, VERSION, "agentinstances")
@@ -46,7 +48,7 @@ CHILD_KINDS = (
 )
 CHILD_LABELS = {"app.kubernetes.io/managed-by": MANAGED_BY, "app.kubernetes.io/component": "agent"}
 KOPF_PREFIX = f"kopf.{GROUP}"
-RESYNC_SECONDS = 30.0
+RESYNC_SECONDS = 300.0
 SCHEDULER_TICK_SECONDS = 1.0
 LOG = logging.getLogger("humanwork.operator")
 
@@ -62,6 +64,7 @@ class State:
         # when each known instance is next due: (time, trigger), trigger rotation or resync
         self.due: dict[tuple[str, str], tuple[datetime, str]] = {}
         self.scheduler: asyncio.Task[None] | None = None
+        self.applied = AppliedCache()
 
     def lock(self, namespace: str, name: str) -> asyncio.Lock:
         return self.locks.setdefault((namespace, name), asyncio.Lock())
@@ -118,7 +121,11 @@ async def _reconcile(state: State, body: dict[str, Any], trigger: str) -> None:
         started = time.monotonic()
         try:
             state.keyring = await ensure_keyring(state.kube, state.settings, _utcnow())
-            outcome = await reconcile(state.kube, state.settings, state.keyring, fresh)
+            if trigger == "resync":
+                state.applied.forget(ns, name)  # a full re-apply now and then
+            outcome = await reconcile(
+                state.kube, state.settings, state.keyring, fresh, applied=state.applied
+            )
         except KubeError as exc:
             metrics.ERRORS.labels(reason=exc.reason or str(exc.status)).inc()
             metrics.RECONCILES.labels(trigger=trigger, result="error").inc()
@@ -190,18 +197,57 @@ def _owner(body: kopf.Body) -> tuple[str, str] | None:
     return None
 
 
-async def child_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    """A managed child changed or went away: reconcile its owner (restoring the child)."""
-    if event.get("type") not in ("MODIFIED", "DELETED"):
+def foreign_writers(body: kopf.Body) -> set[str]:
+    """Field managers other than the operator (and, for a Deployment, the controller
+    manager, which writes its status and revision) that own fields of a child: a hand edit."""
+    allowed = {FIELD_MANAGER}
+    if body.get("kind") == "Deployment":
+        allowed.add("kube-controller-manager")
+    managers = {
+        str(entry.get("manager", ""))
+        for entry in body.get("metadata", {}).get("managedFields") or []
+        if entry.get("subresource") != "status"
+    }
+    return managers - allowed
+
+
+async def child_event(
+    event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any
+) -> None:
+    """A managed child went away or was edited by someone else: reconcile its owner, which
+    restores it. A Deployment whose readiness changed refreshes the owner's status."""
+    kind = event.get("type")
+    if kind not in ("MODIFIED", "DELETED"):
         return  # the initial listing and our own creations need nothing
     owner = _owner(body)
     if owner is None:
         return
     ns, name = owner
-    if event.get("type") == "DELETED":
+    state = _state(memo)
+    strangers = foreign_writers(body) if kind == "MODIFIED" else set()
+    if kind == "DELETED" or strangers:
         metrics.DRIFT.labels(kind=str(body.get("kind", "?"))).inc()
-    await _reconcile(_state(memo), {"metadata": {"namespace": ns, "name": name}}, "child")
+        logger.info(
+            f"{body.get('kind')} {body['metadata']['name']} drifted "
+            f"({'deleted' if kind == 'DELETED' else 'edited by ' + ', '.join(sorted(strangers))})"
+        )
+        state.applied.forget(ns, name)
+    elif body.get("kind") != "Deployment":
+        return  # our own write echoing back
+    await _reconcile(state, {"metadata": {"namespace": ns, "name": name}}, "child")
+
+
+async def namespace_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """An org namespace's labels changed: reconcile the instances it holds at once (an org
+    label that no longer matches stops the operator from serving them)."""
+    if event.get("type") != "MODIFIED":
+        return
+    state = _state(memo)
+    ns = body["metadata"]["name"]
+    for owner_ns, name in [key for key in state.due if key[0] == ns]:
+        await _reconcile(state, {"metadata": {"namespace": owner_ns, "name": name}}, "namespace")
 
 
 for _group, _version, _plural in CHILD_KINDS:
     kopf.on.event(_group, _version, _plural, labels=CHILD_LABELS)(child_event)
+kopf.on.event("", "v1", "namespaces", labels={ORG_ID_LABEL: kopf.PRESENT})(namespace_event)

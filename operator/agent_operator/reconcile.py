@@ -9,6 +9,8 @@ returns the Events worth telling; the handler layer posts them.
 from __future__ import annotations
 
 import base64
+import hashlib
+import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -88,6 +90,20 @@ async def ensure_keyring(kube: Kube, settings: OperatorSettings, now: datetime) 
     retention = tokens.key_retention(keys, LONGEST_TOKEN_TTL, now)
     await kube.apply(builders.jwks_config_map(retention.publish, settings))
     return Keyring(current=retention.current, published=retention.publish)
+
+
+class AppliedCache(dict[tuple[str, str], dict[tuple[str, str], str]]):
+    """(namespace, AgentInstance name) -> {(kind, child name): digest of the manifest last
+    applied}."""
+
+    def forget(self, namespace: str, owner: str) -> None:
+        self.pop((namespace, owner), None)
+
+
+def manifest_digest(manifest: dict[str, Any]) -> str:
+    return hashlib.sha256(
+        json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -292,9 +308,15 @@ async def reconcile(
     keyring: Keyring,
     body: dict[str, Any],
     now: datetime | None = None,
+    applied: AppliedCache | None = None,
 ) -> Outcome:
-    """Bring one AgentInstance's children and status to what its spec asks for."""
+    """Bring one AgentInstance's children and status to what its spec asks for.
+
+    `applied` remembers what was last applied per child; an unchanged child is not applied
+    again (the handlers forget an owner's entries when one of its children is deleted or
+    edited by someone else, and at each full resync)."""
     now = now or _now()
+    applied = applied if applied is not None else AppliedCache()
     instance = AgentInstance.model_validate(body)
     ns = builders.namespace_of(instance)
     name = instance.metadata.name
@@ -358,10 +380,18 @@ async def reconcile(
 
     provisioned = instance.status is None or instance.status.token is None
     deployment: dict[str, Any] | None = None
+    done = applied.setdefault((ns, name), {})
     for child in builders.children(instance, settings, minted, callback):
-        applied = await kube.apply(child)
+        key = (child["kind"], child["metadata"]["name"])
+        digest = manifest_digest(child)
+        if done.get(key) == digest:
+            if child["kind"] == "Deployment":
+                deployment = await kube.get("apps/v1", "Deployment", ns, key[1])
+            continue
+        result = await kube.apply(child)
+        done[key] = digest
         if child["kind"] == "Deployment":
-            deployment = applied
+            deployment = result
 
     previous = instance.status.token if instance.status else None
     tstatus = token_status(instance, minted, previous, rotated, now)

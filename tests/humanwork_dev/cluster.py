@@ -134,7 +134,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _client(state: Path) -> httpx.Client:
+def admin_http(state: Path) -> httpx.Client:
     ctx = ssl.create_default_context(cafile=str(state / "pki" / "ca.crt"))
     ctx.load_cert_chain(str(state / "pki" / "admin.crt"), str(state / "pki" / "admin.key"))
     return httpx.Client(verify=ctx, timeout=5.0)
@@ -150,7 +150,7 @@ def status(state: Path | None = None) -> ClusterInfo | None:
     if not all(_alive(pid) for pid in info.pids.values()):
         return None
     try:
-        with _client(state) as c:
+        with admin_http(state) as c:
             if c.get(f"{info.server}/readyz").status_code != 200:
                 return None
     except (httpx.HTTPError, ssl.SSLError, OSError):
@@ -313,7 +313,7 @@ def up(state: Path | None = None, timeout: float = 180.0) -> ClusterInfo:
             ],
             logs,
         )
-        with _client(state) as c:
+        with admin_http(state) as c:
             _wait(
                 "kube-apiserver /readyz",
                 lambda: c.get(f"{server}/readyz").status_code == 200,
@@ -383,13 +383,13 @@ def up(state: Path | None = None, timeout: float = 180.0) -> ClusterInfo:
         )
 
         def node_ready() -> bool:
-            with _client(state) as c:
+            with admin_http(state) as c:
                 doc = c.get(f"{server}/api/v1/nodes/{NODE_NAME}").json()
             conds = doc.get("status", {}).get("conditions", [])
             return any(x["type"] == "Ready" and x["status"] == "True" for x in conds)
 
         def default_sa() -> bool:
-            with _client(state) as c:
+            with admin_http(state) as c:
                 return (
                     c.get(f"{server}/api/v1/namespaces/default/serviceaccounts/default").status_code
                     == 200
@@ -448,7 +448,10 @@ def down(state: Path | None = None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="humanwork-cluster", description=__doc__.split("\n")[0])
-    parser.add_argument("command", choices=["up", "down", "status", "env"])
+    parser.add_argument("command", choices=["up", "down", "status", "env", "token-kubeconfig"])
+    parser.add_argument(
+        "args", nargs="*", help="token-kubeconfig: NAMESPACE SERVICEACCOUNT OUTPUT-PATH"
+    )
     parser.add_argument("--state-dir", type=Path, default=None)
     args = parser.parse_args(argv)
     state = args.state_dir or state_dir_default()
@@ -464,6 +467,18 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "down":
             down(state)
             print("local control plane stopped", file=sys.stderr)
+        elif args.command == "token-kubeconfig":
+            running = status(state)
+            if not running or len(args.args) != 3:
+                print(
+                    "usage: humanwork-cluster token-kubeconfig NS SA PATH (cluster up)",
+                    file=sys.stderr,
+                )
+                return 1
+            namespace, account, out = args.args
+            Path(out).parent.mkdir(parents=True, exist_ok=True)
+            token_kubeconfig(running.kubeconfig, running.kubectl, namespace, account, Path(out))
+            print(out)
         elif args.command in ("status", "env"):
             running = status(state)
             if not running:
