@@ -22,12 +22,13 @@ import kopf
 from agent_operator import builders, metrics
 from agent_operator.builders import MANAGED_BY
 from agent_operator.config import OperatorSettings
-from agent_operator.kube import FIELD_MANAGER, Kube, KubeError
+from agent_operator.kube import Kube, KubeError
 from agent_operator.reconcile import (
     GROUP_VERSION,
     AppliedCache,
     Keyring,
     ensure_keyring,
+    foreign_writers,
     reconcile,
     revoke,
     seconds_until_rotation,
@@ -50,6 +51,7 @@ CHILD_LABELS = {"app.kubernetes.io/managed-by": MANAGED_BY, "app.kubernetes.io/c
 KOPF_PREFIX = f"kopf.{GROUP}"
 RESYNC_SECONDS = 300.0
 SCHEDULER_TICK_SECONDS = 1.0
+KEYRING_SECONDS = 60.0
 LOG = logging.getLogger("humanwork.operator")
 
 
@@ -65,6 +67,8 @@ class State:
         self.due: dict[tuple[str, str], tuple[datetime, str]] = {}
         self.scheduler: asyncio.Task[None] | None = None
         self.applied = AppliedCache()
+        # (replicas, readyReplicas) last reported in each instance's status
+        self.reported: dict[tuple[str, str], tuple[int, int]] = {}
 
     def lock(self, namespace: str, name: str) -> asyncio.Lock:
         return self.locks.setdefault((namespace, name), asyncio.Lock())
@@ -120,7 +124,6 @@ async def _reconcile(state: State, body: dict[str, Any], trigger: str) -> None:
             return
         started = time.monotonic()
         try:
-            state.keyring = await ensure_keyring(state.kube, state.settings, _utcnow())
             if trigger == "resync":
                 state.applied.forget(ns, name)  # a full re-apply now and then
             outcome = await reconcile(
@@ -135,6 +138,8 @@ async def _reconcile(state: State, body: dict[str, Any], trigger: str) -> None:
         finally:
             metrics.DURATION.observe(time.monotonic() - started)
     metrics.RECONCILES.labels(trigger=trigger, result="ok").inc()
+    counts = (outcome.status.get("replicas", 0), outcome.status.get("readyReplicas", 0))
+    state.reported[(ns, name)] = counts
     rotation_in = seconds_until_rotation({**fresh, "status": outcome.status}, _utcnow())
     if rotation_in is not None and rotation_in < RESYNC_SECONDS:
         state.due[(ns, name)] = (_utcnow() + timedelta(seconds=rotation_in), "rotation")
@@ -162,7 +167,10 @@ async def instance_event(
     if event.get("type") != "DELETED":
         return
     state = _state(memo)
-    state.due.pop((body["metadata"]["namespace"], body["metadata"]["name"]), None)
+    key = (body["metadata"]["namespace"], body["metadata"]["name"])
+    state.due.pop(key, None)
+    state.reported.pop(key, None)
+    state.applied.forget(*key)
     revoked = await revoke(state.kube, state.settings, dict(body))
     metrics.REVOCATIONS.inc(len(revoked))
     logger.info(f"revoked tokens {', '.join(revoked) or '(none issued)'}")
@@ -174,8 +182,16 @@ async def _schedule(state: State) -> None:
     otherwise every RESYNC_SECONDS. A loop of the operator's own rather than kopf timers or
     daemons, which would put a finalizer on every AgentInstance: deleting one must never
     wait for the operator."""
+    keys_checked = time.monotonic()
     while True:
         now = _utcnow()
+        if time.monotonic() - keys_checked > KEYRING_SECONDS:
+            # publish the keys that may still verify a live token, drop expired ones
+            keys_checked = time.monotonic()
+            try:
+                state.keyring = await ensure_keyring(state.kube, state.settings, now)
+            except Exception as exc:
+                LOG.warning("refreshing the signing keys failed: %s", exc)
         for key, (when, trigger) in list(state.due.items()):
             if when > now or state.due.get(key) != (when, trigger):
                 continue
@@ -197,20 +213,6 @@ def _owner(body: kopf.Body) -> tuple[str, str] | None:
     return None
 
 
-def foreign_writers(body: kopf.Body) -> set[str]:
-    """Field managers other than the operator (and, for a Deployment, the controller
-    manager, which writes its status and revision) that own fields of a child: a hand edit."""
-    allowed = {FIELD_MANAGER}
-    if body.get("kind") == "Deployment":
-        allowed.add("kube-controller-manager")
-    managers = {
-        str(entry.get("manager", ""))
-        for entry in body.get("metadata", {}).get("managedFields") or []
-        if entry.get("subresource") != "status"
-    }
-    return managers - allowed
-
-
 async def child_event(
     event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any
 ) -> None:
@@ -224,7 +226,7 @@ async def child_event(
         return
     ns, name = owner
     state = _state(memo)
-    strangers = foreign_writers(body) if kind == "MODIFIED" else set()
+    strangers = foreign_writers(dict(body)) if kind == "MODIFIED" else set()
     if kind == "DELETED" or strangers:
         metrics.DRIFT.labels(kind=str(body.get("kind", "?"))).inc()
         logger.info(
@@ -234,6 +236,11 @@ async def child_event(
         state.applied.forget(ns, name)
     elif body.get("kind") != "Deployment":
         return  # our own write echoing back
+    else:
+        status = body.get("status") or {}
+        counts = (int(status.get("replicas") or 0), int(status.get("readyReplicas") or 0))
+        if state.reported.get((ns, name)) == counts:
+            return  # nothing the owner's status shows has changed
     await _reconcile(state, {"metadata": {"namespace": ns, "name": name}}, "child")
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from agent_operator import builders
 from agent_operator.config import OperatorSettings
-from agent_operator.kube import Kube, KubeError
+from agent_operator.kube import FIELD_MANAGER, Kube, KubeError
 from humanwork_core import tokens
 from humanwork_core.resources import (
     AgentInstance,
@@ -104,6 +104,20 @@ def manifest_digest(manifest: dict[str, Any]) -> str:
     return hashlib.sha256(
         json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
     ).hexdigest()
+
+
+def foreign_writers(body: dict[str, Any]) -> set[str]:
+    """Field managers other than the operator (and, for a Deployment, the controller
+    manager, which writes its status and revision) that own fields of a child: a hand edit."""
+    allowed = {FIELD_MANAGER}
+    if body.get("kind") == "Deployment":
+        allowed.add("kube-controller-manager")
+    managers = {
+        str(entry.get("manager", ""))
+        for entry in body.get("metadata", {}).get("managedFields") or []
+        if entry.get("subresource") != "status"
+    }
+    return managers - allowed
 
 
 @dataclass(frozen=True)

@@ -334,6 +334,12 @@ def up(state: Path | None = None, timeout: float = 180.0) -> ClusterInfo:
                 f"--cluster-signing-key-file={ca.ca.key}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--use-service-account-credentials=true",
+                # client-side rate limits as kwok's own clusters set them: the defaults (20
+                # QPS) make the controllers, not the operator, the bottleneck of a benchmark
+                "--kube-api-qps=500",
+                "--kube-api-burst=1000",
+                "--concurrent-deployment-syncs=10",
+                "--concurrent-replicaset-syncs=10",
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={ports['kcm']}",
@@ -349,6 +355,8 @@ def up(state: Path | None = None, timeout: float = 180.0) -> ClusterInfo:
                 f"--kubeconfig={sched_kc}",
                 f"--authentication-kubeconfig={sched_kc}",
                 f"--authorization-kubeconfig={sched_kc}",
+                "--kube-api-qps=500",
+                "--kube-api-burst=1000",
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={ports['scheduler']}",

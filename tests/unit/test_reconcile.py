@@ -1,0 +1,149 @@
+"""The operator's pure decisions: when to mint, what the status says, what counts as drift."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from agent_operator import reconcile as rc
+from humanwork_core import tokens
+from humanwork_core.resources import AgentInstance, TokenStatus
+from tests.unit.test_builders import NOW, SETTINGS, manifest
+
+
+def keyring(*keys: tokens.SigningKey) -> rc.Keyring:
+    key = keys[0] if keys else tokens.generate_signing_key()
+    return rc.Keyring(current=key, published=keys or (key,))
+
+
+def mint(key: tokens.SigningKey, ttl: int = 86400, at: Any = NOW) -> tokens.MintedToken:
+    return tokens.mint_agent_token(
+        key,
+        agent_id="org-acme/acme",
+        org_id=manifest()["spec"]["orgId"],
+        namespace="org-acme",
+        ttl_seconds=ttl,
+        now=at,
+    )
+
+
+def instance(annotations: dict[str, str] | None = None, **spec: Any) -> AgentInstance:
+    body = manifest(**spec)
+    body["metadata"]["annotations"] = annotations or {}
+    return AgentInstance.model_validate(body)
+
+
+def test_a_missing_token_is_issued_and_a_current_one_kept() -> None:
+    ring = keyring()
+    assert rc.plan_token(instance(), None, ring, NOW) == rc.TokenPlan(True, "Issued")
+    stored = mint(ring.current)
+    later = NOW + timedelta(hours=1)
+    assert rc.plan_token(instance(), stored, ring, later) == rc.TokenPlan(False, "Current")
+
+
+def test_rotation_is_due_before_expiry_and_on_request() -> None:
+    ring = keyring()
+    stored = mint(ring.current)
+    inst = instance()
+    due = NOW + timedelta(seconds=86400 - inst.spec.token.rotate_before_seconds)
+    assert rc.plan_token(inst, stored, ring, due).reason == "RotationDue"
+    # the jitter moves the due time earlier, never later, and by at most 10 % of the wait
+    assert not rc.plan_token(inst, stored, ring, due - timedelta(hours=9)).mint
+    asked = instance(annotations={"humanwork.io/rotate-token": "now"})
+    assert rc.plan_token(asked, stored, ring, NOW).reason == "RotationRequested"
+
+
+def test_a_token_signed_by_a_retired_key_is_replaced() -> None:
+    old, new = tokens.generate_signing_key(), tokens.generate_signing_key()
+    plan = rc.plan_token(instance(), mint(old), keyring(new), NOW)
+    assert plan == rc.TokenPlan(True, "SigningKeyRetired")
+
+
+def test_rotation_keeps_the_previous_jti_for_a_bounded_grace() -> None:
+    ring = keyring()
+    inst = instance()
+    first = mint(ring.current)
+    previous = rc.token_status(inst, first, None, rotated=False, now=NOW)
+    assert previous.previous_jti is None
+    at = NOW + timedelta(hours=23)
+    second = mint(ring.current, at=at)
+    status = rc.token_status(inst, second, previous, rotated=True, now=at)
+    assert status.jti == second.claims.jti and status.previous_jti == first.claims.jti
+    # grace: rotateBeforeSeconds, but never past the old token's own expiry
+    assert status.previous_grace_ends_at == min(
+        at + timedelta(seconds=inst.spec.token.rotate_before_seconds), previous.expires_at
+    )
+    # a later reconcile without rotation keeps the grace record
+    again = rc.token_status(inst, second, status, rotated=False, now=at + timedelta(minutes=1))
+    assert again.previous_jti == first.claims.jti
+
+
+def _status(inst: AgentInstance, deployment: dict[str, Any] | None) -> Any:
+    token = TokenStatus(
+        kid="k", jti="j", issued_at=NOW, expires_at=NOW + timedelta(days=1), secret_name="s"
+    )
+    return rc.derive_status(inst, token=token, deployment=deployment, settings=SETTINGS, now=NOW)
+
+
+def test_status_follows_the_deployment_and_pause() -> None:
+    starting = _status(instance(replicas=2), {"status": {"replicas": 2, "readyReplicas": 1}})
+    assert starting.phase == "Provisioning"
+    ready = _status(instance(replicas=2), {"status": {"replicas": 2, "readyReplicas": 2}})
+    assert ready.phase == "Ready" and ready.ready_replicas == 2
+    conditions = {c.type: c for c in ready.conditions}
+    assert set(conditions) == {"Ready", "TokenValid", "NetworkIsolated", "ConfigApplied"}
+    assert conditions["Ready"].status == "True"
+    assert conditions["ConfigApplied"].status == "Unknown"  # until the agent acknowledges
+    paused = _status(instance(paused=True), {"status": {}})
+    assert paused.phase == "Paused"
+    assert {c.type: c.reason for c in paused.conditions}["Ready"] == "Paused"
+
+
+def test_refusal_keeps_what_was_there_and_says_why() -> None:
+    status = rc.refused_status(instance(), "OrgMismatch", "labels differ", NOW)
+    ready = next(c for c in status.conditions if c.type == "Ready")
+    assert (status.phase, ready.status, ready.reason) == ("Failed", "False", "OrgMismatch")
+
+
+def test_rotation_countdown_comes_from_the_recorded_token() -> None:
+    body = manifest()
+    assert rc.seconds_until_rotation(body, NOW) is None
+    body["status"] = {
+        "token": {
+            "kid": "k",
+            "jti": "j",
+            "issuedAt": NOW.isoformat(),
+            "expiresAt": (NOW + timedelta(seconds=300)).isoformat(),
+            "secretName": "s",
+        }
+    }
+    body["spec"]["token"] = {"ttlSeconds": 300, "rotateBeforeSeconds": 290}
+    wait = rc.seconds_until_rotation(body, NOW)
+    assert wait is not None and 9 <= wait <= 10
+    assert rc.seconds_until_rotation(body, NOW + timedelta(seconds=20)) == 0
+
+
+def test_hand_edits_are_told_apart_from_the_controllers_writes() -> None:
+    def child(kind: str, *managers: tuple[str, str | None]) -> dict[str, Any]:
+        fields = [{"manager": m, "subresource": sub} for m, sub in managers]
+        return {"kind": kind, "metadata": {"managedFields": fields}}
+
+    ours = ("humanwork-operator", None)
+    assert rc.foreign_writers(child("Service", ours)) == set()
+    assert rc.foreign_writers(child("Service", ours, ("kubectl-edit", None))) == {"kubectl-edit"}
+    kcm = ("kube-controller-manager", None)
+    status = ("kube-controller-manager", "status")
+    assert rc.foreign_writers(child("Deployment", ours, kcm, status)) == set()
+    assert rc.foreign_writers(child("Deployment", ours, ("kubectl", None))) == {"kubectl"}
+
+
+def test_the_applied_cache_tells_unchanged_manifests_and_forgets_per_owner() -> None:
+    a = {"kind": "Service", "metadata": {"name": "x"}, "spec": {"ports": [1]}}
+    b = {"kind": "Service", "metadata": {"name": "x"}, "spec": {"ports": [2]}}
+    assert rc.manifest_digest(a) == rc.manifest_digest(dict(reversed(list(a.items()))))
+    assert rc.manifest_digest(a) != rc.manifest_digest(b)
+    cache = rc.AppliedCache()
+    cache.setdefault(("ns", "one"), {})[("Service", "x")] = rc.manifest_digest(a)
+    cache.setdefault(("ns", "two"), {})[("Service", "y")] = rc.manifest_digest(b)
+    cache.forget("ns", "one")
+    assert list(cache) == [("ns", "two")]
