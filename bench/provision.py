@@ -19,6 +19,7 @@ Run by hand or with `make bench`; it prints and asserts nothing.
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import threading
 import time
@@ -65,6 +66,12 @@ class ReadyWatch:
 
     def stop(self) -> None:
         self._stop.set()
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -205,6 +212,8 @@ def _run(args: argparse.Namespace, info: cluster.ClusterInfo, tmp: Path) -> None
         for m in ("PATCH", "POST", "PUT", "DELETE")
     )
     burst: dict[str, float] = {}
+    cpu_before = {name: _cpu_seconds(pid) for name, pid in info.pids.items()}
+    cpu_before["operator"] = _cpu_seconds(operator.pid)
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(lambda o: create(o[0], o[1], burst), orgs))
     _wait_all(ready, list(burst), timeout=600)
@@ -225,6 +234,14 @@ def _run(args: argparse.Namespace, info: cluster.ClusterInfo, tmp: Path) -> None
         f"scheduler, kwok, kopf included) {writes / args.burst:.1f}"
     )
     print(f"operator RSS at {args.burst} orgs: {operator.rss_bytes() / 2**20:.0f} MiB")
+    pids = {**info.pids, "operator": operator.pid}
+    print(
+        "CPU seconds per org during the burst: "
+        + ", ".join(
+            f"{name} {(_cpu_seconds(pid) - cpu_before[name]) / args.burst * 1000:.0f} ms"
+            for name, pid in pids.items()
+        )
+    )
 
     # 2. steady rate
     orgs = prepare("steady", args.steady)

@@ -183,7 +183,7 @@ def _wait(what: str, check: Any, timeout: float, procs: dict[str, subprocess.Pop
 
 
 def _node_manifest() -> dict[str, Any]:
-    resources = {"cpu": "64", "memory": "256Gi", "pods": "1000"}
+    resources = {"cpu": "2000", "memory": "8Ti", "pods": "5000"}  # room for 1,000s of agents
     return {
         "apiVersion": "v1",
         "kind": "Node",
