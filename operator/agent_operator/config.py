@@ -46,6 +46,9 @@ class OperatorSettings:
     revocations_config_map: str = "humanwork-agent-revocations"
     """ConfigMap in `platform_namespace` listing the jtis of deleted agents' tokens (key
     `jti.<jti>`, value the token's expiry), for the platform API to refuse at once."""
+    task_ttl_seconds: int = 86400
+    """How long a finished AgenticTask stays once the platform API has archived it (the
+    annotation humanwork.io/archived); then the operator deletes it."""
     token_issuer: str = "humanwork-operator"
     token_audience: str = "humanwork-platform"
 

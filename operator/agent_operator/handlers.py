@@ -33,10 +33,12 @@ from agent_operator.reconcile import (
     revoke,
     seconds_until_rotation,
 )
+from agent_operator.tasks import reconcile_task
 from humanwork_core.resources import ORG_ID_LABEL
 
 GROUP, VERSION = GROUP_VERSION.split("/")
 INSTANCES = (GROUP, VERSION, "agentinstances")
+TASKS = (GROUP, VERSION, "agentictasks")
 CHILD_KINDS = (
     ("", "v1", "serviceaccounts"),
     ("", "v1", "secrets"),
@@ -66,6 +68,8 @@ class State:
         # when each known instance is next due: (time, trigger), trigger rotation or resync
         self.due: dict[tuple[str, str], tuple[datetime, str]] = {}
         self.scheduler: asyncio.Task[None] | None = None
+        # when each open AgenticTask next needs a tick (its nearest deadline, or its TTL)
+        self.task_due: dict[tuple[str, str], datetime] = {}
         self.applied = AppliedCache()
         # (replicas, readyReplicas) last reported in each instance's status
         self.reported: dict[tuple[str, str], tuple[int, int]] = {}
@@ -192,6 +196,15 @@ async def _schedule(state: State) -> None:
                 state.keyring = await ensure_keyring(state.kube, state.settings, now)
             except Exception as exc:
                 LOG.warning("refreshing the signing keys failed: %s", exc)
+        for key, at in list(state.task_due.items()):
+            if at > now or state.task_due.get(key) != at:
+                continue
+            del state.task_due[key]
+            try:
+                await _reconcile_task(state, key)
+            except Exception as exc:
+                LOG.warning("tick of task %s/%s failed: %s", key[0], key[1], exc)
+                state.task_due.setdefault(key, now + timedelta(seconds=5))
         for key, (when, trigger) in list(state.due.items()):
             if when > now or state.due.get(key) != (when, trigger):
                 continue
@@ -204,6 +217,45 @@ async def _schedule(state: State) -> None:
                 LOG.warning("reconcile of %s/%s (%s) failed: %s", key[0], key[1], trigger, exc)
                 state.due.setdefault(key, (now + timedelta(seconds=5), trigger))
         await asyncio.sleep(SCHEDULER_TICK_SECONDS)
+
+
+async def _reconcile_task(state: State, key: tuple[str, str]) -> None:
+    ns, name = key
+    async with state.lock(f"task:{ns}", name):
+        fresh = await state.kube.get(GROUP_VERSION, "AgenticTask", ns, name)
+        if fresh is None or fresh["metadata"].get("deletionTimestamp"):
+            state.task_due.pop(key, None)
+            return
+        try:
+            outcome = await reconcile_task(state.kube, state.settings, fresh, _utcnow())
+        except KubeError as exc:
+            metrics.TASK_RECONCILES.labels(result="error").inc()
+            metrics.ERRORS.labels(reason=exc.reason or str(exc.status)).inc()
+            raise kopf.TemporaryError(str(exc), delay=2 if exc.status == 409 else 5) from exc
+    metrics.TASK_RECONCILES.labels(result="ok").inc()
+    if outcome.deleted:
+        state.task_due.pop(key, None)
+        return
+    if outcome.wake_at is not None:
+        state.task_due[key] = outcome.wake_at
+    else:
+        state.task_due.pop(key, None)
+    for event in outcome.events:
+        await state.kube.create(
+            builders.event(fresh, event.reason, event.message, warning=event.warning, now=_utcnow())
+        )
+
+
+@kopf.on.event(*TASKS)
+async def task_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """Any change of a task (its creation, the platform's decisions, the agent's executions)
+    and the operator's start: tick it. The operator's own writes echo back as a no-op."""
+    key = (body["metadata"]["namespace"], body["metadata"]["name"])
+    state = _state(memo)
+    if event.get("type") == "DELETED":
+        state.task_due.pop(key, None)
+        return
+    await _reconcile_task(state, key)
 
 
 def _owner(body: kopf.Body) -> tuple[str, str] | None:

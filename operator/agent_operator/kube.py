@@ -125,13 +125,17 @@ class Kube:
                 return None
             raise
 
-    async def apply(self, manifest: dict[str, Any]) -> dict[str, Any]:
+    async def apply(
+        self, manifest: dict[str, Any], *, subresource: str | None = None
+    ) -> dict[str, Any]:
         """Server-side apply `manifest` as the operator's field manager (conflicts forced:
         the operator owns what it declares, so hand edits of those fields are undone)."""
         meta = manifest["metadata"]
         path = path_for(
             manifest["apiVersion"], manifest["kind"], meta.get("namespace"), meta["name"]
         )
+        if subresource:
+            path += f"/{subresource}"
         return await self._call(
             "PATCH",
             path,
@@ -160,6 +164,14 @@ class Kube:
             content_type="application/merge-patch+json",
             query=[("fieldManager", FIELD_MANAGER)],
         )
+
+    async def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> None:
+        """Delete the object; already gone is fine."""
+        try:
+            await self._call("DELETE", path_for(api_version, kind, namespace, name))
+        except KubeError as exc:
+            if exc.status != 404:
+                raise
 
     async def create(self, manifest: dict[str, Any]) -> dict[str, Any]:
         meta = manifest["metadata"]

@@ -10,6 +10,11 @@ RECONCILES = Counter(
     "AgentInstance reconciles, by what triggered them and how they ended.",
     ["trigger", "result"],
 )
+TASK_RECONCILES = Counter(
+    "humanwork_operator_task_reconciles_total",
+    "AgenticTask reconciles (deadlines, escalation, phase), by how they ended.",
+    ["result"],
+)
 DURATION = Histogram(
     "humanwork_operator_reconcile_duration_seconds",
     "Time one AgentInstance reconcile took.",

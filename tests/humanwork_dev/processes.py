@@ -28,8 +28,15 @@ class OperatorProcess:
     """The operator run as `python -m agent_operator` with the humanwork-operator
     ServiceAccount's token (so its RBAC is what the tests exercise)."""
 
-    def __init__(self, admin_kubeconfig: str, kubectl: str, workdir: Path) -> None:
+    def __init__(
+        self,
+        admin_kubeconfig: str,
+        kubectl: str,
+        workdir: Path,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.workdir = workdir
+        self.extra_env = env or {}
         workdir.mkdir(parents=True, exist_ok=True)
         self.kubeconfig = local.token_kubeconfig(
             admin_kubeconfig,
@@ -55,6 +62,7 @@ class OperatorProcess:
             "KUBECONFIG": str(self.kubeconfig),
             "HUMANWORK_OPERATOR_METRICS_PORT": str(self.metrics_port),
             "HUMANWORK_OPERATOR_METRICS_ADDRESS": "127.0.0.1",
+            **self.extra_env,
         }
         self.proc = subprocess.Popen(
             [

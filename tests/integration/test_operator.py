@@ -7,9 +7,8 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,30 +20,6 @@ from tests.conftest import Cluster
 from tests.support import eventually
 
 GROUP, VERSION, PLURAL = "humanwork.io", "v1alpha1", "agentinstances"
-REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def installed(cluster: Cluster) -> None:
-    """CRDs, admission policies and the operator's RBAC, installed as users install them."""
-    cluster.kubectl("apply", "-k", str(REPO / "crds"))
-    for crd in ("agentinstances.humanwork.io", "agentictasks.humanwork.io"):
-        cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
-    cluster.kubectl("apply", "-k", str(REPO / "manifests/base/policies"))
-    cluster.kubectl("apply", "-k", str(REPO / "manifests/base/operator"))
-
-
-@pytest.fixture(scope="module")
-def operator(
-    cluster: Cluster, installed: None, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[OperatorProcess]:
-    proc = OperatorProcess(
-        cluster.kubeconfig, cluster.kubectl_path, tmp_path_factory.mktemp("operator")
-    )
-    proc.start()
-    yield proc
-    proc.stop()
-    print(proc.tail(80))
 
 
 @pytest.fixture

@@ -1,0 +1,133 @@
+"""Reconcile one AgenticTask: the operator's share of the task's status.
+
+The rules are `humanwork_core.taskflow.tick` (deadlines, escalation, expiry, derived phase,
+current step, highest pending risk, next deadline); this module adds what needs the API:
+whether `spec.agentRef` names an AgentInstance of the namespace (condition
+`AgentAvailable`), the server-side apply of the operator's fields only (field manager
+`humanwork-operator`, so the platform's decisions and the agent's executions are never
+touched), the Events of a transition, and the removal of finished tasks the platform has
+archived, once their TTL has passed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from agent_operator.config import OperatorSettings
+from agent_operator.kube import Kube
+from agent_operator.reconcile import GROUP_VERSION, Event
+from humanwork_core import taskflow
+from humanwork_core.resources import AgenticTask, AgenticTaskStatus, Condition, ConditionStatus
+from humanwork_core.resources.common import set_condition
+
+ARCHIVED_ANNOTATION = "humanwork.io/archived"
+"""Set by the platform API once it has archived a finished task into its database."""
+
+
+@dataclass
+class TaskOutcome:
+    """What one task reconcile did, and when the task next needs attention."""
+
+    status: dict[str, Any]
+    events: list[Event] = field(default_factory=list)
+    wake_at: datetime | None = None
+    deleted: bool = False
+
+
+def agent_condition(task: AgenticTask, agent: dict[str, Any] | None, now: datetime) -> Condition:
+    """Pure: whether the task's agent exists in its namespace."""
+    name = task.spec.agent_ref.name
+    found = agent is not None and not agent["metadata"].get("deletionTimestamp")
+    return Condition(
+        type="AgentAvailable",
+        status=ConditionStatus.TRUE if found else ConditionStatus.FALSE,
+        reason="AgentFound" if found else "AgentNotFound",
+        message=f"AgentInstance {name} "
+        + ("exists in this namespace" if found else "does not exist in this namespace"),
+        last_transition_time=now,
+        observed_generation=task.metadata.generation,
+    )
+
+
+def transition_events(old: AgenticTaskStatus, new: AgenticTaskStatus) -> list[Event]:
+    """Pure: the Events worth posting for the change from `old` to `new`."""
+    events: list[Event] = []
+    old_steps = {s.id: s for s in old.steps}
+    for entry in new.steps:
+        before = old_steps.get(entry.id)
+        if entry.escalations > (before.escalations if before else 0):
+            events.append(
+                Event(
+                    "Escalated",
+                    f"step {entry.id} missed its decision deadline; escalation "
+                    f"{entry.escalations}, new deadline {entry.deadline}",
+                    warning=True,
+                )
+            )
+    if new.phase != old.phase and new.phase is not None:
+        warning = new.phase.value in ("Expired", "Failed", "Rejected")
+        events.append(
+            Event(
+                f"Task{new.phase.value}",
+                f"phase {old.phase.value if old.phase else 'none'} -> {new.phase.value}"
+                + (f", current step {new.current_step}" if new.current_step else ""),
+                warning=warning,
+            )
+        )
+    return events
+
+
+def status_body(task: AgenticTask, status: AgenticTaskStatus) -> dict[str, Any]:
+    """The server-side apply body of the operator's fields of the task's status."""
+    return {
+        "apiVersion": GROUP_VERSION,
+        "kind": "AgenticTask",
+        "metadata": {"name": task.metadata.name, "namespace": task.metadata.namespace},
+        "status": taskflow.owned_status(status, taskflow.Writer.OPERATOR),
+    }
+
+
+def expired_ttl(task: AgenticTask, ttl_seconds: int, now: datetime) -> bool:
+    """Pure: a finished task the platform archived, past its TTL, may be removed."""
+    status = task.current_status()
+    if status.phase is None or not status.phase.terminal:
+        return False
+    if ARCHIVED_ANNOTATION not in task.metadata.annotations:
+        return False
+    finished = status.completed_at or now
+    return now >= finished + timedelta(seconds=ttl_seconds)
+
+
+async def reconcile_task(
+    kube: Kube, settings: OperatorSettings, body: dict[str, Any], now: datetime
+) -> TaskOutcome:
+    """Bring the operator's fields of one AgenticTask up to date at `now`."""
+    task = AgenticTask.from_wire(body)
+    ns, name = task.metadata.namespace or "", task.metadata.name
+    old = task.current_status()
+
+    if expired_ttl(task, settings.task_ttl_seconds, now):
+        await kube.delete(GROUP_VERSION, "AgenticTask", ns, name)
+        return TaskOutcome(status=old.to_wire(), deleted=True)
+
+    agent = await kube.get(GROUP_VERSION, "AgentInstance", ns, task.spec.agent_ref.name)
+    new = taskflow.tick(task, now)
+    new = new.model_copy(
+        update={
+            "conditions": set_condition(new.conditions, agent_condition(task, agent, now), now=now)
+        }
+    )
+    mine_before = taskflow.owned_status(old, taskflow.Writer.OPERATOR)
+    mine_after = taskflow.owned_status(new, taskflow.Writer.OPERATOR)
+    if mine_after != mine_before:
+        await kube.apply(status_body(task, new), subresource="status")
+    wake_at = new.next_deadline
+    if (
+        new.phase is not None
+        and new.phase.terminal
+        and ARCHIVED_ANNOTATION in (task.metadata.annotations)
+    ):
+        wake_at = (new.completed_at or now) + timedelta(seconds=settings.task_ttl_seconds)
+    return TaskOutcome(status=new.to_wire(), events=transition_events(old, new), wake_at=wake_at)
