@@ -46,6 +46,10 @@ PART_OF = "humanwork"
 MANAGED_BY = "humanwork-operator"
 CONFIG_HASH_ANNOTATION = "humanwork.io/config-hash"
 ROTATE_TOKEN_ANNOTATION = "humanwork.io/rotate-token"
+CONFIG_APPLIED_ANNOTATION = "humanwork.io/config-applied"
+"""The config hash the agent last reported as applied (written by the platform API when the
+agent's HMAC-signed `config.applied` event arrives); ConfigApplied is True when it equals
+status.configHash."""
 TOKEN_EXPIRES_ANNOTATION = "humanwork.io/token-expires-at"
 CONTAINER_NAME = "agent"
 PORT_NAME = "http"

@@ -266,7 +266,9 @@ def derive_status(
         gen,
         now,
     )
-    acknowledged = old.config_hash == config_hash and _is_true(old.conditions, "ConfigApplied")
+    acknowledged = (
+        instance.metadata.annotations.get(builders.CONFIG_APPLIED_ANNOTATION) == config_hash
+    )
     config_cond = _condition(
         "ConfigApplied",
         True if acknowledged else None,
@@ -306,10 +308,6 @@ def refused_status(
             "observed_generation": instance.metadata.generation,
         }
     )
-
-
-def _is_true(conditions: tuple[Condition, ...], kind: str) -> bool:
-    return any(c.type == kind and c.status == ConditionStatus.TRUE for c in conditions)
 
 
 def dump_status(status: AgentInstanceStatus) -> dict[str, Any]:

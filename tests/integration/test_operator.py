@@ -422,6 +422,30 @@ def test_configuration_change_updates_the_config_without_restarting_pods(
     )
     assert apps.read_namespaced_deployment("agent-agent", ns).spec.template == template_before
     assert {p.metadata.name for p in core.list_namespaced_pod(ns).items} == pods_before
+    assert condition(get_instance(cluster, ns), "ConfigApplied")["reason"] == "AwaitingAgent"
+
+    # the agent reports the hash it applied (through the platform API, under its identity)
+    token = core.create_namespaced_service_account_token(
+        "humanwork-platform-api",
+        PLATFORM_NS,
+        client.AuthenticationV1TokenRequest(
+            spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=600)
+        ),
+    ).status.token
+    as_platform = client.CustomObjectsApi(cluster.client_for_token(token))
+    as_platform.patch_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        ns,
+        PLURAL,
+        "agent",
+        {"metadata": {"annotations": {"humanwork.io/config-applied": config_hash}}},
+    )
+    applied = eventually(
+        lambda: condition(get_instance(cluster, ns), "ConfigApplied")["status"] == "True"
+    )
+    assert applied
+    assert condition(get_instance(cluster, ns), "ConfigApplied")["reason"] == "AgentAcknowledged"
 
 
 def test_deleting_the_instance_revokes_its_tokens_and_collects_every_child(

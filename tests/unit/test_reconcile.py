@@ -94,6 +94,14 @@ def test_status_follows_the_deployment_and_pause() -> None:
     assert set(conditions) == {"Ready", "TokenValid", "NetworkIsolated", "ConfigApplied"}
     assert conditions["Ready"].status == "True"
     assert conditions["ConfigApplied"].status == "Unknown"  # until the agent acknowledges
+    config_hash = ready.config_hash
+    acked = instance(annotations={"humanwork.io/config-applied": config_hash}, replicas=2)
+    applied = {c.type: c for c in _status(acked, None).conditions}["ConfigApplied"]
+    assert (applied.status, applied.reason) == ("True", "AgentAcknowledged")
+    stale = instance(annotations={"humanwork.io/config-applied": "0" * 64}, replicas=2)
+    assert {c.type: c for c in _status(stale, None).conditions}["ConfigApplied"].status == (
+        "Unknown"
+    )
     paused = _status(instance(paused=True), {"status": {}})
     assert paused.phase == "Paused"
     assert {c.type: c.reason for c in paused.conditions}["Ready"] == "Paused"
