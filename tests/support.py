@@ -22,3 +22,16 @@ def eventually(check: Callable[[], Any], timeout: float = 60.0, interval: float 
             last = exc
         time.sleep(interval)
     raise AssertionError(f"condition not met within {timeout}s; last error: {last}")
+
+
+def service_account_token(
+    api: client.ApiClient, namespace: str, account: str, seconds: int = 600
+) -> str:
+    """A TokenRequest token of a ServiceAccount, to act as that identity in a test."""
+    request = client.AuthenticationV1TokenRequest(
+        spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=seconds)
+    )
+    token = client.CoreV1Api(api).create_namespaced_service_account_token(
+        account, namespace, request
+    )
+    return str(token.status.token)

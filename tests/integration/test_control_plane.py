@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client
 
 from tests.conftest import PINNED_VERSION, Cluster
-from tests.support import eventually
+from tests.support import eventually, service_account_token
 
 
 def test_version_is_the_pinned_release(cluster: Cluster) -> None:
@@ -37,13 +37,7 @@ def test_token_request_token_is_bound_by_rbac(
     core.create_namespaced_service_account(
         home, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="probe"))
     )
-    token = core.create_namespaced_service_account_token(
-        "probe",
-        home,
-        client.AuthenticationV1TokenRequest(
-            spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=600)
-        ),
-    ).status.token
+    token = service_account_token(cluster.api, home, "probe")
     as_probe = client.CoreV1Api(cluster.client_for_token(token))
 
     with pytest.raises(client.ApiException) as refused:

@@ -17,7 +17,7 @@ from kubernetes import client
 from humanwork_core import tokens
 from humanwork_dev.processes import PLATFORM_NS, OperatorProcess
 from tests.conftest import Cluster
-from tests.support import eventually
+from tests.support import eventually, service_account_token
 
 GROUP, VERSION, PLURAL = "humanwork.io", "v1alpha1", "agentinstances"
 
@@ -79,6 +79,17 @@ def wait_phase(cluster: Cluster, ns: str, phase: str, name: str = "agent") -> di
         return obj if (obj.get("status") or {}).get("phase") == phase else None
 
     result: dict[str, Any] = eventually(reached, timeout=60)
+    return result
+
+
+def wait_rotated(cluster: Cluster, ns: str, old_jti: str, timeout: float) -> dict[str, Any]:
+    """The status.token block once it names a jti other than `old_jti`."""
+
+    def rotated() -> dict[str, Any] | None:
+        tok: dict[str, Any] = get_instance(cluster, ns)["status"]["token"]
+        return tok if tok["jti"] != old_jti else None
+
+    result: dict[str, Any] = eventually(rotated, timeout=timeout)
     return result
 
 
@@ -263,17 +274,7 @@ def test_agent_identity_sees_only_its_own_tasks(
         {**task, "spec": {**task["spec"], "orgId": other_org}},
     )
 
-    token = (
-        client.CoreV1Api(cluster.api)
-        .create_namespaced_service_account_token(
-            "agent-agent",
-            ns,
-            client.AuthenticationV1TokenRequest(
-                spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=600)
-            ),
-        )
-        .status.token
-    )
+    token = service_account_token(cluster.api, ns, "agent-agent")
     as_agent = cluster.client_for_token(token)
     agent_crd = client.CustomObjectsApi(as_agent)
 
@@ -371,11 +372,7 @@ def test_rotation_on_request_keeps_the_previous_token_in_grace(
         {"metadata": {"annotations": {"humanwork.io/rotate-token": "now"}}},
     )
 
-    def rotated() -> dict[str, Any] | None:
-        tok = get_instance(cluster, ns)["status"]["token"]
-        return tok if tok["jti"] != first["jti"] else None
-
-    second = eventually(rotated, timeout=20)
+    second = wait_rotated(cluster, ns, first["jti"], timeout=20)
     assert second["previousJti"] == first["jti"]
     assert second["previousGraceEndsAt"] > second["issuedAt"]
     assert tokens.read_minted_token(_token(cluster, ns)).claims.jti == second["jti"]
@@ -425,13 +422,7 @@ def test_configuration_change_updates_the_config_without_restarting_pods(
     assert condition(get_instance(cluster, ns), "ConfigApplied")["reason"] == "AwaitingAgent"
 
     # the agent reports the hash it applied (through the platform API, under its identity)
-    token = core.create_namespaced_service_account_token(
-        "humanwork-platform-api",
-        PLATFORM_NS,
-        client.AuthenticationV1TokenRequest(
-            spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=600)
-        ),
-    ).status.token
+    token = service_account_token(cluster.api, PLATFORM_NS, "humanwork-platform-api")
     as_platform = client.CustomObjectsApi(cluster.client_for_token(token))
     as_platform.patch_namespaced_custom_object(
         GROUP,
@@ -534,11 +525,7 @@ def test_tokens_rotate_by_themselves_before_they_expire(
     create_instance(cluster, ns, org_id, token={"ttlSeconds": 300, "rotateBeforeSeconds": 290})
     first = wait_phase(cluster, ns, "Ready")["status"]["token"]
 
-    def rotated() -> dict[str, Any] | None:
-        tok = get_instance(cluster, ns)["status"]["token"]
-        return tok if tok["jti"] != first["jti"] else None
-
-    second = eventually(rotated, timeout=40)
+    second = wait_rotated(cluster, ns, first["jti"], timeout=40)
     assert second["previousJti"] == first["jti"]
     assert second["issuedAt"] > first["issuedAt"]
     # the old token stays valid no longer than it would have anyway

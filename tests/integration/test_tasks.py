@@ -20,20 +20,9 @@ from humanwork_dev.processes import PLATFORM_NS, OperatorProcess
 from tests.conftest import Cluster
 from tests.integration.conftest import TASK_TTL_SECONDS
 from tests.integration.test_operator import create_instance, wait_phase
-from tests.support import eventually
+from tests.support import eventually, service_account_token
 
 GROUP, VERSION, TASKS = "humanwork.io", "v1alpha1", "agentictasks"
-
-
-def _token(cluster: Cluster, namespace: str, account: str) -> str:
-    core = client.CoreV1Api(cluster.api)
-    request = client.AuthenticationV1TokenRequest(
-        spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=900)
-    )
-    token: str = core.create_namespaced_service_account_token(
-        account, namespace, request
-    ).status.token
-    return token
 
 
 class Writer:
@@ -41,7 +30,7 @@ class Writer:
 
     def __init__(self, cluster: Cluster, namespace: str, account: str, role: taskflow.Writer):
         self.api = client.CustomObjectsApi(
-            cluster.client_for_token(_token(cluster, namespace, account))
+            cluster.client_for_token(service_account_token(cluster.api, namespace, account))
         )
         self.role = role
         self.manager = f"test-{role.value}"
