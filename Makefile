@@ -25,6 +25,10 @@ $(STAMP): pyproject.toml
 cluster-binaries: venv
 	@ln -sf "$$(tests/cluster/build.sh)/kubectl" $(VENV)/bin/kubectl
 
+.PHONY: postgres-binaries
+postgres-binaries:
+	@bash tests/postgres/install.sh
+
 cluster-up: venv cluster-binaries
 	@$(CLUSTER) up
 
@@ -50,7 +54,7 @@ crds: venv
 
 down: cluster-down
 
-test: venv cluster-binaries
+test: venv cluster-binaries postgres-binaries
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-unit: venv

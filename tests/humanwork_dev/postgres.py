@@ -11,6 +11,7 @@ directory owned by that user; otherwise it runs as the current user. Authenticat
 from __future__ import annotations
 
 import asyncio
+import atexit
 import glob
 import os
 import pwd
@@ -22,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import asyncpg
+import asyncpg  # type: ignore[import-untyped]
 
 SUPERUSER = "postgres"
 SYSTEM_USER = "postgres"
@@ -41,7 +42,9 @@ def find_bin_dir() -> Path:
         if (Path(p).parent / "pg_ctl").exists()
     ]
     if not found:
-        raise PostgresError(f"no PostgreSQL binaries under /usr/lib/postgresql/*/bin; {INSTALL_HINT}")
+        raise PostgresError(
+            f"no PostgreSQL binaries under /usr/lib/postgresql/*/bin; {INSTALL_HINT}"
+        )
 
     def version(path: Path) -> tuple[int, ...]:
         return tuple(int(x) for x in re.findall(r"\d+", path.parent.name)) or (0,)
@@ -148,6 +151,7 @@ class PostgresServer:
         except PostgresError as exc:
             raise PostgresError(f"{exc}\n--- server log ---\n{self.log()}") from None
         self.started = True
+        atexit.register(self.stop)  # also when the test session dies without teardown
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -188,7 +192,9 @@ class PostgresServer:
         return self.url(name)
 
     async def drop_database(self, name: str) -> None:
-        await self._execute("postgres", f'DROP DATABASE IF EXISTS "{_valid_name(name)}" WITH (FORCE)')
+        await self._execute(
+            "postgres", f'DROP DATABASE IF EXISTS "{_valid_name(name)}" WITH (FORCE)'
+        )
 
     def stop(self) -> None:
         """Stop the server (fast shutdown) and remove its directory."""
@@ -213,6 +219,7 @@ class PostgresServer:
                 self.started = False
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
+            atexit.unregister(self.stop)
 
     def __enter__(self) -> PostgresServer:
         self.start()

@@ -1,0 +1,1 @@
+"""The access map: which capabilities each role holds (stored, seeded with defaults)."""

@@ -1,0 +1,1 @@
+"""The append-only, per-org hash-chained audit log: recording, reading, verifying."""

@@ -1,0 +1,125 @@
+"""The caller's identity and the capability checks, as `Annotated` dependencies.
+
+`CurrentPrincipal` authenticates the bearer token and loads the user's role, capabilities
+(from the access map) and org memberships fresh for each request. Every endpoint names
+its capability with `require("cap")` or, under `/orgs/{org_id}`, `require_in_org("cap")`;
+the latter answers 404 for an org the caller is not a member of before looking at the
+capability, so existence never leaks. Refusals are audited in a transaction of their own.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from platform_api.access.repository import AccessMapRepository
+from platform_api.audit.service import record_detached
+from platform_api.db import Session
+from platform_api.errors import Forbidden, NotFound, Unauthenticated
+from platform_api.state import PlatformDep
+from platform_api.users.repository import UserRepository
+
+bearer = HTTPBearer(auto_error=False, description="a JWT from POST /auth/token or the OIDC issuer")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """An authenticated user as seen by one request."""
+
+    user_id: uuid.UUID
+    username: str
+    role: str
+    capabilities: frozenset[str]
+    org_ids: frozenset[uuid.UUID]
+
+    def can(self, capability: str) -> bool:
+        return capability in self.capabilities
+
+
+@dataclass(frozen=True)
+class OrgScope:
+    """A principal acting on one of its own orgs."""
+
+    principal: Principal
+    org_id: uuid.UUID
+
+
+async def get_principal(
+    session: Session,
+    platform: PlatformDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> Principal:
+    """The authenticated caller; 401 `unauthenticated` otherwise."""
+    if credentials is None or credentials.scheme.lower() != "bearer":
+        raise Unauthenticated("a bearer token is required")
+    username = await platform.tokens.verify(credentials.credentials)
+    users = UserRepository(session)
+    user = await users.by_username(username)
+    if user is None:
+        raise Unauthenticated("the token's user does not exist")
+    capabilities = await AccessMapRepository(session).capabilities(user.role)
+    return Principal(user.id, user.username, user.role, capabilities, await users.org_ids(user.id))
+
+
+CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
+
+
+async def _deny(
+    platform: PlatformDep,
+    request: Request,
+    principal: Principal,
+    capability: str,
+    org_id: uuid.UUID | None,
+) -> Forbidden:
+    await record_detached(
+        platform.sessions,
+        actor=principal.username,
+        action="access.denied",
+        target=f"{request.method} {request.url.path}",
+        org_id=org_id,
+        details={"capability": capability, "role": principal.role},
+    )
+    return Forbidden(f"capability {capability} required", capability=capability)
+
+
+def require(capability: str) -> Any:
+    """A dependency answering the caller when its role holds `capability`, 403 otherwise."""
+
+    async def check(
+        request: Request, principal: CurrentPrincipal, platform: PlatformDep
+    ) -> Principal:
+        if not principal.can(capability):
+            raise await _deny(platform, request, principal, capability, None)
+        return principal
+
+    check.__name__ = f"require_{capability.replace('.', '_')}"
+    return Depends(check)
+
+
+def require_in_org(capability: str) -> Any:
+    """For `/orgs/{org_id}/...`: 404 unless the caller is a member, then 403 unless it
+    holds `capability`; answers the `OrgScope`."""
+
+    async def check(
+        request: Request, org_id: uuid.UUID, principal: CurrentPrincipal, platform: PlatformDep
+    ) -> OrgScope:
+        if org_id not in principal.org_ids:
+            await record_detached(
+                platform.sessions,
+                actor=principal.username,
+                action="access.denied",
+                target=f"{request.method} {request.url.path}",
+                outcome="not_found",
+                details={"capability": capability, "reason": "not a member of the org"},
+            )
+            raise NotFound("no such org")
+        if not principal.can(capability):
+            raise await _deny(platform, request, principal, capability, org_id)
+        return OrgScope(principal, org_id)
+
+    check.__name__ = f"require_in_org_{capability.replace('.', '_')}"
+    return Depends(check)

@@ -1,0 +1,121 @@
+"""Bearer tokens: the built-in issuer (HS256 JWTs with sub, role, iat, nbf, exp, iss, aud,
+jti) and, optionally, an external OIDC issuer whose keys come from its JWKS.
+
+`TokenService.verify` answers the username a valid token stands for, or raises
+`Unauthenticated` for anything else: expired, not yet valid, forged, unsigned (`alg:
+none`), wrong issuer or audience, missing claims.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import jwt
+
+from platform_api.errors import Unauthenticated
+from platform_api.settings import Settings
+
+log = logging.getLogger(__name__)
+
+LOCAL_ALGORITHM = "HS256"
+REQUIRED_CLAIMS = ["exp", "iat", "iss", "aud", "sub"]
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    """A token the built-in issuer handed out."""
+
+    token: str
+    expires_at: datetime
+    jti: str
+
+
+class TokenService:
+    """Issues the built-in tokens and verifies built-in and OIDC tokens."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        if settings.jwt_secret is not None:
+            self._key = settings.jwt_secret.get_secret_value()
+        else:
+            log.warning("HUMANWORK_JWT_SECRET is unset: tokens use a random per-process key")
+            self._key = secrets.token_urlsafe(48)
+        self._jwks: jwt.PyJWKClient | None = None
+        if settings.oidc_jwks_url:
+            self._jwks = jwt.PyJWKClient(settings.oidc_jwks_url, cache_keys=True, timeout=10)
+
+    def issue(self, username: str, role: str, now: datetime | None = None) -> IssuedToken:
+        """A signed token for `username`."""
+        now = now or datetime.now(UTC)
+        expires = now + timedelta(seconds=self.settings.token_lifetime_seconds)
+        jti = uuid.uuid4().hex
+        claims = {
+            "sub": username,
+            "role": role,
+            "iat": now,
+            "nbf": now,
+            "exp": expires,
+            "iss": self.settings.jwt_issuer,
+            "aud": self.settings.jwt_audience,
+            "jti": jti,
+        }
+        token = jwt.encode(claims, self._key, algorithm=LOCAL_ALGORITHM)
+        return IssuedToken(token, expires, jti)
+
+    async def verify(self, token: str) -> str:
+        """The username `token` stands for; `Unauthenticated` unless it is valid."""
+        try:
+            unverified = jwt.decode(token, options={"verify_signature": False})
+        except jwt.PyJWTError:
+            raise Unauthenticated("malformed bearer token") from None
+        issuer = unverified.get("iss")
+        try:
+            if issuer == self.settings.jwt_issuer:
+                claims = self._verify_local(token)
+                username = claims["sub"]
+            elif self._jwks is not None and issuer == self.settings.oidc_issuer:
+                claims = await self._verify_oidc(token)
+                username = claims.get(self.settings.oidc_username_claim) or claims["sub"]
+            else:
+                raise Unauthenticated("token issuer is not trusted")
+        except jwt.ExpiredSignatureError:
+            raise Unauthenticated("token expired") from None
+        except jwt.PyJWTError as exc:
+            raise Unauthenticated("invalid token", reason=type(exc).__name__) from None
+        if not isinstance(username, str) or not username:
+            raise Unauthenticated("token names no user")
+        return username
+
+    def _verify_local(self, token: str) -> dict[str, Any]:
+        claims: dict[str, Any] = jwt.decode(
+            token,
+            self._key,
+            algorithms=[LOCAL_ALGORITHM],
+            audience=self.settings.jwt_audience,
+            issuer=self.settings.jwt_issuer,
+            options={"require": [*REQUIRED_CLAIMS, "jti"]},
+        )
+        return claims
+
+    async def _verify_oidc(self, token: str) -> dict[str, Any]:
+        assert self._jwks is not None
+        jwks = self._jwks
+        try:
+            signing_key = await asyncio.to_thread(jwks.get_signing_key_from_jwt, token)
+        except jwt.PyJWKClientError as exc:
+            raise Unauthenticated("no matching OIDC signing key", reason=str(exc)) from None
+        claims: dict[str, Any] = jwt.decode(
+            token,
+            signing_key.key,
+            algorithms=self.settings.oidc_algorithms,
+            audience=self.settings.oidc_audience or self.settings.jwt_audience,
+            issuer=self.settings.oidc_issuer,
+            options={"require": REQUIRED_CLAIMS},
+        )
+        return claims

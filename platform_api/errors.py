@@ -1,0 +1,165 @@
+"""The platform API's one error hierarchy and its one JSON error shape.
+
+Every error the API answers with is a `PlatformError` (a `HumanworkError`, so it carries
+a stable `code`) with an HTTP status; `install_error_handlers` maps these, FastAPI's own
+validation errors and Starlette's HTTP errors (unknown route, wrong method) to the body
+`{"code": ..., "message": ..., "details": {...}}`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, ClassVar
+
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from humanwork_core.errors import HumanworkError
+
+log = logging.getLogger(__name__)
+
+
+class ErrorBody(BaseModel):
+    """The JSON body of every error response."""
+
+    code: str = Field(description="stable machine-readable code", examples=["not_found"])
+    message: str = Field(description="human-readable explanation", examples=["no such org"])
+    details: dict[str, Any] = Field(default_factory=dict, description="code-specific data")
+
+
+class PlatformError(HumanworkError):
+    """Base of the errors the platform API answers with."""
+
+    code: ClassVar[str] = "internal_error"
+    status_code: ClassVar[int] = 500
+    headers: ClassVar[dict[str, str]] = {}
+
+
+class NotFound(PlatformError):
+    """The resource does not exist or belongs to an org the caller is not a member of."""
+
+    code = "not_found"
+    status_code = 404
+
+
+class Unauthenticated(PlatformError):
+    """No valid credentials: missing, expired, forged or foreign tokens, wrong passwords."""
+
+    code = "unauthenticated"
+    status_code = 401
+    headers: ClassVar[dict[str, str]] = {"WWW-Authenticate": "Bearer"}
+
+
+class Forbidden(PlatformError):
+    """The caller is known but its role lacks the capability the endpoint requires."""
+
+    code = "forbidden"
+    status_code = 403
+
+
+class ValidationFailed(PlatformError):
+    """The request is well-formed JSON but its content is not acceptable."""
+
+    code = "validation_failed"
+    status_code = 422
+
+
+class Conflict(PlatformError):
+    """The request conflicts with the current state (for example a duplicate name)."""
+
+    code = "conflict"
+    status_code = 409
+
+
+class Unavailable(PlatformError):
+    """A feature the request needs is not configured on this deployment."""
+
+    code = "unavailable"
+    status_code = 503
+
+
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthenticated",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    415: "unsupported_media_type",
+    422: "validation_failed",
+}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` entries for the given error statuses, all with `ErrorBody`."""
+    examples = {
+        401: ("unauthenticated", "missing or invalid bearer token"),
+        403: ("forbidden", "capability tasks.decide required"),
+        404: ("not_found", "no such org"),
+        409: ("conflict", "an org with this slug exists"),
+        422: ("validation_failed", "request validation failed"),
+        503: ("unavailable", "integration credentials are not configured"),
+    }
+    out: dict[int | str, dict[str, Any]] = {}
+    for status in statuses:
+        code, message = examples.get(status, (_HTTP_CODES.get(status, "error"), "error"))
+        out[status] = {
+            "model": ErrorBody,
+            "content": {
+                "application/json": {"example": {"code": code, "message": message, "details": {}}}
+            },
+        }
+    return out
+
+
+def _body(code: str, message: str, details: dict[str, Any]) -> dict[str, Any]:
+    return ErrorBody(code=code, message=message, details=details).model_dump()
+
+
+async def _platform_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, PlatformError)
+    return JSONResponse(
+        _body(exc.code, exc.message, dict(exc.details)),
+        status_code=exc.status_code,
+        headers=dict(exc.headers) or None,
+    )
+
+
+async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = [
+        {"loc": list(err.get("loc", ())), "msg": err.get("msg", ""), "type": err.get("type", "")}
+        for err in exc.errors()
+    ]
+    return JSONResponse(
+        _body("validation_failed", "request validation failed", {"errors": errors}),
+        status_code=422,
+    )
+
+
+async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "http_error")
+    message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
+    return JSONResponse(
+        jsonable_encoder(_body(code, message, {})),
+        status_code=exc.status_code,
+        headers=exc.headers,
+    )
+
+
+async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+    log.error("unhandled error: %s", type(exc).__name__)
+    return JSONResponse(_body("internal_error", "internal server error", {}), status_code=500)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Map every error the app can raise to `ErrorBody`."""
+    app.add_exception_handler(PlatformError, _platform_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)

@@ -1,0 +1,77 @@
+"""The `humanwork-platform` command: serve the API (default), run the migrations, verify
+the audit log, re-encrypt integration credentials under the active key."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+
+from platform_api.settings import Settings
+
+
+async def _migrate(settings: Settings) -> None:
+    from platform_api.db import make_engine, migrate
+
+    engine = make_engine(settings.database_url)
+    try:
+        await migrate(engine)
+    finally:
+        await engine.dispose()
+
+
+async def _rotate(settings: Settings) -> int:
+    from platform_api.db import make_engine, make_sessionmaker
+    from platform_api.integrations.crypto import CredentialCipher
+    from platform_api.integrations.service import reencrypt_all
+
+    cipher = CredentialCipher.from_settings(settings)
+    if cipher is None:
+        raise SystemExit("HUMANWORK_CREDENTIALS_KEYS is not set")
+    engine = make_engine(settings.database_url)
+    try:
+        async with make_sessionmaker(engine)() as session, session.begin():
+            return await reencrypt_all(session, cipher)
+    finally:
+        await engine.dispose()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="humanwork-platform", description=__doc__)
+    sub = parser.add_subparsers(dest="command")
+    serve = sub.add_parser("serve", help="serve the API (the default)")
+    serve.add_argument("--host", default=None)
+    serve.add_argument("--port", type=int, default=None)
+    sub.add_parser("migrate", help="bring the database schema up to date")
+    verify = sub.add_parser("audit-verify", help="verify every audit hash chain")
+    verify.add_argument("--database-url", default=None)
+    sub.add_parser(
+        "rotate-credentials",
+        help="re-encrypt every integration credential under HUMANWORK_CREDENTIALS_ACTIVE_KEY",
+    )
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+    settings = Settings()
+    if args.command == "migrate":
+        asyncio.run(_migrate(settings))
+        return 0
+    if args.command == "audit-verify":
+        from platform_api.audit.cli import run_verify
+
+        return run_verify(args.database_url or settings.database_url)
+    if args.command == "rotate-credentials":
+        print(f"re-encrypted {asyncio.run(_rotate(settings))} credential(s)")
+        return 0
+    import uvicorn
+
+    from platform_api.app import create_app
+
+    host = getattr(args, "host", None) or settings.host
+    port = getattr(args, "port", None) or settings.port
+    uvicorn.run(create_app(settings), host=host, port=port, proxy_headers=False)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

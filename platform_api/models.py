@@ -1,0 +1,180 @@
+"""SQLAlchemy 2 ORM models of the platform's tables (one metadata, one module).
+
+The schema itself is owned by the Alembic migrations in `platform_api/migrations`; a
+test checks that these models and the migrated schema agree.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware timestamp that reads back as UTC on every backend (SQLite keeps
+    no zone, so values are stored as naive UTC there)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        if dialect.name == "sqlite":
+            return value.astimezone(UTC).replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware UTC, to the microsecond."""
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    """Declarative base with the project's constraint naming convention."""
+
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        datetime: DateTime(timezone=True),
+        dict[str, Any]: JSON,
+    }
+
+
+class Org(Base):
+    """A client organisation; its agents live in the Kubernetes namespace `namespace`."""
+
+    __tablename__ = "orgs"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    slug: Mapped[str] = mapped_column(String(40), unique=True)
+    name: Mapped[str] = mapped_column(String(200))
+    namespace: Mapped[str] = mapped_column(String(63), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class User(Base):
+    """A human: expert, operator, viewer or admin. `role` is the access map's lookup key."""
+
+    __tablename__ = "users"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    username: Mapped[str] = mapped_column(String(100), unique=True)
+    password_hash: Mapped[str | None] = mapped_column(String(300))
+    role: Mapped[str] = mapped_column(String(50))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class Membership(Base):
+    """A user belongs to an org; every query is scoped to the caller's memberships."""
+
+    __tablename__ = "memberships"
+
+    user_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
+    )
+    org_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("orgs.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+
+
+class AccessGrant(Base):
+    """One row of the access map: `role` holds `capability`."""
+
+    __tablename__ = "access_map"
+
+    role: Mapped[str] = mapped_column(String(50), primary_key=True)
+    capability: Mapped[str] = mapped_column(String(100), primary_key=True)
+
+
+class AuditRecord(Base):
+    """One append-only audit row, hash-chained within its `chain` (an org id or `platform`)."""
+
+    __tablename__ = "audit_log"
+    __table_args__ = (UniqueConstraint("chain", "seq", name="uq_audit_log_chain_seq"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    chain: Mapped[str] = mapped_column(String(64))
+    seq: Mapped[int] = mapped_column(Integer)
+    org_id: Mapped[uuid.UUID | None] = mapped_column(index=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+    actor: Mapped[str] = mapped_column(String(200))
+    action: Mapped[str] = mapped_column(String(100), index=True)
+    target: Mapped[str] = mapped_column(String(300))
+    outcome: Mapped[str] = mapped_column(String(20))
+    details: Mapped[dict[str, Any]] = mapped_column(JSON)
+    prev_hash: Mapped[str] = mapped_column(String(64))
+    hash: Mapped[str] = mapped_column(String(64))
+
+
+class AuditChainHead(Base):
+    """The last sequence number and hash of each audit chain (locked while appending)."""
+
+    __tablename__ = "audit_chain_heads"
+
+    chain: Mapped[str] = mapped_column(String(64), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer)
+    hash: Mapped[str] = mapped_column(String(64))
+
+
+class ToolPermission(Base):
+    """Whether an org's agents may use a tool, with the tool's org-specific config."""
+
+    __tablename__ = "tool_permissions"
+
+    org_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("orgs.id", ondelete="CASCADE"), primary_key=True
+    )
+    tool: Mapped[str] = mapped_column(String(100), primary_key=True)
+    enabled: Mapped[bool] = mapped_column(Boolean)
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_by: Mapped[str] = mapped_column(String(100))
+
+
+class IntegrationCredential(Base):
+    """An org's third-party credentials, AES-256-GCM encrypted; never returned."""
+
+    __tablename__ = "integration_credentials"
+
+    org_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("orgs.id", ondelete="CASCADE"), primary_key=True
+    )
+    type: Mapped[str] = mapped_column(String(50), primary_key=True)
+    key_id: Mapped[str] = mapped_column(String(50))
+    nonce: Mapped[bytes] = mapped_column(LargeBinary)
+    ciphertext: Mapped[bytes] = mapped_column(LargeBinary)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_by: Mapped[str] = mapped_column(String(100))

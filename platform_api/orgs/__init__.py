@@ -1,0 +1,1 @@
+"""Client organisations: creation (with the namespace seam) and listing."""

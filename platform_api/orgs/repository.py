@@ -1,0 +1,44 @@
+"""Database access of orgs."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from platform_api.errors import Conflict
+from platform_api.models import Org
+
+
+class OrgRepository:
+    """Reads and writes orgs; reads are always restricted to given org ids."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def slug_taken(self, slug: str) -> bool:
+        found = await self.session.execute(select(Org.id).where(Org.slug == slug))
+        return found.first() is not None
+
+    async def add(self, org: Org) -> Org:
+        """Insert `org`; `Conflict` when its slug or namespace is taken (even by a racer)."""
+        self.session.add(org)
+        try:
+            await self.session.flush()
+        except IntegrityError:
+            raise Conflict("an org with this slug exists", slug=org.slug) from None
+        return org
+
+    async def list_in(self, org_ids: Collection[uuid.UUID]) -> list[Org]:
+        result = await self.session.execute(
+            select(Org).where(Org.id.in_(list(org_ids))).order_by(Org.slug)
+        )
+        return list(result.scalars())
+
+    async def get_in(self, org_id: uuid.UUID, org_ids: Collection[uuid.UUID]) -> Org | None:
+        if org_id not in org_ids:
+            return None
+        return await self.session.get(Org, org_id)

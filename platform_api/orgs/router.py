@@ -1,0 +1,61 @@
+"""`/orgs`: create an org (admin), list the caller's orgs, read one."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, status
+
+from platform_api.auth.dependencies import OrgScope, Principal, require, require_in_org
+from platform_api.db import Session
+from platform_api.errors import error_responses
+from platform_api.orgs import service
+from platform_api.orgs.schemas import OrgCreate, OrgRead
+from platform_api.state import PlatformDep
+
+router = APIRouter(prefix="/orgs", tags=["orgs"])
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=OrgRead,
+    summary="Create an org",
+    description="Capability `orgs.manage`. Creates the org with namespace `org-<slug>` "
+    "(through the `OrgNamespaces` seam) and makes the caller a member.",
+    responses=error_responses(401, 403, 409, 422),
+)
+async def create_org(
+    body: OrgCreate,
+    session: Session,
+    platform: PlatformDep,
+    principal: Annotated[Principal, require("orgs.manage")],
+) -> OrgRead:
+    org = await service.create_org(session, platform.namespaces, principal, body)
+    return OrgRead.model_validate(org)
+
+
+@router.get(
+    "",
+    response_model=list[OrgRead],
+    summary="List my orgs",
+    description="Capability `tasks.read`. The orgs the caller is a member of.",
+    responses=error_responses(401, 403),
+)
+async def list_orgs(
+    session: Session, principal: Annotated[Principal, require("tasks.read")]
+) -> list[OrgRead]:
+    return [OrgRead.model_validate(o) for o in await service.list_orgs(session, principal)]
+
+
+@router.get(
+    "/{org_id}",
+    response_model=OrgRead,
+    summary="Read an org",
+    description="Capability `tasks.read`. 404 for an org the caller is not a member of.",
+    responses=error_responses(401, 403, 404, 422),
+)
+async def get_org(
+    session: Session, scope: Annotated[OrgScope, require_in_org("tasks.read")]
+) -> OrgRead:
+    return OrgRead.model_validate(await service.get_org(session, scope))

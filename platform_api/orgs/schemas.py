@@ -1,0 +1,47 @@
+"""Request and response bodies of `/orgs`."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SLUG_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$"
+
+
+class OrgCreate(BaseModel):
+    """A new org: its slug names its namespace `org-<slug>`."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"slug": "acme", "name": "Acme Retail Ltd"}]},
+    )
+
+    slug: str = Field(pattern=SLUG_PATTERN, description="DNS label, 1-40 characters")
+    name: str = Field(min_length=1, max_length=200)
+
+
+class OrgRead(BaseModel):
+    """An org as the API shows it."""
+
+    model_config = ConfigDict(
+        from_attributes=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "6f1c2b9e-2d8a-4c55-9a57-0e4f3d2b1a90",
+                    "slug": "acme",
+                    "name": "Acme Retail Ltd",
+                    "namespace": "org-acme",
+                    "created_at": "2026-01-01T12:00:00Z",
+                }
+            ]
+        },
+    )
+
+    id: uuid.UUID
+    slug: str
+    name: str
+    namespace: str
+    created_at: datetime

@@ -1,0 +1,48 @@
+"""Org use cases: create (row, namespace through the seam, creator's membership, audit)."""
+
+from __future__ import annotations
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from platform_api.audit.service import record
+from platform_api.auth.dependencies import OrgScope, Principal
+from platform_api.errors import Conflict, NotFound
+from platform_api.models import Org
+from platform_api.orgs.namespaces import OrgNamespaces, namespace_for
+from platform_api.orgs.repository import OrgRepository
+from platform_api.orgs.schemas import OrgCreate
+from platform_api.users.repository import UserRepository
+
+
+async def create_org(
+    session: AsyncSession, namespaces: OrgNamespaces, principal: Principal, body: OrgCreate
+) -> Org:
+    """Create an org; its creator becomes a member so it can manage it."""
+    orgs = OrgRepository(session)
+    if await orgs.slug_taken(body.slug):
+        raise Conflict("an org with this slug exists", slug=body.slug)
+    org = await orgs.add(Org(slug=body.slug, name=body.name, namespace=namespace_for(body.slug)))
+    await UserRepository(session).add_memberships(principal.user_id, [org.id])
+    await namespaces.ensure(org.namespace, org.id)
+    await record(
+        session,
+        actor=principal.username,
+        action="org.created",
+        target=f"org:{org.slug}",
+        org_id=org.id,
+        details={"namespace": org.namespace, "name": org.name},
+    )
+    return org
+
+
+async def list_orgs(session: AsyncSession, principal: Principal) -> list[Org]:
+    """The caller's orgs."""
+    return await OrgRepository(session).list_in(principal.org_ids)
+
+
+async def get_org(session: AsyncSession, scope: OrgScope) -> Org:
+    """One of the caller's orgs; 404 for any other."""
+    org = await OrgRepository(session).get_in(scope.org_id, scope.principal.org_ids)
+    if org is None:
+        raise NotFound("no such org")
+    return org

@@ -1,0 +1,67 @@
+"""The platform API's settings, read from `HUMANWORK_*` environment variables.
+
+`Settings` is built once by `main` (or by a test) and handed to `create_app`; nothing
+reads the environment at import time. Secrets are `SecretStr` so they never appear in
+a repr or a log line.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./humanwork-platform.db"
+
+
+class Settings(BaseSettings):
+    """Everything the platform API can be configured with."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="HUMANWORK_", extra="ignore", hide_input_in_errors=True
+    )
+
+    database_url: str = Field(
+        default=DEFAULT_DATABASE_URL,
+        description="SQLAlchemy async URL: postgresql+asyncpg://... or sqlite+aiosqlite://...",
+    )
+    migrate_on_startup: bool = Field(
+        default=True, description="run the Alembic migrations at startup"
+    )
+
+    admin_password: SecretStr | None = Field(
+        default=None, description="password of the first admin, user `admin`, created at startup"
+    )
+
+    jwt_secret: SecretStr | None = Field(
+        default=None,
+        min_length=32,
+        description="HS256 key of the built-in token issuer; a random per-process key when unset",
+    )
+    jwt_issuer: str = "humanwork-platform"
+    jwt_audience: str = "humanwork-platform"
+    token_lifetime_seconds: int = Field(default=3600, gt=0, le=86400)
+
+    oidc_jwks_url: str | None = Field(default=None, description="JWKS of an external OIDC issuer")
+    oidc_issuer: str | None = None
+    oidc_audience: str | None = None
+    oidc_username_claim: str = Field(
+        default="preferred_username",
+        description="claim naming the local user an OIDC token stands for (falls back to sub)",
+    )
+    oidc_algorithms: list[str] = ["RS256", "ES256", "EdDSA"]
+
+    access_map: dict[str, list[str]] | None = Field(
+        default=None,
+        description="JSON role -> capabilities; replaces the stored capabilities of those roles",
+    )
+
+    credentials_keys: dict[str, SecretStr] = Field(
+        default_factory=dict,
+        description="JSON key id -> base64 AES-256 key for integration credentials",
+    )
+    credentials_active_key: str | None = Field(
+        default=None, description="the key id new integration credentials are encrypted with"
+    )
+
+    host: str = "127.0.0.1"
+    port: int = 8000

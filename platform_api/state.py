@@ -1,0 +1,37 @@
+"""The running service's shared objects (engine, session factory, token service, org
+namespace seam, credential cipher), built by the app's lifespan and reached through
+`Annotated` dependencies rather than module globals."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from platform_api.auth.tokens import TokenService
+from platform_api.integrations.crypto import CredentialCipher
+from platform_api.orgs.namespaces import OrgNamespaces
+from platform_api.settings import Settings
+
+
+@dataclass
+class Platform:
+    """Everything a request handler may need besides its session."""
+
+    settings: Settings
+    engine: AsyncEngine
+    sessions: async_sessionmaker[AsyncSession]
+    tokens: TokenService
+    namespaces: OrgNamespaces
+    cipher: CredentialCipher | None
+
+
+def get_platform(request: Request) -> Platform:
+    """The `Platform` of the app serving this request."""
+    platform: Platform = request.app.state.platform
+    return platform
+
+
+PlatformDep = Annotated[Platform, Depends(get_platform)]

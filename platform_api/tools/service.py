@@ -1,0 +1,40 @@
+"""Tool permission use cases: list an org's, set one (audited with before and after)."""
+
+from __future__ import annotations
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from platform_api.audit.service import record
+from platform_api.auth.dependencies import OrgScope
+from platform_api.models import ToolPermission, utcnow
+from platform_api.tools.repository import ToolPermissionRepository
+from platform_api.tools.schemas import ToolPermissionUpdate
+
+
+async def list_permissions(session: AsyncSession, scope: OrgScope) -> list[ToolPermission]:
+    return await ToolPermissionRepository(session).list_for(scope.org_id)
+
+
+async def set_permission(
+    session: AsyncSession, scope: OrgScope, tool: str, body: ToolPermissionUpdate
+) -> ToolPermission:
+    """Create or replace the permission of `tool` in the caller's org."""
+    repo = ToolPermissionRepository(session)
+    permission = await repo.get(scope.org_id, tool)
+    before = None if permission is None else permission.enabled
+    if permission is None:
+        permission = ToolPermission(org_id=scope.org_id, tool=tool)
+    permission.enabled = body.enabled
+    permission.config = dict(body.config)
+    permission.updated_at = utcnow()
+    permission.updated_by = scope.principal.username
+    await repo.save(permission)
+    await record(
+        session,
+        actor=scope.principal.username,
+        action="tool_permission.updated",
+        target=f"tool:{tool}",
+        org_id=scope.org_id,
+        details={"enabled": body.enabled, "previously_enabled": before},
+    )
+    return permission

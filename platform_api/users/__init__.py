@@ -1,0 +1,1 @@
+"""Users and their org memberships: creation by admins, `GET /users/me`."""

@@ -1,0 +1,43 @@
+"""`/users`: create users (admin) and describe the caller."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, status
+
+from platform_api.auth.dependencies import CurrentPrincipal, Principal, require
+from platform_api.db import Session
+from platform_api.errors import error_responses
+from platform_api.users import service
+from platform_api.users.schemas import Me, UserCreate, UserRead
+
+router = APIRouter(prefix="/users", tags=["users"])
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=UserRead,
+    summary="Create a user",
+    description="Capability `users.manage`. The role must exist in the access map and every "
+    "org must be one of the caller's (404 otherwise).",
+    responses=error_responses(401, 403, 404, 409, 422),
+)
+async def create_user(
+    body: UserCreate,
+    session: Session,
+    principal: Annotated[Principal, require("users.manage")],
+) -> UserRead:
+    return await service.create_user(session, principal, body)
+
+
+@router.get(
+    "/me",
+    response_model=Me,
+    summary="Who am I",
+    description="Any authenticated user (no capability): identity, role, capabilities, orgs.",
+    responses=error_responses(401),
+)
+async def me(session: Session, principal: CurrentPrincipal) -> Me:
+    return await service.describe(session, principal)

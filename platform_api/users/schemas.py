@@ -1,0 +1,91 @@
+"""Request and response bodies of `/users`."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from platform_api.orgs.schemas import OrgRead
+
+
+class UserCreate(BaseModel):
+    """A new user with a role (the access map's key) and org memberships."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "username": "alice",
+                    "password": "correct horse battery staple",
+                    "role": "expert",
+                    "org_ids": ["6f1c2b9e-2d8a-4c55-9a57-0e4f3d2b1a90"],
+                }
+            ]
+        },
+    )
+
+    username: str = Field(pattern=r"^[A-Za-z0-9._@-]{1,100}$")
+    password: SecretStr | None = Field(
+        None, min_length=12, max_length=1024, description="omit for OIDC-only users"
+    )
+    role: str = Field(min_length=1, max_length=50)
+    org_ids: list[uuid.UUID] = Field(default_factory=list, max_length=100)
+
+
+class UserRead(BaseModel):
+    """A user as the API shows it (never with a password or hash)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "0b8f6a51-7d3c-4f7e-9c1a-2d5e8f9a0b1c",
+                    "username": "alice",
+                    "role": "expert",
+                    "org_ids": ["6f1c2b9e-2d8a-4c55-9a57-0e4f3d2b1a90"],
+                    "created_at": "2026-01-01T12:00:00Z",
+                }
+            ]
+        }
+    )
+
+    id: uuid.UUID
+    username: str
+    role: str
+    org_ids: list[uuid.UUID]
+    created_at: datetime
+
+
+class Me(BaseModel):
+    """The caller: identity, capabilities from the access map, orgs."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "0b8f6a51-7d3c-4f7e-9c1a-2d5e8f9a0b1c",
+                    "username": "alice",
+                    "role": "expert",
+                    "capabilities": ["tasks.decide", "tasks.read"],
+                    "orgs": [
+                        {
+                            "id": "6f1c2b9e-2d8a-4c55-9a57-0e4f3d2b1a90",
+                            "slug": "acme",
+                            "name": "Acme Retail Ltd",
+                            "namespace": "org-acme",
+                            "created_at": "2026-01-01T12:00:00Z",
+                        }
+                    ],
+                }
+            ]
+        }
+    )
+
+    id: uuid.UUID
+    username: str
+    role: str
+    capabilities: list[str]
+    orgs: list[OrgRead]

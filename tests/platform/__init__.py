@@ -1,0 +1,1 @@
+"""API tests of the platform API on a real PostgreSQL."""
