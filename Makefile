@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 CLUSTER := $(VENV)/bin/humanwork-cluster
 PYTEST_ARGS ?=
 
-.PHONY: all venv cluster-binaries cluster-up cluster-down cluster-status up down run-operator test test-unit lint format crds bench clean
+.PHONY: all venv cluster-binaries cluster-up cluster-down cluster-status up down run-operator run-platform test test-unit lint format crds bench clean
 
 all: venv
 
@@ -48,6 +48,9 @@ run-operator: venv
 	@$(CLUSTER) token-kubeconfig humanwork-system humanwork-operator .cluster/operator/kubeconfig && \
 	  KUBECONFIG=.cluster/operator/kubeconfig HUMANWORK_OPERATOR_METRICS_ADDRESS=127.0.0.1 \
 	  $(VENV)/bin/humanwork-operator --liveness http://127.0.0.1:8080/healthz
+
+run-platform: venv
+	$(VENV)/bin/humanwork-platform serve
 
 crds: venv
 	$(PY) -m humanwork_core.crdgen --out crds/
