@@ -8,11 +8,14 @@ collection through owner references, and PodSecurity admission.
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from kubernetes import client
 
+from humanwork_dev import cluster as local
 from tests.conftest import PINNED_VERSION, Cluster
 from tests.support import eventually, service_account_token
 
@@ -248,3 +251,44 @@ def test_restricted_namespace_rejects_a_privileged_pod(
     assert 'violates PodSecurity "restricted:latest"' in message
     assert "privileged" in message
     assert core.list_namespaced_pod(ns).items == []
+
+
+def _listening(pid: int) -> set[str]:
+    """The local addresses of the TCP sockets process `pid` listens on (from /proc)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = fd.readlink().name
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    found = set()
+    for table, width in (("tcp", 8), ("tcp6", 32)):
+        for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] != "0A" or fields[9] not in inodes:  # 0A = LISTEN
+                continue
+            raw = bytes.fromhex(fields[1].split(":")[0][:width])
+            if table == "tcp":
+                found.add(socket.inet_ntop(socket.AF_INET, raw[::-1]))
+            else:
+                words = b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4))
+                found.add(socket.inet_ntop(socket.AF_INET6, words))
+    return found
+
+
+def test_cluster_up_is_idempotent_and_binds_only_to_loopback(cluster: Cluster) -> None:
+    if not cluster.local:
+        assert cluster.info is None  # an existing cluster is used as it is, never started
+        return
+    assert cluster.info is not None
+    state = Path(cluster.info.state_dir)
+    again = local.up(state)
+    assert (again.server, again.pids) == (cluster.info.server, cluster.info.pids)
+    running = local.status(state)
+    assert running is not None and running.kubeconfig == cluster.kubeconfig
+    for name, pid in again.pids.items():
+        addresses = _listening(pid)
+        assert addresses, f"{name} listens on nothing?"
+        assert addresses <= {"127.0.0.1", "::ffff:127.0.0.1"}, (name, addresses)
