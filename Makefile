@@ -38,11 +38,9 @@ cluster-down: venv
 cluster-status: venv
 	@$(CLUSTER) status
 
-up: cluster-up
-	@eval "$$($(CLUSTER) env)" && kubectl apply -k crds/ && \
-	  kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null && \
-	  kubectl apply -k manifests/base/policies/ && kubectl apply -k manifests/base/operator/
-	@echo "next: eval \"\$$($(CLUSTER) env)\"; make run-operator; kubectl get humanwork -A"
+up: venv cluster-binaries
+	@$(VENV)/bin/humanwork-stack up
+	@echo 'next: eval "$$($(CLUSTER) env)"; kubectl apply -k manifests/samples/; kubectl get humanwork -A'
 
 run-operator: venv
 	@$(CLUSTER) token-kubeconfig humanwork-system humanwork-operator .cluster/operator/kubeconfig && \
@@ -55,7 +53,8 @@ run-platform: venv
 crds: venv
 	$(PY) -m humanwork_core.crdgen --out crds/
 
-down: cluster-down
+down: venv
+	@$(VENV)/bin/humanwork-stack down
 
 test: venv cluster-binaries postgres-binaries
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -25,6 +26,7 @@ import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -158,10 +160,14 @@ def status(state: Path | None = None) -> ClusterInfo | None:
     return info
 
 
-def _spawn(name: str, args: list[str], logs: Path) -> subprocess.Popen[bytes]:
+def spawn(
+    name: str, args: list[str], logs: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """Start a process in its own session, logging to `<logs>/<name>.log`."""
     log = (logs / f"{name}.log").open("ab")
     return subprocess.Popen(
         args,
+        env={**os.environ, **(env or {})},
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
@@ -211,13 +217,31 @@ def _node_manifest() -> dict[str, Any]:
     }
 
 
+@contextlib.contextmanager
+def _exclusive(state: Path) -> Iterator[None]:
+    """Serialise `up` and `down` on one state folder across processes (two test runs, or
+    a test run and `make up`, must not both start a control plane there)."""
+    state.parent.mkdir(parents=True, exist_ok=True)
+    with (state.parent / f".{state.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def up(state: Path | None = None, timeout: float = 180.0) -> ClusterInfo:
     """Start the control plane (or return the running one) and wait until it is usable."""
     state = state or state_dir_default()
+    with _exclusive(state):
+        return _up(state, timeout)
+
+
+def _up(state: Path, timeout: float) -> ClusterInfo:
     running = status(state)
     if running:
         return running
-    down(state)
+    _down(state)
     bin_dir = binaries(build=True)
     started = time.monotonic()
     logs = state / "logs"
@@ -262,7 +286,7 @@ def up(state: Path | None = None, timeout: float = 180.0) -> ClusterInfo:
         phases[phase] = round(time.monotonic() - started, 2)
 
     try:
-        procs["etcd"] = _spawn(
+        procs["etcd"] = spawn(
             "etcd",
             [
                 str(bin_dir / "etcd"),
@@ -287,7 +311,7 @@ def up(state: Path | None = None, timeout: float = 180.0) -> ClusterInfo:
         )
         mark("etcd")
         pkid = state / "pki"
-        procs["kube-apiserver"] = _spawn(
+        procs["kube-apiserver"] = spawn(
             "kube-apiserver",
             [
                 str(bin_dir / "kube-apiserver"),
@@ -321,7 +345,7 @@ def up(state: Path | None = None, timeout: float = 180.0) -> ClusterInfo:
                 procs,
             )
         mark("kube-apiserver")
-        procs["kube-controller-manager"] = _spawn(
+        procs["kube-controller-manager"] = spawn(
             "kube-controller-manager",
             [
                 str(bin_dir / "kube-controller-manager"),
@@ -348,7 +372,7 @@ def up(state: Path | None = None, timeout: float = 180.0) -> ClusterInfo:
             ],
             logs,
         )
-        procs["kube-scheduler"] = _spawn(
+        procs["kube-scheduler"] = spawn(
             "kube-scheduler",
             [
                 str(bin_dir / "kube-scheduler"),
@@ -364,7 +388,7 @@ def up(state: Path | None = None, timeout: float = 180.0) -> ClusterInfo:
             ],
             logs,
         )
-        procs["kwok"] = _spawn(
+        procs["kwok"] = spawn(
             "kwok",
             [
                 str(bin_dir / "kwok"),
@@ -409,7 +433,7 @@ def up(state: Path | None = None, timeout: float = 180.0) -> ClusterInfo:
         mark("controllers")
     except BaseException:
         for p in procs.values():
-            _stop(p.pid)
+            stop_process(p.pid)
         raise
 
     info = ClusterInfo(
@@ -426,7 +450,8 @@ def up(state: Path | None = None, timeout: float = 180.0) -> ClusterInfo:
     return info
 
 
-def _stop(pid: int, grace: float = 10.0) -> None:
+def stop_process(pid: int, grace: float = 10.0) -> None:
+    """Stop a process group started by `spawn`: TERM, then KILL after `grace` seconds."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
@@ -443,13 +468,18 @@ def _stop(pid: int, grace: float = 10.0) -> None:
 def down(state: Path | None = None) -> None:
     """Stop every process of the cluster recorded in `state` and remove the state."""
     state = state or state_dir_default()
+    with _exclusive(state):
+        _down(state)
+
+
+def _down(state: Path) -> None:
     path = state / "state.json"
     if path.exists():
         with contextlib.suppress(ValueError, TypeError):
             pids = json.loads(path.read_text()).get("pids", {})
             # stop in reverse start order: kwok and controllers first, etcd last
             for pid in reversed(list(pids.values())):
-                _stop(int(pid))
+                stop_process(int(pid))
     if state.exists():
         shutil.rmtree(state, ignore_errors=True)
 
