@@ -222,7 +222,7 @@ def _exclusive(state: Path) -> Iterator[None]:
     """Serialise `up` and `down` on one state folder across processes (two test runs, or
     a test run and `make up`, must not both start a control plane there)."""
     state.parent.mkdir(parents=True, exist_ok=True)
-    with (state.parent / f".{state.name}.lock").open("w") as lock:
+    with state.with_name(state.name + ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
