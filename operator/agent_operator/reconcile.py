@@ -334,6 +334,9 @@ async def reconcile(
     name = instance.metadata.name
 
     namespace = await kube.get("v1", "Namespace", None, ns) or {}
+    if (namespace.get("metadata") or {}).get("deletionTimestamp"):
+        # the org is going away with everything in it: restoring children would only fail
+        return Outcome(dump_status(instance.status or AgentInstanceStatus()))
     ns_labels: dict[str, str] = (namespace.get("metadata") or {}).get("labels") or {}
     refusal = builders.org_mismatch(ns_labels, instance.spec)
     if refusal:
