@@ -188,6 +188,18 @@ def _wait(what: str, check: Any, timeout: float, procs: dict[str, subprocess.Pop
     raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        # what humanwork's own identities do, to compare with the RBAC they are granted
+        {"level": "Metadata", "userGroups": ["system:serviceaccounts:humanwork-system"]},
+        {"level": "None"},
+    ],
+}
+
+
 def _node_manifest() -> dict[str, Any]:
     resources = {"cpu": "2000", "memory": "8Ti", "pods": "5000"}  # room for 1,000s of agents
     return {
@@ -311,6 +323,8 @@ def _up(state: Path, timeout: float) -> ClusterInfo:
         )
         mark("etcd")
         pkid = state / "pki"
+        audit_policy = state / "audit-policy.json"
+        audit_policy.write_text(json.dumps(AUDIT_POLICY))
         procs["kube-apiserver"] = spawn(
             "kube-apiserver",
             [
@@ -332,6 +346,10 @@ def _up(state: Path, timeout: float) -> ClusterInfo:
                 "--allow-privileged=true",
                 f"--cert-dir={pkid}",
                 "--profiling=false",
+                f"--audit-policy-file={audit_policy}",
+                f"--audit-log-path={logs / 'audit.log'}",
+                "--audit-log-format=json",
+                "--audit-log-maxsize=200",
                 "--event-ttl=1h",
                 "--v=1",
             ],
