@@ -1,12 +1,15 @@
 """The FastAPI application factory: `create_app(settings)`.
 
 Building the app has no side effects; its lifespan connects to the database, runs the
-migrations, creates the first admin and applies the access map override, then publishes
-the shared `Platform` on `app.state`.
+migrations, creates the first admin and applies the access map override, connects to the
+Kubernetes API when one is configured (and starts the watch that feeds the review queue),
+then publishes the shared `Platform` on `app.state`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -20,12 +23,17 @@ from platform_api.auth.tokens import TokenService
 from platform_api.db import make_engine, make_sessionmaker, migrate
 from platform_api.errors import install_error_handlers
 from platform_api.health.router import router as health_router
+from platform_api.human_tasks.index import DecisionIndex
+from platform_api.human_tasks.router import router as human_tasks_router
 from platform_api.integrations.crypto import CredentialCipher
 from platform_api.integrations.router import router as integrations_router
+from platform_api.kube.client import KubeClient
+from platform_api.kube.namespaces import KubeOrgNamespaces
 from platform_api.orgs.namespaces import NoopOrgNamespaces, OrgNamespaces
 from platform_api.orgs.router import router as orgs_router
 from platform_api.settings import Settings
 from platform_api.state import Platform
+from platform_api.tasks.router import router as tasks_router
 from platform_api.tools.router import router as tools_router
 from platform_api.users.router import router as users_router
 from platform_api.users.service import ensure_admin
@@ -37,12 +45,20 @@ Authenticate with `POST /auth/token` (or a token of the configured OIDC issuer) 
 `Authorization: Bearer <token>`. Every endpoint names the capability it needs; roles map
 to capabilities through the access map. Everything is scoped to the caller's orgs: another
 org's resource answers 404. Every error has the body `{"code", "message", "details"}`.
+
+Tasks live in Kubernetes (AgenticTask resources). The platform reaches the Kubernetes API
+through `HUMANWORK_KUBECONFIG` (a kubeconfig file) or `HUMANWORK_KUBE_IN_CLUSTER=true`;
+without either, `/agentic/tasks` and `/human-tasks` answer 503 `kubernetes_unavailable`
+and everything else works. A task's id is `<namespace>/<name>`; a human task's id is
+`<namespace>/<name>/<step id>`.
 """
 
 TAGS = [
     {"name": "auth", "description": "Log in."},
     {"name": "orgs", "description": "Client organisations."},
     {"name": "users", "description": "Users, roles and memberships."},
+    {"name": "tasks", "description": "AgenticTasks: plans, and the experts' decisions."},
+    {"name": "review queue", "description": "Every decision waiting on a human."},
     {"name": "tool permissions", "description": "Which tools an org's agents may use."},
     {"name": "integrations", "description": "Encrypted third-party credentials."},
     {"name": "audit", "description": "The hash-chained audit log."},
@@ -72,12 +88,22 @@ async def _bootstrap(platform: Platform) -> None:
 
 
 def create_app(settings: Settings, *, namespaces: OrgNamespaces | None = None) -> FastAPI:
-    """The platform API for `settings`; `namespaces` defaults to `NoopOrgNamespaces`."""
+    """The platform API for `settings`; `namespaces` defaults to `KubeOrgNamespaces` when
+    Kubernetes is configured, `NoopOrgNamespaces` otherwise."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = make_engine(settings.database_url)
+        kube: KubeClient | None = None
+        watcher: asyncio.Task[None] | None = None
         try:
+            kube = await KubeClient.from_settings(settings)
+            if namespaces is not None:
+                org_namespaces: OrgNamespaces = namespaces
+            elif kube is not None:
+                org_namespaces = KubeOrgNamespaces(kube)
+            else:
+                org_namespaces = NoopOrgNamespaces()
             if settings.migrate_on_startup:
                 await migrate(engine)
             platform = Platform(
@@ -85,13 +111,23 @@ def create_app(settings: Settings, *, namespaces: OrgNamespaces | None = None) -
                 engine=engine,
                 sessions=make_sessionmaker(engine),
                 tokens=TokenService(settings),
-                namespaces=namespaces or NoopOrgNamespaces(),
+                namespaces=org_namespaces,
                 cipher=CredentialCipher.from_settings(settings),
+                kube=kube,
+                decisions=DecisionIndex() if kube is not None else None,
             )
             await _bootstrap(platform)
+            if kube is not None and platform.decisions is not None:
+                watcher = asyncio.create_task(platform.decisions.run(kube))
             app.state.platform = platform
             yield
         finally:
+            if watcher is not None:
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watcher
+            if kube is not None:
+                await kube.close()
             await engine.dispose()
 
     app = FastAPI(
@@ -110,6 +146,8 @@ def create_app(settings: Settings, *, namespaces: OrgNamespaces | None = None) -
         tools_router,
         integrations_router,
         audit_router,
+        tasks_router,
+        human_tasks_router,
     ):
         app.include_router(router)
     return app

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from humanwork_core.errors import HumanworkError
+from platform_api.kube.client import KubeError, KubeUnreachable
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,64 @@ class Unavailable(PlatformError):
     status_code = 503
 
 
+class KubernetesUnavailable(PlatformError):
+    """No Kubernetes API is configured, or it cannot be reached."""
+
+    code = "kubernetes_unavailable"
+    status_code = 503
+
+
+class RunStateConflict(PlatformError):
+    """The task is not in a state that allows this decision: the step is not the current
+    one, it was already decided (perhaps by another expert a moment ago), or the task
+    ended."""
+
+    code = "run_state_conflict"
+    status_code = 409
+
+
+class HumanTaskExpired(PlatformError):
+    """The decision deadline passed and the escalation budget is spent."""
+
+    code = "human_task_expired"
+    status_code = 410
+
+
+class SelfApproval(PlatformError):
+    """The requester of a task cannot approve its own steps."""
+
+    code = "self_approval_forbidden"
+    status_code = 403
+
+
+class DuplicateApprover(PlatformError):
+    """This expert already approved the step; the next approval must come from another."""
+
+    code = "duplicate_approver"
+    status_code = 409
+
+
+class StepHashMismatch(PlatformError):
+    """The expert decided on a different version of the step than the task holds."""
+
+    code = "step_hash_mismatch"
+    status_code = 409
+
+
+class IdempotencyConflict(PlatformError):
+    """The idempotency key was already used for a different request."""
+
+    code = "idempotency_conflict"
+    status_code = 422
+
+
+class InvalidDecision(PlatformError):
+    """The verdict does not fit the step or lacks its payload."""
+
+    code = "invalid_decision"
+    status_code = 422
+
+
 _HTTP_CODES = {
     400: "bad_request",
     401: "unauthenticated",
@@ -89,24 +148,31 @@ _HTTP_CODES = {
     404: "not_found",
     405: "method_not_allowed",
     409: "conflict",
+    410: "gone",
     415: "unsupported_media_type",
     422: "validation_failed",
 }
 
 
-def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI `responses` entries for the given error statuses, all with `ErrorBody`."""
+def error_responses(
+    *statuses: int, codes: dict[int, tuple[str, str]] | None = None
+) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` entries for the given error statuses, all with `ErrorBody`;
+    `codes` overrides the example (code, message) of some statuses."""
     examples = {
         401: ("unauthenticated", "missing or invalid bearer token"),
         403: ("forbidden", "capability tasks.decide required"),
         404: ("not_found", "no such org"),
         409: ("conflict", "an org with this slug exists"),
         422: ("validation_failed", "request validation failed"),
+        410: ("human_task_expired", "the decision deadline passed"),
         503: ("unavailable", "integration credentials are not configured"),
     }
     out: dict[int | str, dict[str, Any]] = {}
     for status in statuses:
-        code, message = examples.get(status, (_HTTP_CODES.get(status, "error"), "error"))
+        code, message = (codes or {}).get(
+            status, examples.get(status, (_HTTP_CODES.get(status, "error"), "error"))
+        )
         out[status] = {
             "model": ErrorBody,
             "content": {
@@ -157,9 +223,20 @@ async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(_body("internal_error", "internal server error", {}), status_code=500)
 
 
+async def _kube_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, KubeError)
+    if isinstance(exc, KubeUnreachable):
+        code, message, status = "kubernetes_unavailable", "the Kubernetes API is unreachable", 503
+    else:
+        code, message, status = "kubernetes_error", "the Kubernetes API refused the request", 502
+    log.error("Kubernetes API error: %s %s", exc.status, exc.reason)
+    return JSONResponse(_body(code, message, {"status": exc.status}), status_code=status)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Map every error the app can raise to `ErrorBody`."""
     app.add_exception_handler(PlatformError, _platform_error)
+    app.add_exception_handler(KubeError, _kube_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)

@@ -63,5 +63,32 @@ class Settings(BaseSettings):
         default=None, description="the key id new integration credentials are encrypted with"
     )
 
+    kubeconfig: str | None = Field(
+        default=None,
+        description="kubeconfig file of the platform's Kubernetes identity; unset: no "
+        "Kubernetes (the task endpoints answer 503 kubernetes_unavailable)",
+    )
+    kube_in_cluster: bool = Field(
+        default=False,
+        description="use the pod's ServiceAccount (in-cluster configuration) when no "
+        "kubeconfig is given",
+    )
+    kube_connections: int = Field(
+        default=64, ge=1, le=1000, description="connections to the Kubernetes API at most"
+    )
+    decision_retries: int = Field(
+        default=3,
+        ge=0,
+        le=20,
+        description="how often a decision is re-read and re-checked when another writer "
+        "changed the task between read and write",
+    )
+
+    queue_near_deadline_seconds: int = Field(
+        default=600,
+        ge=0,
+        description="a queued decision due within this many seconds is flagged near_deadline",
+    )
+
     host: str = "127.0.0.1"
     port: int = 8000

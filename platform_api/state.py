@@ -1,6 +1,7 @@
 """The running service's shared objects (engine, session factory, token service, org
-namespace seam, credential cipher), built by the app's lifespan and reached through
-`Annotated` dependencies rather than module globals."""
+namespace seam, credential cipher, Kubernetes client,
+decision index), built by the app's lifespan and
+reached through `Annotated` dependencies rather than module globals."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from platform_api.auth.tokens import TokenService
+from platform_api.human_tasks.index import DecisionIndex
 from platform_api.integrations.crypto import CredentialCipher
+from platform_api.kube.client import KubeClient
 from platform_api.orgs.namespaces import OrgNamespaces
 from platform_api.settings import Settings
 
@@ -26,6 +29,8 @@ class Platform:
     tokens: TokenService
     namespaces: OrgNamespaces
     cipher: CredentialCipher | None
+    kube: KubeClient | None = None
+    decisions: DecisionIndex | None = None
 
 
 def get_platform(request: Request) -> Platform:

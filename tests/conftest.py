@@ -24,6 +24,9 @@ from humanwork_dev import cluster as local
 
 PINNED_VERSION = "v1.37.2"
 
+# one of each session fixture for every folder: the stack (resources, operator) and PostgreSQL
+pytest_plugins = ["tests.fixtures.stack", "tests.fixtures.database"]
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(

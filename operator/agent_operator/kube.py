@@ -17,6 +17,7 @@ from kubernetes_asyncio import config as k8s_config
 from agent_operator.metrics import API_REQUESTS
 
 FIELD_MANAGER = "humanwork-operator"
+USER_AGENT = "humanwork-operator/0.1.0"
 
 # kind -> (plural, namespaced)
 _KINDS: dict[str, tuple[str, bool]] = {
@@ -78,7 +79,9 @@ class Kube:
             await k8s_config.load_kube_config(
                 config_file=kubeconfig, client_configuration=configuration
             )
-        return cls(k8s.ApiClient(configuration))
+        api = k8s.ApiClient(configuration)
+        api.user_agent = USER_AGENT  # what the API server's audit log attributes to us
+        return cls(api)
 
     async def close(self) -> None:
         await self._api.close()

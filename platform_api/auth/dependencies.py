@@ -123,3 +123,16 @@ def require_in_org(capability: str) -> Any:
 
     check.__name__ = f"require_in_org_{capability.replace('.', '_')}"
     return Depends(check)
+
+
+async def ensure_capability(
+    request: Request,
+    principal: Principal,
+    platform: PlatformDep,
+    capability: str,
+    org_id: uuid.UUID | None = None,
+) -> None:
+    """For endpoints that name their org in the body: after the caller's membership was
+    checked (404 first, as with `require_in_org`), 403 unless it holds `capability`."""
+    if not principal.can(capability):
+        raise await _deny(platform, request, principal, capability, org_id)

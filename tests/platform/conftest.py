@@ -7,10 +7,9 @@ When PostgreSQL cannot be had, the tests FAIL with the reason; they never skip.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,45 +18,15 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from humanwork_dev.postgres import PostgresError, PostgresServer
+from humanwork_dev.postgres import PostgresServer
 from platform_api.app import create_app
 from platform_api.auth import passwords
-from platform_api.db import make_engine, migrate
 from platform_api.settings import Settings
+from tests.fixtures.database import TEMPLATE
 
 ADMIN_PASSWORD = "admin-password-for-tests-0192"
 JWT_SECRET = "jwt-secret-for-the-platform-tests-0123456789"
 CREDENTIALS_KEY = base64.b64encode(bytes(range(32))).decode()
-TEMPLATE = "humanwork_template"
-
-
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[PostgresServer]:
-    try:
-        server = PostgresServer()
-        server.start()
-    except PostgresError as exc:
-        pytest.fail(
-            f"no PostgreSQL for the platform API tests: {exc}. "
-            "Install it with `make postgres-binaries` (tests/postgres/install.sh).",
-            pytrace=False,
-        )
-    try:
-        asyncio.run(_make_template(server))
-    except Exception:
-        server.stop()
-        raise
-    yield server
-    server.stop()
-
-
-async def _make_template(server: PostgresServer) -> None:
-    url = await server.create_database(TEMPLATE)
-    engine = make_engine(url)
-    try:
-        await migrate(engine)
-    finally:
-        await engine.dispose()
 
 
 @pytest.fixture

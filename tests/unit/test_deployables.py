@@ -31,10 +31,10 @@ def _instruction(stage: list[str], name: str) -> str | None:
 
 @pytest.mark.parametrize(
     ("dockerfile", "entrypoint"),
-    [("Dockerfile.operator", ["humanwork-operator"]), ("Dockerfile.agent", None)],
+    [("Dockerfile.operator", ["humanwork-operator"]), ("Dockerfile.agent", ["humanwork-agent"])],
 )
 def test_images_are_multi_stage_non_root_and_run_a_declared_entry_point(
-    dockerfile: str, entrypoint: list[str] | None
+    dockerfile: str, entrypoint: list[str]
 ) -> None:
     stages = _stages(REPO / dockerfile)
     assert len(stages) >= 2, "build tools stay in the build stage"
@@ -50,11 +50,8 @@ def test_images_are_multi_stage_non_root_and_run_a_declared_entry_point(
     assert declared is not None
     command = json.loads(declared)
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    if entrypoint is not None:
-        assert command == entrypoint
-        assert command[0] in scripts
-    else:  # the agent runtime's console script arrives with it; until then its module
-        assert command[:2] == ["python", "-m"] and (REPO / command[2]).is_dir()
+    assert command == entrypoint
+    assert command[0] in scripts
 
 
 def test_the_image_build_context_leaves_out_local_state() -> None:

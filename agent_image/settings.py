@@ -1,0 +1,31 @@
+"""What an agent knows, read only from what its pod gives it: environment variables and
+the files its Secrets and ConfigMap are mounted as. No database URL, no third-party
+credential: the only secret besides its platform token and HMAC key is the LLM key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class AgentSettings(BaseSettings):
+    """The agent's settings (environment prefix `HUMANWORK_`, as the operator sets them)."""
+
+    model_config = SettingsConfigDict(env_prefix="HUMANWORK_", extra="ignore")
+
+    agent_id: str
+    agent_name: str
+    org_id: str
+    namespace: str
+    platform_url: str
+    callback_url: str
+    agent_port: int = 8080
+    token_file: Path
+    callback_secret_file: Path
+    config_file: Path
+    llm_base_url: str = ""
+    llm_api_key: SecretStr | None = None
+    host: str = "0.0.0.0"
+    config_poll_seconds: float = 2.0

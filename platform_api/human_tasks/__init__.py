@@ -1,0 +1,1 @@
+"""The review queue: every decision waiting on a human, from a watch-fed index."""

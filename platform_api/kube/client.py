@@ -1,0 +1,217 @@
+"""`KubeClient`: the only module of the platform API that talks to the Kubernetes API.
+
+Async throughout (`kubernetes_asyncio`), so a request never blocks the event loop. It
+knows exactly what the platform does with Kubernetes: read, list and create AgenticTasks,
+write the platform's part of a task's status by server-side apply (field manager
+`humanwork-platform-api`) with a resourceVersion precondition, and create (or read) org
+namespaces. API errors become the small `KubeError` family below, so callers never see
+the client library's exception types.
+
+Configured by `Settings`: `HUMANWORK_KUBECONFIG` (a kubeconfig file) or
+`HUMANWORK_KUBE_IN_CLUSTER=true` (the pod's ServiceAccount); `from_settings` answers
+None when neither is set.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio import client, config, watch
+from kubernetes_asyncio.client.rest import ApiException
+
+from platform_api.settings import Settings
+
+GROUP = "humanwork.io"
+VERSION = "v1alpha1"
+TASKS = "agentictasks"
+TASK_KIND = "AgenticTask"
+FIELD_MANAGER = "humanwork-platform-api"
+APPLY = "application/apply-patch+yaml"
+_APPLY_OPTIONS: dict[str, Any] = {"_content_type": APPLY}
+"""Server-side apply: the generated client takes the content type as an option."""
+
+
+class KubeError(Exception):
+    """The Kubernetes API refused or failed a request."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+class KubeUnreachable(KubeError):
+    """The Kubernetes API could not be reached."""
+
+
+class KubeNotFound(KubeError):
+    """The object does not exist."""
+
+
+class KubeConflict(KubeError):
+    """A precondition failed (stale resourceVersion) or the name is taken."""
+
+
+class KubeInvalid(KubeError):
+    """The object was refused by validation or admission (422, or 403 from a policy)."""
+
+
+def _error(exc: ApiException) -> KubeError:
+    status = int(exc.status or 0)
+    reason, message = str(exc.reason or ""), str(exc.reason or "")
+    try:
+        body = json.loads(exc.body or "{}")
+        reason = str(body.get("reason") or reason)
+        message = str(body.get("message") or message)
+    except (TypeError, ValueError):
+        pass
+    kind: type[KubeError] = KubeError
+    if status == 404:
+        kind = KubeNotFound
+    elif status == 409:
+        kind = KubeConflict
+    elif status == 422 or (status == 403 and "ValidatingAdmissionPolicy" in message):
+        kind = KubeInvalid
+    return kind(status, reason, message)
+
+
+async def _call(call: Awaitable[Any]) -> Any:
+    try:
+        return await call
+    except ApiException as exc:
+        raise _error(exc) from None
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        raise KubeUnreachable(503, "Unreachable", type(exc).__name__) from None
+
+
+class KubeClient:
+    """The platform's calls to the Kubernetes API, under the platform's identity."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self._api = api
+        self._custom = client.CustomObjectsApi(api)
+        self._core = client.CoreV1Api(api)
+
+    @classmethod
+    async def from_settings(cls, settings: Settings) -> KubeClient | None:
+        """A client for the configured cluster, or None when Kubernetes is not configured."""
+        if not settings.kubeconfig and not settings.kube_in_cluster:
+            return None
+        cfg = client.Configuration()
+        if settings.kubeconfig:
+            await config.load_kube_config(config_file=settings.kubeconfig, client_configuration=cfg)
+        else:
+            config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        cfg.connection_pool_maxsize = settings.kube_connections
+        return cls(client.ApiClient(cfg))
+
+    async def close(self) -> None:
+        await self._api.close()
+
+    # --- AgenticTasks ---------------------------------------------------------------------
+
+    async def get_task(self, namespace: str, name: str) -> dict[str, Any]:
+        found: dict[str, Any] = await _call(
+            self._custom.get_namespaced_custom_object(GROUP, VERSION, namespace, TASKS, name)
+        )
+        return found
+
+    async def list_tasks(self, namespace: str) -> list[dict[str, Any]]:
+        """Every AgenticTask of `namespace` (read in pages of 500)."""
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"limit": 500}
+            if token:
+                kwargs["_continue"] = token
+            page = await _call(
+                self._custom.list_namespaced_custom_object(
+                    GROUP, VERSION, namespace, TASKS, **kwargs
+                )
+            )
+            items.extend(page.get("items", []))
+            token = page.get("metadata", {}).get("continue")
+            if not token:
+                return items
+
+    async def list_all_tasks(self) -> tuple[list[dict[str, Any]], str]:
+        """Every AgenticTask of the cluster and the resourceVersion to watch from."""
+        listed = await _call(self._custom.list_cluster_custom_object(GROUP, VERSION, TASKS))
+        return list(listed.get("items", [])), str(listed["metadata"]["resourceVersion"])
+
+    async def watch_tasks(
+        self, resource_version: str, timeout_seconds: int = 120
+    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        """(event type, object) of every AgenticTask change after `resource_version`,
+        bookmarks included, until the server ends the watch; `KubeError` status 410 when
+        the version is too old to resume from."""
+        stream = watch.Watch().stream(
+            self._custom.list_cluster_custom_object,
+            GROUP,
+            VERSION,
+            TASKS,
+            resource_version=resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=timeout_seconds,
+        )
+        try:
+            async for event in stream:
+                yield str(event["type"]), dict(event["raw_object"])
+        except ApiException as exc:
+            raise _error(exc) from None
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise KubeUnreachable(503, "Unreachable", type(exc).__name__) from None
+        finally:
+            await stream.close()
+
+    async def create_task(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        made: dict[str, Any] = await _call(
+            self._custom.create_namespaced_custom_object(
+                GROUP, VERSION, namespace, TASKS, body, field_manager=FIELD_MANAGER
+            )
+        )
+        return made
+
+    async def apply_task_status(
+        self, namespace: str, name: str, resource_version: str, status: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Server-side apply of the platform's part of a task's status, only if the task
+        is still at `resource_version` (`KubeConflict` otherwise)."""
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": TASK_KIND,
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "resourceVersion": resource_version,
+            },
+            "status": status,
+        }
+        applied: dict[str, Any] = await _call(
+            self._custom.patch_namespaced_custom_object_status(
+                GROUP,
+                VERSION,
+                namespace,
+                TASKS,
+                name,
+                body,
+                field_manager=FIELD_MANAGER,
+                force=True,
+                **_APPLY_OPTIONS,
+            )
+        )
+        return applied
+
+    # --- namespaces -----------------------------------------------------------------------
+
+    async def create_namespace(self, name: str, labels: dict[str, str]) -> None:
+        body = client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels=labels))
+        await _call(self._core.create_namespace(body, field_manager=FIELD_MANAGER))
+
+    async def namespace_labels(self, name: str) -> dict[str, str]:
+        found = await _call(self._core.read_namespace(name))
+        return dict(found.metadata.labels or {})

@@ -1,0 +1,1 @@
+"""AgenticTasks through the platform API: create, list, read, and decide their steps."""

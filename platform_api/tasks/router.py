@@ -1,0 +1,258 @@
+"""`/agentic/tasks`: create a task from a plan, list and read the caller's tasks, approve
+or reject a step.
+
+A task's id is `<namespace>/<name>`, so its URL is `/agentic/tasks/<namespace>/<name>`.
+Every endpoint answers 503 `kubernetes_unavailable` when the platform has no Kubernetes
+API configured, and 404 for a task of an org the caller is not a member of.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Header, Path, Query, Request, status
+
+from humanwork_core.resources import Verdict
+from platform_api.auth.dependencies import (
+    CurrentPrincipal,
+    Principal,
+    ensure_capability,
+    require,
+)
+from platform_api.db import Session
+from platform_api.errors import KubernetesUnavailable, NotFound, error_responses
+from platform_api.kube.client import KubeClient
+from platform_api.state import PlatformDep
+from platform_api.tasks import service
+from platform_api.tasks.schemas import (
+    ApproveBody,
+    DecisionRead,
+    PhaseFilter,
+    RejectBody,
+    TaskCreate,
+    TaskPage,
+    TaskRead,
+)
+
+router = APIRouter(prefix="/agentic/tasks", tags=["tasks"])
+
+NAMESPACE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+
+UNAVAILABLE = {503: ("kubernetes_unavailable", "no Kubernetes API is configured")}
+DECIDE_CODES = {
+    403: ("self_approval_forbidden", "the requester of a task cannot approve its steps"),
+    409: ("run_state_conflict", "the step already has its decision"),
+    410: ("human_task_expired", "the decision deadline passed"),
+    422: ("idempotency_conflict", "this idempotency key was used for a different decision"),
+    **UNAVAILABLE,
+}
+
+
+def get_kube(platform: PlatformDep) -> KubeClient:
+    """The platform's Kubernetes client; 503 `kubernetes_unavailable` when there is none."""
+    if platform.kube is None:
+        raise KubernetesUnavailable(
+            "no Kubernetes API is configured (HUMANWORK_KUBECONFIG or HUMANWORK_KUBE_IN_CLUSTER)"
+        )
+    return platform.kube
+
+
+Kube = Annotated[KubeClient, Depends(get_kube)]
+Namespace = Annotated[
+    str, Path(max_length=63, pattern=NAMESPACE, description="the org's namespace")
+]
+Name = Annotated[str, Path(max_length=253, pattern=NAME, description="the task's name")]
+StepId = Annotated[str, Path(max_length=63, description="the step's id in the plan")]
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=128,
+        description="makes a retry a no-op that answers the recorded decision; a random "
+        "key when unset",
+    ),
+]
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=TaskRead,
+    summary="Create a task from a plan",
+    description="Capability `run.control` (404 first for an org the caller is not a member "
+    "of). Creates an AgenticTask in the org's namespace; "
+    "the caller becomes its requester (`spec.requestedBy`) and may not approve its steps.",
+    responses=error_responses(401, 403, 404, 409, 422, 503, codes=UNAVAILABLE),
+)
+async def create_task(
+    body: TaskCreate,
+    request: Request,
+    session: Session,
+    platform: PlatformDep,
+    principal: CurrentPrincipal,
+    kube: Kube,
+) -> TaskRead:
+    if body.org_id not in principal.org_ids:
+        raise NotFound("no such org")
+    await ensure_capability(request, principal, platform, "run.control", body.org_id)
+    return await service.create_task(session, kube, principal, body)
+
+
+@router.get(
+    "",
+    response_model=TaskPage,
+    summary="List tasks",
+    description="Capability `tasks.read`. The tasks of the caller's orgs (or of `org_id`), "
+    "newest first; `status` filters by phase (`pending_approval`, `in_progress`, "
+    "`completed`, `rejected`, `failed`, `cancelled`, `expired`); `limit` and `offset` page.",
+    responses=error_responses(401, 403, 404, 422, 503, codes=UNAVAILABLE),
+)
+async def list_tasks(
+    session: Session,
+    principal: Annotated[Principal, require("tasks.read")],
+    kube: Kube,
+    org_id: Annotated[uuid.UUID | None, Query(description="one of the caller's orgs")] = None,
+    task_status: Annotated[PhaseFilter | None, Query(alias="status")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> TaskPage:
+    items, total = await service.list_tasks(
+        session, kube, principal, org_id=org_id, status=task_status, limit=limit, offset=offset
+    )
+    return TaskPage(items=items, total=total, limit=limit, offset=offset)
+
+
+@router.get(
+    "/{namespace}/{name}",
+    response_model=TaskRead,
+    summary="Read a task",
+    description="Capability `tasks.read`. The task `<namespace>/<name>` with its status and "
+    "full plan, and the hash of each step that a decision on it carries.",
+    responses=error_responses(401, 403, 404, 422, 503, codes=UNAVAILABLE),
+)
+async def get_task(
+    namespace: Namespace,
+    name: Name,
+    session: Session,
+    principal: Annotated[Principal, require("tasks.read")],
+    kube: Kube,
+) -> TaskRead:
+    return await service.get_task(session, kube, principal, namespace, name)
+
+
+async def _decide(
+    session: Session,
+    kube: KubeClient,
+    principal: Principal,
+    platform: PlatformDep,
+    namespace: str,
+    name: str,
+    step_id: str,
+    verdict: Verdict,
+    body: ApproveBody | RejectBody,
+    idempotency_key: str | None,
+) -> DecisionRead:
+    key = idempotency_key or uuid.uuid4().hex
+    outcome = await service.decide(
+        session,
+        kube,
+        principal,
+        namespace=namespace,
+        name=name,
+        step_id=step_id,
+        verdict=verdict,
+        feedback=body.feedback,
+        step_hash=body.step_hash,
+        idempotency_key=key,
+        retries=platform.settings.decision_retries,
+        sessions=platform.sessions,
+    )
+    return DecisionRead(
+        step_id=step_id,
+        verdict=verdict.value,
+        decided=outcome.decided,
+        approvals=outcome.approvals,
+        required_approvals=outcome.required_approvals,
+        replayed=outcome.replayed,
+        idempotency_key=key,
+        task=outcome.task,
+    )
+
+
+DECIDE_DESCRIPTION = (
+    " Only the first undecided step can be decided, once every earlier step executed: "
+    "409 `run_state_conflict` otherwise, and for a step another expert decided first "
+    "(of experts deciding at once, exactly one decision is recorded). 410 "
+    "`human_task_expired` after the final deadline. The decision is written into the "
+    "task's status under the platform's identity and audited in the org's chain."
+)
+
+
+@router.post(
+    "/{namespace}/{name}/steps/{step_id}/approve",
+    response_model=DecisionRead,
+    summary="Approve a step",
+    description="Capability `tasks.decide`. The requester cannot approve its own task (403 "
+    "`self_approval_forbidden`); a risk that needs several approvals needs that many "
+    "distinct experts (409 `duplicate_approver`)." + DECIDE_DESCRIPTION,
+    responses=error_responses(401, 403, 404, 409, 410, 422, 503, codes=DECIDE_CODES),
+)
+async def approve_step(
+    namespace: Namespace,
+    name: Name,
+    step_id: StepId,
+    session: Session,
+    platform: PlatformDep,
+    principal: Annotated[Principal, require("tasks.decide")],
+    kube: Kube,
+    idempotency_key: IdempotencyKey = None,
+    body: ApproveBody | None = None,
+) -> DecisionRead:
+    return await _decide(
+        session,
+        kube,
+        principal,
+        platform,
+        namespace,
+        name,
+        step_id,
+        Verdict.APPROVE,
+        body or ApproveBody(),
+        idempotency_key,
+    )
+
+
+@router.post(
+    "/{namespace}/{name}/steps/{step_id}/reject",
+    response_model=DecisionRead,
+    summary="Reject a step",
+    description="Capability `tasks.decide`. `feedback` is required; the rejection halts the "
+    "task and the feedback goes back to the agent." + DECIDE_DESCRIPTION,
+    responses=error_responses(401, 403, 404, 409, 410, 422, 503, codes=DECIDE_CODES),
+)
+async def reject_step(
+    namespace: Namespace,
+    name: Name,
+    step_id: StepId,
+    body: RejectBody,
+    session: Session,
+    platform: PlatformDep,
+    principal: Annotated[Principal, require("tasks.decide")],
+    kube: Kube,
+    idempotency_key: IdempotencyKey = None,
+) -> DecisionRead:
+    return await _decide(
+        session,
+        kube,
+        principal,
+        platform,
+        namespace,
+        name,
+        step_id,
+        Verdict.REJECT,
+        body,
+        idempotency_key,
+    )

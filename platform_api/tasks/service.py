@@ -1,0 +1,400 @@
+"""Task use cases: create a task from a plan, list and read the caller's tasks, and
+decide a step.
+
+Deciding reads the task, applies the contract's rules (`taskflow.decide`) and writes the
+platform's part of the status by server-side apply with the resourceVersion it read as a
+precondition. When another writer changed the task in between (the operator's tick, or
+another expert), the write is refused and the decision is re-read and re-checked, a few
+times at most: of two experts deciding the same step at once, one records the decision
+and the other is told `run_state_conflict`; nothing is ever overwritten. Each decision
+written is audited in the org's chain (who, what, when, idempotency key).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import JsonValue, ValidationError
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from humanwork_core import taskflow
+from humanwork_core.resources import (
+    AgenticTask,
+    AgenticTaskSpec,
+    AgentRef,
+    Decision,
+    StepStatus,
+    TaskPhase,
+    TaskPolicy,
+    Verdict,
+)
+from platform_api.audit.service import record, record_detached
+from platform_api.auth.dependencies import Principal
+from platform_api.errors import (
+    Conflict,
+    DuplicateApprover,
+    HumanTaskExpired,
+    IdempotencyConflict,
+    InvalidDecision,
+    NotFound,
+    PlatformError,
+    RunStateConflict,
+    SelfApproval,
+    StepHashMismatch,
+    ValidationFailed,
+)
+from platform_api.kube.client import (
+    GROUP,
+    TASK_KIND,
+    VERSION,
+    KubeClient,
+    KubeConflict,
+    KubeInvalid,
+    KubeNotFound,
+)
+from platform_api.models import Org
+from platform_api.tasks.schemas import PhaseFilter, TaskCreate, TaskRead, TaskSummary
+
+NAME_PREFIX = "task-"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+# --- orgs and tasks in scope ---------------------------------------------------------------
+
+
+async def _orgs(session: AsyncSession, principal: Principal) -> list[Org]:
+    if not principal.org_ids:
+        return []
+    found = await session.execute(
+        select(Org).where(Org.id.in_(list(principal.org_ids))).order_by(Org.slug)
+    )
+    return list(found.scalars())
+
+
+async def _org_of_namespace(session: AsyncSession, principal: Principal, namespace: str) -> Org:
+    """The caller's org that owns `namespace`; 404 for any other namespace."""
+    found = await session.execute(
+        select(Org).where(Org.namespace == namespace, Org.id.in_(list(principal.org_ids)))
+    )
+    org = found.scalars().first()
+    if org is None:
+        raise NotFound("no such task")
+    return org
+
+
+async def _read(kube: KubeClient, org: Org, name: str) -> AgenticTask:
+    try:
+        raw = await kube.get_task(org.namespace, name)
+    except KubeNotFound:
+        raise NotFound("no such task") from None
+    task = AgenticTask.from_wire(raw)
+    if task.spec.org_id != str(org.id):
+        raise NotFound("no such task")
+    return task
+
+
+def phase_of(task: AgenticTask, now: datetime) -> TaskPhase:
+    """The recorded phase, or the derived one before the operator's first pass."""
+    return task.current_status().phase or taskflow.derive_phase(task, now)
+
+
+def summary(task: AgenticTask, now: datetime) -> TaskSummary:
+    status = task.current_status()
+    meta = task.metadata
+    return TaskSummary(
+        id=f"{meta.namespace}/{meta.name}",
+        uid=meta.uid or "",
+        namespace=meta.namespace or "",
+        name=meta.name,
+        org_id=uuid.UUID(task.spec.org_id),
+        agent=task.spec.agent_ref.name,
+        description=task.spec.description,
+        requested_by=task.spec.requested_by,
+        phase=phase_of(task, now),
+        current_step=status.current_step,
+        highest_pending_risk=status.highest_pending_risk,
+        next_deadline=status.next_deadline,
+        created_at=meta.creation_timestamp,
+        resource_version=meta.resource_version or "",
+    )
+
+
+def read_model(task: AgenticTask, now: datetime) -> TaskRead:
+    return TaskRead(
+        **summary(task, now).model_dump(),
+        spec=task.spec.to_wire(),
+        status=task.current_status().to_wire(),
+        step_hashes={step.id: taskflow.step_hash(step) for step in task.spec.steps},
+    )
+
+
+# --- use cases -----------------------------------------------------------------------------
+
+
+async def create_task(
+    session: AsyncSession, kube: KubeClient, principal: Principal, body: TaskCreate
+) -> TaskRead:
+    """Create the AgenticTask of `body` in the org's namespace; the caller requests it."""
+    if body.org_id not in principal.org_ids:
+        raise NotFound("no such org")
+    org = await session.get(Org, body.org_id)
+    if org is None:
+        raise NotFound("no such org")
+    try:
+        spec = AgenticTaskSpec(
+            org_id=str(org.id),
+            agent_ref=AgentRef(name=body.agent_ref),
+            conversation_id=str(body.conversation_id) if body.conversation_id else None,
+            description=body.description,
+            requested_by=principal.username,
+            policy=body.policy or TaskPolicy(),
+            steps=tuple(body.steps),
+        )
+    except ValidationError as exc:
+        raise ValidationFailed(
+            "the plan is not valid",
+            errors="; ".join(
+                f"{'.'.join(str(part) for part in e['loc'])}: {e['msg']}" for e in exc.errors()
+            ),
+        ) from None
+    manifest = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": TASK_KIND,
+        "metadata": {
+            "generateName": NAME_PREFIX,
+            "namespace": org.namespace,
+            "labels": {"app.kubernetes.io/managed-by": "humanwork-platform-api"},
+        },
+        "spec": spec.to_wire(),
+    }
+    try:
+        made = AgenticTask.from_wire(await kube.create_task(org.namespace, manifest))
+    except KubeInvalid as exc:
+        raise ValidationFailed("the API server refused the plan", reason=exc.message) from None
+    except KubeNotFound:
+        raise Conflict("the org's namespace does not exist", namespace=org.namespace) from None
+    await record(
+        session,
+        actor=principal.username,
+        action="task.created",
+        target=f"agentictask:{org.namespace}/{made.metadata.name}",
+        org_id=org.id,
+        details={"uid": made.metadata.uid, "steps": list(spec.step_ids)},
+    )
+    return read_model(made, _now())
+
+
+async def list_tasks(
+    session: AsyncSession,
+    kube: KubeClient,
+    principal: Principal,
+    *,
+    org_id: uuid.UUID | None,
+    status: PhaseFilter | None,
+    limit: int,
+    offset: int,
+) -> tuple[list[TaskSummary], int]:
+    """The caller's tasks (of one org, or all its orgs), newest first, one page."""
+    orgs = await _orgs(session, principal)
+    if org_id is not None:
+        orgs = [org for org in orgs if org.id == org_id]
+        if not orgs:
+            raise NotFound("no such org")
+    listed = await asyncio.gather(*(kube.list_tasks(org.namespace) for org in orgs))
+    now = _now()
+    org_ids = {str(org.id) for org in orgs}
+    tasks = [
+        task
+        for task in (AgenticTask.from_wire(raw) for raws in listed for raw in raws)
+        if task.spec.org_id in org_ids and (status is None or phase_of(task, now) is status.phase)
+    ]
+    tasks.sort(key=lambda t: (t.metadata.creation_timestamp or now, t.metadata.name), reverse=True)
+    return [summary(t, now) for t in tasks[offset : offset + limit]], len(tasks)
+
+
+async def get_task(
+    session: AsyncSession, kube: KubeClient, principal: Principal, namespace: str, name: str
+) -> TaskRead:
+    org = await _org_of_namespace(session, principal, namespace)
+    return read_model(await _read(kube, org, name), _now())
+
+
+# --- deciding ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What deciding did: the task as it is now and what was recorded."""
+
+    task: TaskRead
+    decided: bool
+    approvals: int
+    required_approvals: int
+    replayed: bool
+    recorded: Decision | None = None
+    """The approval or decision that carries this request's idempotency key."""
+
+
+_CONFLICTS: tuple[type[taskflow.TaskFlowError], ...] = (
+    taskflow.StepNotDecidable,
+    taskflow.StepAlreadyDecided,
+    taskflow.TaskTerminal,
+    taskflow.ApprovalConflict,
+)
+
+
+def _platform_error(exc: taskflow.TaskFlowError) -> PlatformError:
+    """The API's error for a refused move; `details.reason` keeps the contract's code."""
+    details: dict[str, Any] = {"reason": exc.code, **dict(exc.details)}
+    if isinstance(exc, taskflow.HumanTaskExpired):
+        return HumanTaskExpired(exc.message, **details)
+    if isinstance(exc, _CONFLICTS):
+        return RunStateConflict(exc.message, **details)
+    if isinstance(exc, taskflow.DuplicateApprover):
+        return DuplicateApprover(exc.message, **details)
+    if isinstance(exc, taskflow.StepHashMismatch):
+        return StepHashMismatch(exc.message, **details)
+    if isinstance(exc, taskflow.IdempotencyConflict):
+        return IdempotencyConflict(exc.message, **details)
+    if isinstance(exc, taskflow.StepNotFound):
+        return NotFound(exc.message, **details)
+    return InvalidDecision(exc.message, **details)
+
+
+async def decide(
+    session: AsyncSession,
+    kube: KubeClient,
+    principal: Principal,
+    *,
+    namespace: str,
+    name: str,
+    step_id: str,
+    verdict: Verdict,
+    feedback: str | None,
+    step_hash: str | None,
+    idempotency_key: str,
+    retries: int,
+    parameters: Mapping[str, JsonValue] | None = None,
+    provided: Mapping[str, JsonValue] | None = None,
+    selection: str | None = None,
+    sessions: async_sessionmaker[AsyncSession] | None = None,
+) -> Outcome:
+    """Record the caller's verdict on a step of a task (see the module docstring).
+
+    A refused self-approval is audited through `sessions`, in a transaction of its own."""
+    org = await _org_of_namespace(session, principal, namespace)
+    attempt = 0
+    while True:
+        task = await _read(kube, org, name)
+        step = task.step(step_id)
+        if step is None:
+            raise NotFound("the plan has no such step", step_id=step_id)
+        if verdict.positive and task.spec.requested_by == principal.username:
+            if sessions is not None:
+                await record_detached(
+                    sessions,
+                    actor=principal.username,
+                    action="task.step.self_approval",
+                    target=f"agentictask:{namespace}/{name}",
+                    org_id=org.id,
+                    details={"step_id": step_id, "idempotency_key": idempotency_key},
+                )
+            raise SelfApproval("the requester of a task cannot approve its steps", step_id=step_id)
+        request = taskflow.DecisionRequest(
+            verdict=verdict,
+            by=principal.username,
+            step_hash=step_hash or taskflow.step_hash(step),
+            idempotency_key=idempotency_key,
+            feedback=feedback,
+            parameters=parameters,
+            input=provided,
+            selection=selection,
+        )
+        now = _now()
+        before = task.current_status()
+        try:
+            after = taskflow.decide(task, step_id, request, now)
+        except taskflow.TaskFlowError as exc:
+            raise _platform_error(exc) from None
+        required = taskflow.required_approvals(task.spec.policy, step.risk)
+        if after == before:  # a retry of a decision already recorded
+            entry = before.step(step_id)
+            recorded = [*entry.approvals, *([entry.decision] if entry.decision else [])]
+            if any(
+                d.idempotency_key == idempotency_key and d.feedback != feedback for d in recorded
+            ):
+                raise IdempotencyConflict(
+                    "this idempotency key was already used for a different decision",
+                    step_id=step_id,
+                )
+            return Outcome(
+                read_model(task, now),
+                entry.decision is not None,
+                len(entry.approvals),
+                required,
+                True,
+                _recorded(entry, idempotency_key),
+            )
+        try:
+            written = await kube.apply_task_status(
+                namespace,
+                name,
+                task.metadata.resource_version or "",
+                taskflow.owned_status(after, taskflow.Writer.PLATFORM_API),
+            )
+        except KubeConflict:
+            attempt += 1
+            if attempt > retries:
+                raise RunStateConflict(
+                    "the task changed while deciding; read it again", step_id=step_id
+                ) from None
+            continue
+        except KubeNotFound:
+            raise NotFound("no such task") from None
+        except KubeInvalid as exc:
+            raise RunStateConflict(
+                "the API server refused the decision", step_id=step_id, reason=exc.message
+            ) from None
+        entry = after.step(step_id)
+        await record(
+            session,
+            actor=principal.username,
+            action=f"task.step.{verdict.value}",
+            target=f"agentictask:{namespace}/{name}",
+            org_id=org.id,
+            details={
+                "step_id": step_id,
+                "verdict": verdict.value,
+                "at": now.isoformat(),
+                "idempotency_key": idempotency_key,
+                "step_hash": request.step_hash,
+                "decided": entry.decision is not None,
+                "approvals": len(entry.approvals),
+                "feedback": feedback,
+                "uid": task.metadata.uid,
+            },
+        )
+        return Outcome(
+            read_model(AgenticTask.from_wire(written), now),
+            entry.decision is not None,
+            len(entry.approvals),
+            required,
+            False,
+            _recorded(entry, idempotency_key),
+        )
+
+
+def _recorded(entry: StepStatus, idempotency_key: str) -> Decision | None:
+    for decision in (*entry.approvals, entry.decision):
+        if decision is not None and decision.idempotency_key == idempotency_key:
+            return decision
+    return None
