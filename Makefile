@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 CLUSTER := $(VENV)/bin/humanwork-cluster
 PYTEST_ARGS ?=
 
-.PHONY: all venv cluster-binaries cluster-up cluster-down cluster-status up down run-operator run-platform test test-unit lint format crds bench clean
+.PHONY: all venv cluster-binaries cluster-up cluster-down cluster-status up down run-operator run-platform run-agent test test-unit lint format crds bench clean
 
 all: venv
 
@@ -49,6 +49,10 @@ run-operator: venv
 
 run-platform: venv
 	$(VENV)/bin/humanwork-platform serve
+
+run-agent: venv
+	@test -n "$(AGENT)" || { echo "usage: make run-agent AGENT=<namespace>/<name>"; exit 2; }
+	$(VENV)/bin/humanwork-run-agent $(AGENT) --platform-url http://127.0.0.1:8000
 
 crds: venv
 	$(PY) -m humanwork_core.crdgen --out crds/

@@ -80,7 +80,7 @@ def binaries(build: bool = True) -> Path:
     return Path(done.stdout.strip().splitlines()[-1])
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -280,9 +280,7 @@ def _up(state: Path, timeout: float) -> ClusterInfo:
     kwok_cert = ca.issue("kwok", "kwok", org="system:masters")
     sa = pki.service_account_keys(state / "pki")
 
-    ports = {
-        n: _free_port() for n in ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "kwok")
-    }
+    ports = {n: free_port() for n in ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "kwok")}
     server = f"https://127.0.0.1:{ports['apiserver']}"
     kubeconfig = _kubeconfig(state / "kubeconfig", server, ca.ca.cert, admin, "admin")
     kcm_kc = _kubeconfig(state / "controller-manager.kubeconfig", server, ca.ca.cert, kcm, "kcm")
