@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from platform_api.access.repository import AccessMapRepository
+from platform_api.agent_api.router import router as agent_api_router
 from platform_api.audit.router import router as audit_router
 from platform_api.audit.service import record
 from platform_api.auth.router import router as auth_router
@@ -62,6 +63,7 @@ TAGS = [
     {"name": "tool permissions", "description": "Which tools an org's agents may use."},
     {"name": "integrations", "description": "Encrypted third-party credentials."},
     {"name": "audit", "description": "The hash-chained audit log."},
+    {"name": "agent api", "description": "Called by agents, with their agent token only."},
     {"name": "health", "description": "Liveness."},
 ]
 
@@ -148,6 +150,7 @@ def create_app(settings: Settings, *, namespaces: OrgNamespaces | None = None) -
         audit_router,
         tasks_router,
         human_tasks_router,
+        agent_api_router,
     ):
         app.include_router(router)
     return app

@@ -63,6 +63,9 @@ class Settings(BaseSettings):
         default=None, description="the key id new integration credentials are encrypted with"
     )
 
+    agent_token_audience: str = Field(
+        default="humanwork-platform", description="the `aud` agent tokens must carry"
+    )
     kubeconfig: str | None = Field(
         default=None,
         description="kubeconfig file of the platform's Kubernetes identity; unset: no "

@@ -32,6 +32,7 @@ FIELD_MANAGER = "humanwork-platform-api"
 APPLY = "application/apply-patch+yaml"
 _APPLY_OPTIONS: dict[str, Any] = {"_content_type": APPLY}
 """Server-side apply: the generated client takes the content type as an option."""
+_MERGE_OPTIONS: dict[str, Any] = {"_content_type": "application/merge-patch+json"}
 
 
 class KubeError(Exception):
@@ -205,6 +206,37 @@ class KubeClient:
             )
         )
         return applied
+
+    # --- AgentInstances and the operator's published key material -----------------------
+
+    async def get_agent_instance(self, namespace: str, name: str) -> dict[str, Any]:
+        found: dict[str, Any] = await _call(
+            self._custom.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, "agentinstances", name
+            )
+        )
+        return found
+
+    async def annotate_agent_instance(
+        self, namespace: str, name: str, annotations: dict[str, str]
+    ) -> None:
+        """Merge-patch annotations of an AgentInstance (the agent's acknowledged config
+        hash, a rotation request): the only write the platform makes to AgentInstances."""
+        await _call(
+            self._custom.patch_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                namespace,
+                "agentinstances",
+                name,
+                {"metadata": {"annotations": annotations}},
+                **_MERGE_OPTIONS,
+            )
+        )
+
+    async def config_map_data(self, namespace: str, name: str) -> dict[str, str]:
+        found = await _call(self._core.read_namespaced_config_map(name, namespace))
+        return dict(found.data or {})
 
     # --- namespaces -----------------------------------------------------------------------
 

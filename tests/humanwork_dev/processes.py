@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import httpx
 
@@ -27,6 +28,13 @@ def free_port() -> int:
 class OperatorProcess:
     """The operator run as `python -m agent_operator` with the humanwork-operator
     ServiceAccount's token (so its RBAC is what the tests exercise)."""
+
+    started: ClassVar[list[OperatorProcess]] = []
+    """Every instance started in this process, for tests that must pause them all."""
+
+    @classmethod
+    def running(cls) -> list[OperatorProcess]:
+        return [p for p in cls.started if p.proc is not None and p.proc.poll() is None]
 
     def __init__(
         self,
@@ -78,6 +86,8 @@ class OperatorProcess:
             stdin=subprocess.DEVNULL,
             cwd=self.workdir,
         )
+        if self not in OperatorProcess.started:
+            OperatorProcess.started.append(self)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -38,6 +38,7 @@ from humanwork_core.resources import (
     StepStatus,
     TokenPolicy,
 )
+from humanwork_dev.processes import OperatorProcess
 from tests.conftest import Cluster
 from tests.integration.contract_support import (
     ADMIN,
@@ -70,6 +71,19 @@ from tests.integration.contract_support import (
 from tests.support import eventually
 
 OTHER_ORG = "0b9d6a52-5c1e-4f7a-9d3b-6e2f8a1c4d70"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def without_the_operator() -> Iterator[None]:
+    """These tests write task status by hand as each of the three writers and check that
+    refused writes change nothing: a running operator ticking the same tasks would. Pause
+    any operator the session started before this module, and resume it afterwards."""
+    paused = OperatorProcess.running()
+    for process in paused:
+        process.stop()
+    yield
+    for process in paused:
+        process.start()
 
 
 @pytest.fixture(scope="module")

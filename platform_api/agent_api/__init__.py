@@ -1,0 +1,1 @@
+"""The agent-facing API: authenticated by the agent's token only."""

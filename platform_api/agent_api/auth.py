@@ -1,0 +1,131 @@
+"""Who an agent is: its bearer token, verified the way DESIGN section 4 says.
+
+The signature is checked with the public keys the operator publishes (the ConfigMap
+`humanwork-agent-jwks` in the platform's namespace, cached briefly and re-read when a
+token names an unknown key), then audience, expiry, role and scopes; then the token must
+still be its AgentInstance's current one, or the previous one within its grace, and name
+the instance's org; and its jti must not be in the operator's revocation list. The
+AgentInstance is read on every request, so a deleted or rotated-out token is refused at
+once.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import Depends, Header
+
+from humanwork_core import tokens
+from platform_api.errors import KubernetesUnavailable, Unauthenticated
+from platform_api.kube.client import KubeClient, KubeNotFound
+from platform_api.state import PlatformDep
+
+PLATFORM_NAMESPACE = "humanwork-system"
+JWKS_CONFIG_MAP = "humanwork-agent-jwks"
+REVOCATIONS_CONFIG_MAP = "humanwork-agent-revocations"
+KEYS_TTL_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class Agent:
+    """An authenticated agent."""
+
+    agent_id: str
+    namespace: str
+    name: str
+    org_id: str
+    scopes: frozenset[str]
+    jti: str
+
+
+class AgentKeys:
+    """The operator's published verification keys, re-read at most every few seconds."""
+
+    def __init__(self) -> None:
+        self._keys: tokens.KeySet | None = None
+        self._read_at = 0.0
+
+    async def get(self, kube: KubeClient, *, refresh: bool = False) -> tokens.KeySet:
+        stale = time.monotonic() - self._read_at > KEYS_TTL_SECONDS
+        if self._keys is None or stale or refresh:
+            try:
+                data = await kube.config_map_data(PLATFORM_NAMESPACE, JWKS_CONFIG_MAP)
+            except KubeNotFound:  # the operator has not published any key yet
+                data = {}
+            self._keys = tokens.KeySet.from_jwks(json.loads(data.get("jwks.json", '{"keys":[]}')))
+            self._read_at = time.monotonic()
+        return self._keys
+
+
+KEYS = AgentKeys()
+
+
+def _accepted_jtis(instance: dict[str, Any], now: datetime) -> set[str]:
+    token: dict[str, Any] = (instance.get("status") or {}).get("token") or {}
+    accepted = {str(token["jti"])} if token.get("jti") else set()
+    grace = token.get("previousGraceEndsAt")
+    if token.get("previousJti") and grace and datetime.fromisoformat(str(grace)) > now:
+        accepted.add(str(token["previousJti"]))
+    return accepted
+
+
+async def authenticate(
+    kube: KubeClient, authorization: str | None, audience: str, now: datetime
+) -> Agent:
+    """The agent behind `Authorization: Bearer <token>`, or Unauthenticated with the
+    token error's code."""
+    if not authorization or not authorization.lower().startswith("bearer "):
+        raise Unauthenticated("an agent token is required", reason="token_missing")
+    token = authorization[7:].strip()
+    keys = await KEYS.get(kube)
+    try:
+        header_kid = tokens.read_minted_token(token).claims.kid
+    except tokens.TokenError as exc:
+        raise Unauthenticated("the agent token is malformed", reason=exc.code) from None
+    if header_kid not in keys.kids:
+        keys = await KEYS.get(kube, refresh=True)  # a key published a moment ago
+    try:
+        claims = tokens.verify_agent_token(token, keys, audience=audience, now=now)
+    except tokens.TokenError as exc:
+        raise Unauthenticated("the agent token was refused", reason=exc.code) from None
+    namespace, _, name = claims.subject.partition("/")
+    try:
+        instance = await kube.get_agent_instance(namespace, name)
+    except KubeNotFound:
+        raise Unauthenticated("the agent no longer exists", reason="token_revoked") from None
+    spec_org = str((instance.get("spec") or {}).get("orgId", ""))
+    if claims.org_id != spec_org:
+        raise Unauthenticated("the token names another org", reason="token_wrong_org")
+    if claims.jti not in _accepted_jtis(instance, now):
+        raise Unauthenticated("the token was rotated out", reason="token_revoked")
+    try:
+        revoked = await kube.config_map_data(PLATFORM_NAMESPACE, REVOCATIONS_CONFIG_MAP)
+    except KubeNotFound:  # nothing was ever revoked
+        revoked = {}
+    if f"jti.{claims.jti}" in revoked:
+        raise Unauthenticated("the token was revoked", reason="token_revoked")
+    return Agent(
+        agent_id=claims.subject,
+        namespace=namespace,
+        name=name,
+        org_id=claims.org_id,
+        scopes=frozenset(claims.scopes),
+        jti=claims.jti,
+    )
+
+
+async def current_agent(
+    platform: PlatformDep, authorization: Annotated[str | None, Header()] = None
+) -> Agent:
+    if platform.kube is None:
+        raise KubernetesUnavailable("the agent API needs the Kubernetes API")
+    return await authenticate(
+        platform.kube, authorization, platform.settings.agent_token_audience, datetime.now(UTC)
+    )
+
+
+CurrentAgent = Annotated[Agent, Depends(current_agent)]
