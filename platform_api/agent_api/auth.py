@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import Depends, Header
+from fastapi import Depends
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from humanwork_core import tokens
 from platform_api.errors import KubernetesUnavailable, Unauthenticated
@@ -118,13 +119,22 @@ async def authenticate(
     )
 
 
+agent_bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="AgentToken",
+    description="the agent's token, from the Secret mounted in its pod",
+)
+
+
 async def current_agent(
-    platform: PlatformDep, authorization: Annotated[str | None, Header()] = None
+    platform: PlatformDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(agent_bearer)],
 ) -> Agent:
     if platform.kube is None:
         raise KubernetesUnavailable("the agent API needs the Kubernetes API")
+    header = f"Bearer {credentials.credentials}" if credentials else None
     return await authenticate(
-        platform.kube, authorization, platform.settings.agent_token_audience, datetime.now(UTC)
+        platform.kube, header, platform.settings.agent_token_audience, datetime.now(UTC)
     )
 
 

@@ -78,6 +78,8 @@ async def test_openapi_is_complete(client: httpx.AsyncClient, api: Api) -> None:
         ("put", "/orgs/{org_id}/integrations/{integration_type}"),
         ("delete", "/orgs/{org_id}/integrations/{integration_type}"),
         ("get", "/healthz"),
+        ("get", "/v1/agent-api/whoami"),
+        ("post", "/v1/agent-api/token/refresh"),
     }
     found = {(m, p) for p, ops in paths.items() for m in ops}
     assert expected <= found
