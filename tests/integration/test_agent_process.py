@@ -6,18 +6,16 @@ credential. It reports the configuration hash the operator published."""
 from __future__ import annotations
 
 import base64
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from kubernetes import client
 
-from humanwork_dev.processes import OperatorProcess
 from humanwork_dev.runagent import Materialised, materialise, start
+from tests.agents import LLM_KEY
 from tests.conftest import Cluster
-from tests.integration.test_operator import create_instance, wait_phase
 from tests.support import eventually
 
 FORBIDDEN = ("DATABASE", "POSTGRES", "REDIS", "SHOPIFY", "AMAZON", "KUBECONFIG")
@@ -25,21 +23,9 @@ FORBIDDEN = ("DATABASE", "POSTGRES", "REDIS", "SHOPIFY", "AMAZON", "KUBECONFIG")
 
 @pytest.fixture
 def agent(
-    cluster: Cluster,
-    operator: OperatorProcess,
-    make_namespace: Callable[..., str],
-    tmp_path: Path,
+    cluster: Cluster, ready_agent: tuple[str, str], tmp_path: Path
 ) -> Iterator[tuple[str, Materialised, int]]:
-    org_id = str(uuid.uuid4())
-    ns = make_namespace("org", labels={"humanwork.io/org-id": org_id})
-    client.CoreV1Api(cluster.api).create_namespaced_secret(
-        ns,
-        client.V1Secret(
-            metadata=client.V1ObjectMeta(name="llm"), string_data={"api-key": "sk-agent-only"}
-        ),
-    )
-    create_instance(cluster, ns, org_id)
-    wait_phase(cluster, ns, "Ready")
+    ns, _ = ready_agent
     spec = materialise(cluster.api, ns, "agent", tmp_path / "pod")
     proc = start(spec, tmp_path / "agent.log")
     try:
@@ -76,7 +62,7 @@ def test_the_agent_process_has_its_pod_and_nothing_more(
     for name, value in environ.items():
         for word in FORBIDDEN:
             assert word not in name.upper() and word not in value.upper(), name
-    assert environ["HUMANWORK_LLM_API_KEY"] == "sk-agent-only"
+    assert environ["HUMANWORK_LLM_API_KEY"] == LLM_KEY
     assert environ["HUMANWORK_ORG_ID"] == instance["spec"]["orgId"]
     # the token file is the operator's token Secret, mounted as the pod would have it
     secret = client.CoreV1Api(cluster.api).read_namespaced_secret("agent-agent-token", ns)

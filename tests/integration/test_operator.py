@@ -4,7 +4,6 @@ ServiceAccount (manifests/base/operator/rbac.yaml), with the admission policies 
 
 from __future__ import annotations
 
-import base64
 import json
 import uuid
 from collections.abc import Callable
@@ -16,86 +15,19 @@ from kubernetes import client
 
 from humanwork_core import tokens
 from humanwork_dev.processes import PLATFORM_NS, OperatorProcess
+from tests.agents import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    agent_token,
+    condition,
+    create_instance,
+    get_instance,
+    wait_phase,
+    wait_rotated,
+)
 from tests.conftest import Cluster
 from tests.support import eventually, service_account_token
-
-GROUP, VERSION, PLURAL = "humanwork.io", "v1alpha1", "agentinstances"
-
-
-@pytest.fixture
-def org(cluster: Cluster, make_namespace: Callable[..., str]) -> tuple[str, str]:
-    """An org namespace (labelled with its org id, no Pod Security labels yet) holding the
-    LLM key Secret its agent refers to."""
-    org_id = str(uuid.uuid4())
-    ns = make_namespace("org", labels={"humanwork.io/org-id": org_id})
-    client.CoreV1Api(cluster.api).create_namespaced_secret(
-        ns,
-        client.V1Secret(metadata=client.V1ObjectMeta(name="llm"), string_data={"api-key": "sk-x"}),
-    )
-    return ns, org_id
-
-
-def instance_manifest(ns: str, org_id: str, name: str = "agent", **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "AgentInstance",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "orgId": org_id,
-            "specialist": {"name": "Bob", "systemPrompt": "You reconcile orders."},
-            "model": "openai/gpt-4o",
-            "enabledTools": ["shopify_query"],
-            "replicas": 1,
-            "llm": {
-                "baseURL": "https://llm.example/v1",
-                "apiKeySecretRef": {"name": "llm", "key": "api-key"},
-            },
-            "egress": {"llmCIDRs": ["203.0.113.0/24"]},
-        },
-    }
-    body["spec"].update(spec)
-    return body
-
-
-def create_instance(cluster: Cluster, ns: str, org_id: str, **kw: Any) -> dict[str, Any]:
-    return dict(
-        client.CustomObjectsApi(cluster.api).create_namespaced_custom_object(
-            GROUP, VERSION, ns, PLURAL, instance_manifest(ns, org_id, **kw)
-        )
-    )
-
-
-def get_instance(cluster: Cluster, ns: str, name: str = "agent") -> dict[str, Any]:
-    return dict(
-        client.CustomObjectsApi(cluster.api).get_namespaced_custom_object(
-            GROUP, VERSION, ns, PLURAL, name
-        )
-    )
-
-
-def wait_phase(cluster: Cluster, ns: str, phase: str, name: str = "agent") -> dict[str, Any]:
-    def reached() -> dict[str, Any] | None:
-        obj = get_instance(cluster, ns, name)
-        return obj if (obj.get("status") or {}).get("phase") == phase else None
-
-    result: dict[str, Any] = eventually(reached, timeout=60)
-    return result
-
-
-def wait_rotated(cluster: Cluster, ns: str, old_jti: str, timeout: float) -> dict[str, Any]:
-    """The status.token block once it names a jti other than `old_jti`."""
-
-    def rotated() -> dict[str, Any] | None:
-        tok: dict[str, Any] = get_instance(cluster, ns)["status"]["token"]
-        return tok if tok["jti"] != old_jti else None
-
-    result: dict[str, Any] = eventually(rotated, timeout=timeout)
-    return result
-
-
-def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
-    return next(c for c in obj["status"]["conditions"] if c["type"] == kind)
-
 
 CHILDREN = [
     ("ServiceAccount", "agent-agent"),
@@ -186,18 +118,13 @@ def _published_jwks(cluster: Cluster) -> dict[str, Any]:
     return doc
 
 
-def _token(cluster: Cluster, ns: str) -> str:
-    secret = client.CoreV1Api(cluster.api).read_namespaced_secret("agent-agent-token", ns)
-    return base64.b64decode(secret.data["token"]).decode()
-
-
 def test_agent_token_verifies_with_the_published_keys_and_forgeries_fail(
     cluster: Cluster, operator: OperatorProcess, org: tuple[str, str]
 ) -> None:
     ns, org_id = org
     create_instance(cluster, ns, org_id)
     obj = wait_phase(cluster, ns, "Ready")
-    token, keys = _token(cluster, ns), _published_jwks(cluster)
+    token, keys = agent_token(cluster, ns), _published_jwks(cluster)
     minted = tokens.read_minted_token(token)
     now = minted.claims.issued_at + timedelta(seconds=5)
 
@@ -375,7 +302,7 @@ def test_rotation_on_request_keeps_the_previous_token_in_grace(
     second = wait_rotated(cluster, ns, first["jti"], timeout=20)
     assert second["previousJti"] == first["jti"]
     assert second["previousGraceEndsAt"] > second["issuedAt"]
-    assert tokens.read_minted_token(_token(cluster, ns)).claims.jti == second["jti"]
+    assert tokens.read_minted_token(agent_token(cluster, ns)).claims.jti == second["jti"]
     annotations = get_instance(cluster, ns)["metadata"].get("annotations") or {}
     assert "humanwork.io/rotate-token" not in annotations
     reasons = {
@@ -500,7 +427,7 @@ def test_a_killed_operator_converges_after_restart(
     core = client.CoreV1Api(cluster.api)
     create_instance(cluster, ns, org_id)
     # kill it as soon as it has minted the token, typically before the Deployment exists
-    first = eventually(lambda: _token(cluster, ns), timeout=30, interval=0.02)
+    first = eventually(lambda: agent_token(cluster, ns), timeout=30, interval=0.02)
     operator.kill()
     operator.start()
     obj = wait_phase(cluster, ns, "Ready")
@@ -510,7 +437,7 @@ def test_a_killed_operator_converges_after_restart(
         "agent-agent-token",
     ]
     # the restarted operator adopted the token it had minted instead of minting another
-    assert _token(cluster, ns) == first
+    assert agent_token(cluster, ns) == first
     assert tokens.read_minted_token(first).claims.jti == obj["status"]["token"]["jti"]
     for kind, name in CHILDREN:
         assert read_child(cluster, kind, ns, name).metadata.owner_references

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,9 +24,7 @@ from agent_operator.kube import USER_AGENT
 from humanwork_core import taskflow
 from humanwork_core.resources import Verdict
 from humanwork_dev.processes import PLATFORM_NS, OperatorProcess
-from tests.conftest import Cluster
-from tests.integration.conftest import REPO
-from tests.integration.test_operator import (
+from tests.agents import (
     GROUP,
     PLURAL,
     VERSION,
@@ -36,6 +33,8 @@ from tests.integration.test_operator import (
     wait_phase,
     wait_rotated,
 )
+from tests.conftest import Cluster
+from tests.integration.conftest import REPO
 from tests.integration.test_tasks import Writer, approve, create_task, task_manifest, wait_task
 from tests.support import eventually
 
@@ -83,17 +82,6 @@ def used(
         if verb == "patch" and code == 201:  # a server-side apply that created the object
             seen.add((ref.get("apiGroup", ""), resource, "create"))
     return seen, refused
-
-
-@pytest.fixture
-def org(cluster: Cluster, make_namespace: Callable[..., str]) -> tuple[str, str]:
-    org_id = str(uuid.uuid4())
-    ns = make_namespace("org", labels={"humanwork.io/org-id": org_id})
-    client.CoreV1Api(cluster.api).create_namespaced_secret(
-        ns,
-        client.V1Secret(metadata=client.V1ObjectMeta(name="llm"), string_data={"api-key": "k"}),
-    )
-    return ns, org_id
 
 
 def drive_a_whole_lifecycle(cluster: Cluster, ns: str, org_id: str) -> None:

@@ -16,10 +16,9 @@ from kubernetes import client
 
 from humanwork_core import taskflow
 from humanwork_core.resources import AgenticTask, Verdict
-from humanwork_dev.processes import PLATFORM_NS, OperatorProcess
+from humanwork_dev.processes import PLATFORM_NS
 from tests.conftest import Cluster
 from tests.integration.conftest import TASK_TTL_SECONDS
-from tests.integration.test_operator import create_instance, wait_phase
 from tests.support import eventually, service_account_token
 
 GROUP, VERSION, TASKS = "humanwork.io", "v1alpha1", "agentictasks"
@@ -52,21 +51,6 @@ class Writer:
             field_manager=self.manager,
             _content_type="application/apply-patch+yaml",
         )
-
-
-@pytest.fixture
-def agent_org(
-    cluster: Cluster, operator: OperatorProcess, make_namespace: Callable[..., str]
-) -> tuple[str, str]:
-    org_id = str(uuid.uuid4())
-    ns = make_namespace("org", labels={"humanwork.io/org-id": org_id})
-    client.CoreV1Api(cluster.api).create_namespaced_secret(
-        ns,
-        client.V1Secret(metadata=client.V1ObjectMeta(name="llm"), string_data={"api-key": "k"}),
-    )
-    create_instance(cluster, ns, org_id)
-    wait_phase(cluster, ns, "Ready")
-    return ns, org_id
 
 
 def task_manifest(ns: str, org_id: str, agent: str = "agent", **policy: Any) -> dict[str, Any]:
@@ -159,9 +143,9 @@ def execute(agent: Writer, cluster: Cluster, task: AgenticTask, step_id: str) ->
 
 
 def test_a_task_is_driven_from_pending_to_completed(
-    cluster: Cluster, agent_org: tuple[str, str]
+    cluster: Cluster, ready_agent: tuple[str, str]
 ) -> None:
-    ns, org_id = agent_org
+    ns, org_id = ready_agent
     name = create_task(cluster, task_manifest(ns, org_id))
     task = wait_task(cluster, ns, name, lambda t: t.current_status().phase is not None)
     status = task.current_status()
@@ -195,8 +179,8 @@ def test_a_task_is_driven_from_pending_to_completed(
     assert eventually(lambda: {"TaskInProgress", "TaskCompleted"} <= events_of(cluster, ns, name))
 
 
-def test_a_rejection_halts_the_task(cluster: Cluster, agent_org: tuple[str, str]) -> None:
-    ns, org_id = agent_org
+def test_a_rejection_halts_the_task(cluster: Cluster, ready_agent: tuple[str, str]) -> None:
+    ns, org_id = ready_agent
     name = create_task(cluster, task_manifest(ns, org_id))
     task = wait_task(cluster, ns, name, lambda t: t.current_status().phase is not None)
     platform = Writer(cluster, PLATFORM_NS, "humanwork-platform-api", taskflow.Writer.PLATFORM_API)
@@ -207,9 +191,9 @@ def test_a_rejection_halts_the_task(cluster: Cluster, agent_org: tuple[str, str]
 
 
 def test_missed_deadlines_escalate_and_then_expire(
-    cluster: Cluster, agent_org: tuple[str, str]
+    cluster: Cluster, ready_agent: tuple[str, str]
 ) -> None:
-    ns, org_id = agent_org
+    ns, org_id = ready_agent
     body = task_manifest(
         ns,
         org_id,
@@ -236,9 +220,9 @@ def test_missed_deadlines_escalate_and_then_expire(
 
 
 def test_a_task_naming_no_agent_of_its_namespace_says_so(
-    cluster: Cluster, agent_org: tuple[str, str]
+    cluster: Cluster, ready_agent: tuple[str, str]
 ) -> None:
-    ns, org_id = agent_org
+    ns, org_id = ready_agent
     name = create_task(cluster, task_manifest(ns, org_id, agent="ghost"))
     task = wait_task(cluster, ns, name, lambda t: bool(t.current_status().conditions))
     cond = {c.type: c for c in task.current_status().conditions}["AgentAvailable"]
@@ -246,9 +230,9 @@ def test_a_task_naming_no_agent_of_its_namespace_says_so(
 
 
 def test_archived_finished_tasks_are_removed_after_their_ttl(
-    cluster: Cluster, agent_org: tuple[str, str]
+    cluster: Cluster, ready_agent: tuple[str, str]
 ) -> None:
-    ns, org_id = agent_org
+    ns, org_id = ready_agent
     platform = Writer(cluster, PLATFORM_NS, "humanwork-platform-api", taskflow.Writer.PLATFORM_API)
     names = []
     for _ in range(2):

@@ -4,9 +4,6 @@ rotated out after its grace, and the token of a deleted agent (at once)."""
 
 from __future__ import annotations
 
-import base64
-import uuid
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -14,29 +11,11 @@ from kubernetes import client as kclient
 
 from agent_operator.builders import read_signing_keys_secret
 from humanwork_core import tokens
-from humanwork_dev.processes import OperatorProcess
+from tests.agents import agent_token, wait_rotated
 from tests.conftest import Cluster
-from tests.integration.test_operator import create_instance, wait_phase, wait_rotated
 from tests.support import eventually
 
 WHOAMI = "/v1/agent-api/whoami"
-
-
-def agent_token(cluster: Cluster, ns: str) -> str:
-    secret = kclient.CoreV1Api(cluster.api).read_namespaced_secret("agent-agent-token", ns)
-    return base64.b64decode(secret.data["token"]).decode()
-
-
-def provision(cluster: Cluster, make_namespace: Callable[..., str]) -> tuple[str, str]:
-    org_id = str(uuid.uuid4())
-    ns = make_namespace("org", labels={"humanwork.io/org-id": org_id})
-    kclient.CoreV1Api(cluster.api).create_namespaced_secret(
-        ns,
-        kclient.V1Secret(metadata=kclient.V1ObjectMeta(name="llm"), string_data={"api-key": "k"}),
-    )
-    create_instance(cluster, ns, org_id)
-    wait_phase(cluster, ns, "Ready")
-    return ns, org_id
 
 
 async def call(http: httpx.AsyncClient, token: str) -> httpx.Response:
@@ -46,10 +25,9 @@ async def call(http: httpx.AsyncClient, token: str) -> httpx.Response:
 async def test_the_current_token_is_accepted_and_forgeries_are_refused(
     client: httpx.AsyncClient,
     cluster: Cluster,
-    operator: OperatorProcess,
-    make_namespace: Callable[..., str],
+    ready_agent: tuple[str, str],
 ) -> None:
-    ns, org_id = provision(cluster, make_namespace)
+    ns, org_id = ready_agent
     token = agent_token(cluster, ns)
     accepted = await call(client, token)
     assert accepted.status_code == 200, accepted.text
@@ -83,10 +61,9 @@ async def test_the_current_token_is_accepted_and_forgeries_are_refused(
 async def test_a_deleted_agents_token_is_refused_at_once(
     client: httpx.AsyncClient,
     cluster: Cluster,
-    operator: OperatorProcess,
-    make_namespace: Callable[..., str],
+    ready_agent: tuple[str, str],
 ) -> None:
-    ns, _ = provision(cluster, make_namespace)
+    ns, _ = ready_agent
     token = agent_token(cluster, ns)
     assert (await call(client, token)).status_code == 200
     kclient.CustomObjectsApi(cluster.api).delete_namespaced_custom_object(
@@ -102,10 +79,9 @@ async def test_a_deleted_agents_token_is_refused_at_once(
 async def test_refresh_rotates_and_the_old_token_lives_only_through_its_grace(
     client: httpx.AsyncClient,
     cluster: Cluster,
-    operator: OperatorProcess,
-    make_namespace: Callable[..., str],
+    ready_agent: tuple[str, str],
 ) -> None:
-    ns, _ = provision(cluster, make_namespace)
+    ns, _ = ready_agent
     old = agent_token(cluster, ns)
     old_jti = tokens.read_minted_token(old).claims.jti
     asked = await client.post(
@@ -138,12 +114,11 @@ async def test_refresh_rotates_and_the_old_token_lives_only_through_its_grace(
 async def test_another_audience_is_refused(
     client: httpx.AsyncClient,
     cluster: Cluster,
-    operator: OperatorProcess,
-    make_namespace: Callable[..., str],
+    ready_agent: tuple[str, str],
 ) -> None:
     # a token signed with the operator's real key but for another audience: read the
     # operator's key from its Secret (as only a cluster admin could) and mint one
-    ns, org_id = provision(cluster, make_namespace)
+    ns, org_id = ready_agent
     keys = kclient.CoreV1Api(cluster.api).read_namespaced_secret(
         "humanwork-agent-signing-keys", "humanwork-system"
     )
