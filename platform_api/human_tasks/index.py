@@ -19,7 +19,7 @@ from datetime import datetime
 from pydantic import ValidationError
 
 from humanwork_core import taskflow
-from humanwork_core.resources import AgenticTask, Risk, Step
+from humanwork_core.resources import AgenticTask, Risk, Step, StepStatus
 from platform_api.kube.client import KubeClient, KubeError
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,9 @@ class DecisionIndex:
 
     def __init__(self) -> None:
         self._tasks: dict[tuple[str, str], AgenticTask] = {}
+        # the decidable step of each task and its status entry, worked out once per change
+        # of the task rather than on every read of the queue
+        self._waiting: dict[tuple[str, str], tuple[Step, StepStatus]] = {}
         self.ready = asyncio.Event()
 
     def __len__(self) -> int:
@@ -63,18 +66,24 @@ class DecisionIndex:
             return
         key = (task.metadata.namespace or "", task.metadata.name)
         phase = task.current_status().phase
-        if (phase is not None and phase.terminal) or taskflow.decidable_step(task) is None:
+        step = taskflow.decidable_step(task)
+        if (phase is not None and phase.terminal) or step is None:
             self._tasks.pop(key, None)
+            self._waiting.pop(key, None)
         else:
             self._tasks[key] = task
+            self._waiting[key] = (step, task.current_status().step(step.id))
 
     def forget(self, raw: dict[str, object]) -> None:
         meta = raw.get("metadata")
         if isinstance(meta, dict):
-            self._tasks.pop((str(meta.get("namespace", "")), str(meta.get("name", ""))), None)
+            key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+            self._tasks.pop(key, None)
+            self._waiting.pop(key, None)
 
     def replace(self, items: list[dict[str, object]]) -> None:
         self._tasks.clear()
+        self._waiting.clear()
         for raw in items:
             self.observe(raw)
 
@@ -82,13 +91,10 @@ class DecisionIndex:
         """The decisions of `org_ids` still open at `now`, deadline first (none last)."""
         wanted = {str(org_id) for org_id in org_ids}
         found: list[OpenDecision] = []
-        for task in self._tasks.values():
+        for key, (step, entry) in self._waiting.items():
+            task = self._tasks[key]
             if task.spec.org_id not in wanted:
                 continue
-            step = taskflow.decidable_step(task)
-            if step is None:
-                continue
-            entry = task.current_status().step(step.id)
             if taskflow.is_expired(entry, task.spec.policy, now):
                 continue
             found.append(OpenDecision(task, step, entry.deadline, entry.escalations))
