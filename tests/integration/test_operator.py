@@ -119,11 +119,10 @@ def _published_jwks(cluster: Cluster) -> dict[str, Any]:
 
 
 def test_agent_token_verifies_with_the_published_keys_and_forgeries_fail(
-    cluster: Cluster, operator: OperatorProcess, org: tuple[str, str]
+    cluster: Cluster, ready_agent: tuple[str, str]
 ) -> None:
-    ns, org_id = org
-    create_instance(cluster, ns, org_id)
-    obj = wait_phase(cluster, ns, "Ready")
+    ns, org_id = ready_agent
+    obj = get_instance(cluster, ns)
     token, keys = agent_token(cluster, ns), _published_jwks(cluster)
     minted = tokens.read_minted_token(token)
     now = minted.claims.issued_at + timedelta(seconds=5)
@@ -241,11 +240,9 @@ def test_agent_identity_sees_only_its_own_tasks(
 
 
 def test_scale_and_pause_drive_the_deployment(
-    cluster: Cluster, operator: OperatorProcess, org: tuple[str, str]
+    cluster: Cluster, ready_agent: tuple[str, str]
 ) -> None:
-    ns, org_id = org
-    create_instance(cluster, ns, org_id)
-    wait_phase(cluster, ns, "Ready")
+    ns, _org_id = ready_agent
     apps = client.AppsV1Api(cluster.api)
 
     cluster.kubectl("-n", ns, "scale", "agentinstance/agent", "--replicas=3")
@@ -261,11 +258,9 @@ def test_scale_and_pause_drive_the_deployment(
 
 
 def test_children_deleted_or_edited_by_hand_are_restored(
-    cluster: Cluster, operator: OperatorProcess, org: tuple[str, str]
+    cluster: Cluster, operator: OperatorProcess, ready_agent: tuple[str, str]
 ) -> None:
-    ns, org_id = org
-    create_instance(cluster, ns, org_id)
-    wait_phase(cluster, ns, "Ready")
+    ns, _org_id = ready_agent
     core, net = client.CoreV1Api(cluster.api), client.NetworkingV1Api(cluster.api)
     apps = client.AppsV1Api(cluster.api)
     old_uid = net.read_namespaced_network_policy("agent-agent", ns).metadata.uid
@@ -284,11 +279,10 @@ def test_children_deleted_or_edited_by_hand_are_restored(
 
 
 def test_rotation_on_request_keeps_the_previous_token_in_grace(
-    cluster: Cluster, operator: OperatorProcess, org: tuple[str, str]
+    cluster: Cluster, ready_agent: tuple[str, str]
 ) -> None:
-    ns, org_id = org
-    create_instance(cluster, ns, org_id)
-    first = wait_phase(cluster, ns, "Ready")["status"]["token"]
+    ns, _org_id = ready_agent
+    first = get_instance(cluster, ns)["status"]["token"]
 
     client.CustomObjectsApi(cluster.api).patch_namespaced_custom_object(
         GROUP,
@@ -315,11 +309,10 @@ def test_rotation_on_request_keeps_the_previous_token_in_grace(
 
 
 def test_configuration_change_updates_the_config_without_restarting_pods(
-    cluster: Cluster, operator: OperatorProcess, org: tuple[str, str]
+    cluster: Cluster, ready_agent: tuple[str, str]
 ) -> None:
-    ns, org_id = org
-    create_instance(cluster, ns, org_id)
-    before = wait_phase(cluster, ns, "Ready")
+    ns, _org_id = ready_agent
+    before = get_instance(cluster, ns)
     apps, core = client.AppsV1Api(cluster.api), client.CoreV1Api(cluster.api)
     template_before = apps.read_namespaced_deployment("agent-agent", ns).spec.template
     pods_before = {p.metadata.name for p in core.list_namespaced_pod(ns).items}
@@ -367,11 +360,10 @@ def test_configuration_change_updates_the_config_without_restarting_pods(
 
 
 def test_deleting_the_instance_revokes_its_tokens_and_collects_every_child(
-    cluster: Cluster, operator: OperatorProcess, org: tuple[str, str]
+    cluster: Cluster, ready_agent: tuple[str, str]
 ) -> None:
-    ns, org_id = org
-    create_instance(cluster, ns, org_id)
-    ready = wait_phase(cluster, ns, "Ready")
+    ns, _org_id = ready_agent
+    ready = get_instance(cluster, ns)
     jti = ready["status"]["token"]["jti"]
     # no finalizer: deleting an AgentInstance never waits for the operator to be up
     assert not ready["metadata"].get("finalizers")
@@ -402,11 +394,9 @@ def test_deleting_the_instance_revokes_its_tokens_and_collects_every_child(
 
 
 def test_an_org_label_change_stops_the_operator_from_serving_the_instance(
-    cluster: Cluster, operator: OperatorProcess, org: tuple[str, str]
+    cluster: Cluster, ready_agent: tuple[str, str]
 ) -> None:
-    ns, org_id = org
-    create_instance(cluster, ns, org_id)
-    wait_phase(cluster, ns, "Ready")
+    ns, _org_id = ready_agent
     client.CoreV1Api(cluster.api).patch_namespace(
         ns, {"metadata": {"labels": {"humanwork.io/org-id": str(uuid.uuid4())}}}
     )
