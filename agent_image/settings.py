@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import SecretStr
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -25,6 +25,17 @@ class AgentSettings(BaseSettings):
     token_file: Path
     callback_secret_file: Path
     config_file: Path
+    kube_api_dir: Path = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+    """The projected ServiceAccount token, the cluster CA and the namespace."""
+    kube_host: str = Field(
+        default="", validation_alias=AliasChoices("KUBERNETES_SERVICE_HOST", "HUMANWORK_KUBE_HOST")
+    )
+    kube_port: int = Field(
+        default=443,
+        validation_alias=AliasChoices("KUBERNETES_SERVICE_PORT", "HUMANWORK_KUBE_PORT"),
+    )
+    state_dir: Path = Path("/tmp/humanwork-agent")
+    """Where the agent keeps its local checkpoints and few-shot store."""
     llm_base_url: str = ""
     llm_api_key: SecretStr | None = None
     host: str = "0.0.0.0"

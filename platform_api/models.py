@@ -178,3 +178,108 @@ class IntegrationCredential(Base):
     ciphertext: Mapped[bytes] = mapped_column(LargeBinary)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_by: Mapped[str] = mapped_column(String(100))
+
+
+class ArchivedTask(Base):
+    """A finished AgenticTask (spec and final status) kept after the operator removes the
+    resource: the long-term record of what was planned, decided and executed."""
+
+    __tablename__ = "archived_tasks"
+
+    uid: Mapped[str] = mapped_column(String(64), primary_key=True)
+    org_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("orgs.id", ondelete="CASCADE"), index=True
+    )
+    namespace: Mapped[str] = mapped_column(String(63))
+    name: Mapped[str] = mapped_column(String(253))
+    phase: Mapped[str] = mapped_column(String(30))
+    requester: Mapped[str] = mapped_column(String(200))
+    description: Mapped[str] = mapped_column(String(4000))
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    archived_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class ToolCall(Base):
+    """One tool-proxy call, keyed by the org and the agent's idempotency key: a repeated key
+    returns `result` without calling the upstream again. `state` is `started` while the
+    upstream call runs and `done` (or `failed`) after."""
+
+    __tablename__ = "tool_calls"
+
+    org_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("orgs.id", ondelete="CASCADE"), primary_key=True
+    )
+    idempotency_key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    agent_id: Mapped[str] = mapped_column(String(300))
+    tool: Mapped[str] = mapped_column(String(100))
+    action: Mapped[str] = mapped_column(String(100))
+    task: Mapped[str | None] = mapped_column(String(253))
+    step: Mapped[str | None] = mapped_column(String(100))
+    request_hash: Mapped[str] = mapped_column(String(64))
+    state: Mapped[str] = mapped_column(String(20))
+    status_code: Mapped[int] = mapped_column(Integer, default=0)
+    result: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class AgentEvent(Base):
+    """One HMAC-verified agent event, deduplicated by the org and its idempotency key."""
+
+    __tablename__ = "agent_events"
+
+    org_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("orgs.id", ondelete="CASCADE"), primary_key=True
+    )
+    idempotency_key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    agent_id: Mapped[str] = mapped_column(String(300))
+    event_type: Mapped[str] = mapped_column(String(50), index=True)
+    task_id: Mapped[str | None] = mapped_column(String(253))
+    step_id: Mapped[str | None] = mapped_column(String(100))
+    occurred_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class Conversation(Base):
+    """A customer conversation an org's agent may read (never write) through its API."""
+
+    __tablename__ = "conversations"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    org_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("orgs.id", ondelete="CASCADE"), index=True
+    )
+    subject: Mapped[str] = mapped_column(String(300))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class Message(Base):
+    """One message of a conversation (`role`: customer, agent, expert or system)."""
+
+    __tablename__ = "messages"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    conversation_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE"), index=True
+    )
+    role: Mapped[str] = mapped_column(String(20))
+    author: Mapped[str] = mapped_column(String(200))
+    content: Mapped[str] = mapped_column(String(20000))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class KnowledgeDocument(Base):
+    """A document of an org's knowledge base, searched by `GET /v1/agent-api/context`."""
+
+    __tablename__ = "knowledge_documents"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    org_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("orgs.id", ondelete="CASCADE"), index=True
+    )
+    title: Mapped[str] = mapped_column(String(300))
+    content: Mapped[str] = mapped_column(String(100000))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

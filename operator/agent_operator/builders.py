@@ -59,6 +59,8 @@ TOKEN_DIR = f"{SECRETS_DIR}/token"
 CALLBACK_DIR = f"{SECRETS_DIR}/callback"
 CONFIG_DIR = f"{SECRETS_DIR}/config"
 KUBE_API_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+STATE_DIR = "/tmp/humanwork-agent"
+"""The agent's checkpoints (on the pod's `tmp` emptyDir: they survive a container restart)."""
 CONFIG_FILE = "config.json"
 READ_ONLY_FILE_MODE = 0o440
 RESTRICTED_NAMESPACE_LABELS: Mapping[str, str] = {
@@ -413,6 +415,8 @@ def _env(instance: AgentInstance, settings: OperatorSettings) -> list[dict[str, 
         {"name": "HUMANWORK_TOKEN_FILE", "value": f"{TOKEN_DIR}/token"},
         {"name": "HUMANWORK_CALLBACK_SECRET_FILE", "value": f"{CALLBACK_DIR}/secret"},
         {"name": "HUMANWORK_CONFIG_FILE", "value": f"{CONFIG_DIR}/{CONFIG_FILE}"},
+        {"name": "HUMANWORK_KUBE_API_DIR", "value": KUBE_API_DIR},
+        {"name": "HUMANWORK_STATE_DIR", "value": STATE_DIR},
         {"name": "HUMANWORK_LLM_BASE_URL", "value": spec.llm.base_url},
         {
             "name": "HUMANWORK_LLM_API_KEY",

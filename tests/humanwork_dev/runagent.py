@@ -21,6 +21,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from kubernetes import client, config
 
@@ -136,6 +137,10 @@ def materialise(
             env[var["name"]] = _config_map(core, namespace, ref["name"])[ref["key"]].decode()
         elif "fieldRef" in source and source["fieldRef"]["fieldPath"] == "metadata.namespace":
             env[var["name"]] = namespace
+    # The kubelet tells every container where the API server is; so does this.
+    server = urlsplit(api.configuration.host)
+    env["KUBERNETES_SERVICE_HOST"] = server.hostname or "127.0.0.1"
+    env["KUBERNETES_SERVICE_PORT"] = str(server.port or 443)
     chosen_port = port or cluster.free_port()
     env["HUMANWORK_AGENT_PORT"] = str(chosen_port)
     env["HUMANWORK_HOST"] = "127.0.0.1"

@@ -30,6 +30,12 @@ TABLES = {
     "audit_chain_heads",
     "tool_permissions",
     "integration_credentials",
+    "archived_tasks",
+    "tool_calls",
+    "agent_events",
+    "conversations",
+    "messages",
+    "knowledge_documents",
     "alembic_version",
 }
 
@@ -123,7 +129,7 @@ async def test_migrations_run_up_from_empty_postgres(postgres: PostgresServer) -
             assert await conn.run_sync(_schema_diff) == []
             version = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar()
             grants = (await conn.execute(text("SELECT role, capability FROM access_map"))).all()
-        assert version == "0001"
+        assert version == "0002"
         by_role: dict[str, set[str]] = {}
         for role, cap in grants:
             by_role.setdefault(role, set()).add(cap)
