@@ -65,6 +65,25 @@ def generate_secret() -> str:
     return secrets.token_hex(SECRET_BYTES)
 
 
+DERIVATION_LABEL = b"humanwork.io/callback-secret/v1"
+
+
+def derive_secret(master: Secret, namespace: str, name: str, uid: str) -> str:
+    """The callback secret of AgentInstance `namespace/name` (uid `uid`): hex
+    HMAC-SHA256 of the instance's identity under the installation's callback master key.
+
+    The operator writes it into the instance's Secret and the platform API computes it
+    again to verify that instance's events, so the platform needs to read one Secret (the
+    master key) instead of every org's Secrets. HMAC is a PRF: one agent's secret tells
+    nothing about another's, or about the master key. The uid binds the secret to one
+    incarnation: an AgentInstance deleted and created again under the same name gets a
+    new secret."""
+    if not (namespace and name and uid):
+        raise ValueError("namespace, name and uid are all needed to derive a secret")
+    message = b"\0".join((DERIVATION_LABEL, namespace.encode(), name.encode(), uid.encode()))
+    return hmac.new(_key(master), message, hashlib.sha256).hexdigest()
+
+
 def _key(secret: Secret) -> bytes:
     key = secret.encode("utf-8") if isinstance(secret, str) else secret
     if not key:

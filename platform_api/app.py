@@ -13,9 +13,11 @@ import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import httpx
 from fastapi import FastAPI
 
 from platform_api.access.repository import AccessMapRepository
+from platform_api.agent_api.router import events_router as agent_events_router
 from platform_api.agent_api.router import router as agent_api_router
 from platform_api.audit.router import router as audit_router
 from platform_api.audit.service import record
@@ -28,6 +30,7 @@ from platform_api.human_tasks.index import DecisionIndex
 from platform_api.human_tasks.router import router as human_tasks_router
 from platform_api.integrations.crypto import CredentialCipher
 from platform_api.integrations.router import router as integrations_router
+from platform_api.knowledge.router import router as knowledge_router
 from platform_api.kube.client import KubeClient
 from platform_api.kube.namespaces import KubeOrgNamespaces
 from platform_api.orgs.namespaces import NoopOrgNamespaces, OrgNamespaces
@@ -63,6 +66,7 @@ TAGS = [
     {"name": "tool permissions", "description": "Which tools an org's agents may use."},
     {"name": "integrations", "description": "Encrypted third-party credentials."},
     {"name": "audit", "description": "The hash-chained audit log."},
+    {"name": "knowledge", "description": "What an org's agents may search."},
     {"name": "agent api", "description": "Called by agents, with their agent token only."},
     {"name": "health", "description": "Liveness."},
 ]
@@ -117,6 +121,7 @@ def create_app(settings: Settings, *, namespaces: OrgNamespaces | None = None) -
                 cipher=CredentialCipher.from_settings(settings),
                 kube=kube,
                 decisions=DecisionIndex() if kube is not None else None,
+                http=httpx.AsyncClient(timeout=settings.upstream_timeout_seconds),
             )
             await _bootstrap(platform)
             if kube is not None and platform.decisions is not None:
@@ -130,6 +135,8 @@ def create_app(settings: Settings, *, namespaces: OrgNamespaces | None = None) -
                     await watcher
             if kube is not None:
                 await kube.close()
+            if getattr(app.state, "platform", None) is not None and app.state.platform.http:
+                await app.state.platform.http.aclose()
             await engine.dispose()
 
     app = FastAPI(
@@ -151,6 +158,8 @@ def create_app(settings: Settings, *, namespaces: OrgNamespaces | None = None) -
         tasks_router,
         human_tasks_router,
         agent_api_router,
+        agent_events_router,
+        knowledge_router,
     ):
         app.include_router(router)
     return app

@@ -141,6 +141,82 @@ class InvalidDecision(PlatformError):
     status_code = 422
 
 
+class SignatureRefused(PlatformError):
+    """A signed agent event was refused; `details.reason` says why (signature_missing,
+    signature_malformed, signature_mismatch, signature_expired, unknown_agent, wrong_org)."""
+
+    code = "signature_refused"
+    status_code = 401
+
+
+class ScopeMissing(PlatformError):
+    """The agent token does not carry the scope the endpoint needs."""
+
+    code = "scope_missing"
+    status_code = 403
+
+
+class ToolNotPermitted(PlatformError):
+    """The org has not enabled the tool for its agents (or the AgentInstance does not
+    list it among its tools)."""
+
+    code = "tool_not_permitted"
+    status_code = 403
+
+
+class StepNotApproved(PlatformError):
+    """A side-effecting tool call that no expert approved, exactly as called;
+    `details.reason` is the state machine's code (not_approved, step_hash_mismatch,
+    tool_call_mismatch, step_not_executable, task_terminal, execution_conflict)."""
+
+    code = "step_not_approved"
+    status_code = 403
+
+
+class ToolCallInProgress(PlatformError):
+    """A call with this idempotency key is running now; retry with the same key later."""
+
+    code = "tool_call_in_progress"
+    status_code = 409
+    headers: ClassVar[dict[str, str]] = {"Retry-After": "1"}
+
+
+class UnknownTool(PlatformError):
+    """The tool proxy has no adapter for this tool."""
+
+    code = "unknown_tool"
+    status_code = 404
+
+
+class UnknownAction(PlatformError):
+    """The tool has no such action."""
+
+    code = "unknown_action"
+    status_code = 422
+
+
+class InvalidToolParams(PlatformError):
+    """The action's parameters are missing or malformed."""
+
+    code = "invalid_params"
+    status_code = 422
+
+
+class IntegrationMissing(PlatformError):
+    """The org has stored no credentials for the tool's integration."""
+
+    code = "integration_missing"
+    status_code = 409
+
+
+class UpstreamFailed(PlatformError):
+    """The upstream (Shopify, Amazon, ...) failed or refused the call; never carries a
+    credential. The HTTP status is chosen per error (502 by default)."""
+
+    code = "upstream_error"
+    status_code = 502
+
+
 _HTTP_CODES = {
     400: "bad_request",
     401: "unauthenticated",

@@ -187,9 +187,7 @@ class ArchivedTask(Base):
     __tablename__ = "archived_tasks"
 
     uid: Mapped[str] = mapped_column(String(64), primary_key=True)
-    org_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("orgs.id", ondelete="CASCADE"), index=True
-    )
+    org_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
     namespace: Mapped[str] = mapped_column(String(63))
     name: Mapped[str] = mapped_column(String(253))
     phase: Mapped[str] = mapped_column(String(30))
@@ -249,9 +247,7 @@ class Conversation(Base):
     __tablename__ = "conversations"
 
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
-    org_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("orgs.id", ondelete="CASCADE"), index=True
-    )
+    org_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
     subject: Mapped[str] = mapped_column(String(300))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
@@ -277,9 +273,7 @@ class KnowledgeDocument(Base):
     __tablename__ = "knowledge_documents"
 
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
-    org_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("orgs.id", ondelete="CASCADE"), index=True
-    )
+    org_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
     title: Mapped[str] = mapped_column(String(300))
     content: Mapped[str] = mapped_column(String(100000))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

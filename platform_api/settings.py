@@ -63,6 +63,9 @@ class Settings(BaseSettings):
         default=None, description="the key id new integration credentials are encrypted with"
     )
 
+    upstream_timeout_seconds: float = Field(
+        default=10.0, gt=0, description="timeout of the tool proxy's calls to upstream APIs"
+    )
     agent_token_audience: str = Field(
         default="humanwork-platform", description="the `aud` agent tokens must carry"
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
+import httpx
 from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
@@ -31,6 +32,8 @@ class Platform:
     cipher: CredentialCipher | None
     kube: KubeClient | None = None
     decisions: DecisionIndex | None = None
+    http: httpx.AsyncClient | None = None
+    """The tool proxy's client for upstream APIs (Shopify, Amazon, ...)."""
 
 
 def get_platform(request: Request) -> Platform:

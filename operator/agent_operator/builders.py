@@ -57,6 +57,8 @@ HEALTH_PATH = "/v1/health"
 SECRETS_DIR = "/var/run/humanwork"
 TOKEN_DIR = f"{SECRETS_DIR}/token"
 CALLBACK_DIR = f"{SECRETS_DIR}/callback"
+CALLBACK_KEY = "key"
+"""The key of the callback master key in its Secret."""
 CONFIG_DIR = f"{SECRETS_DIR}/config"
 KUBE_API_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 STATE_DIR = "/tmp/humanwork-agent"
@@ -675,6 +677,20 @@ def signing_keys_secret(
         "type": "Opaque",
         "metadata": _platform_metadata(settings, settings.signing_keys_secret),
         "data": data,
+    }
+
+
+def callback_key_secret(master: str, settings: OperatorSettings) -> Manifest:
+    """The master key of the callback secrets (under `key`), see
+    :func:`humanwork_core.signing.derive_secret`."""
+    if not master:
+        raise BuildError("the callback master key must not be empty")
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": _platform_metadata(settings, settings.callback_key_secret),
+        "data": {CALLBACK_KEY: _b64(master)},
     }
 
 

@@ -41,6 +41,9 @@ class OperatorSettings:
     tmp_size_limit: str = "64Mi"
     signing_keys_secret: str = "humanwork-agent-signing-keys"
     """Secret in `platform_namespace` that holds the operator's token signing keys."""
+    callback_key_secret: str = "humanwork-callback-key"
+    """Secret in `platform_namespace` with the master key every AgentInstance's callback
+    (HMAC) secret is derived from; the platform API reads it to verify agent events."""
     jwks_config_map: str = "humanwork-agent-jwks"
     """ConfigMap in `platform_namespace` that publishes the public keys as a JWK set."""
     revocations_config_map: str = "humanwork-agent-revocations"

@@ -28,7 +28,7 @@ from humanwork_core.resources import (
     TokenStatus,
 )
 from humanwork_core.resources.common import set_condition
-from humanwork_core.signing import generate_secret
+from humanwork_core.signing import derive_secret, generate_secret
 
 GROUP_VERSION = "humanwork.io/v1alpha1"
 LONGEST_TOKEN_TTL = timedelta(days=30)
@@ -49,6 +49,8 @@ class Keyring:
 
     current: tokens.SigningKey
     published: tuple[tokens.SigningKey, ...]
+    callback_key: str = ""
+    """The master key the instances' callback secrets are derived from."""
 
 
 @dataclass
@@ -89,7 +91,28 @@ async def ensure_keyring(kube: Kube, settings: OperatorSettings, now: datetime) 
         keys = builders.read_signing_keys_secret(secret.get("data") or {})
     retention = tokens.key_retention(keys, LONGEST_TOKEN_TTL, now)
     await kube.apply(builders.jwks_config_map(retention.publish, settings))
-    return Keyring(current=retention.current, published=retention.publish)
+    return Keyring(
+        current=retention.current,
+        published=retention.publish,
+        callback_key=await ensure_callback_key(kube, settings),
+    )
+
+
+async def ensure_callback_key(kube: Kube, settings: OperatorSettings) -> str:
+    """The callback master key, generated once (the first replica to create it wins)."""
+    ns, name = settings.platform_namespace, settings.callback_key_secret
+    secret = await kube.get("v1", "Secret", ns, name)
+    if secret is None:
+        try:
+            secret = await kube.create(builders.callback_key_secret(generate_secret(), settings))
+        except KubeError as exc:
+            if exc.status != 409:
+                raise
+            secret = await kube.get("v1", "Secret", ns, name)  # another replica was first
+    key = _decode(secret, builders.CALLBACK_KEY)
+    if not key:
+        raise KubeError(500, "Invalid", f"Secret {ns}/{name} holds no {builders.CALLBACK_KEY!r}")
+    return key
 
 
 class AppliedCache(dict[tuple[str, str], dict[tuple[str, str], str]]):
@@ -386,12 +409,7 @@ async def reconcile(
         assert stored is not None
         minted = stored
 
-    callback = (
-        _decode(
-            await kube.get("v1", "Secret", ns, builders.callback_secret_name(instance)), "secret"
-        )
-        or generate_secret()
-    )
+    callback = derive_secret(keyring.callback_key, ns, name, instance.metadata.uid or "")
 
     provisioned = instance.status is None or instance.status.token is None
     deployment: dict[str, Any] | None = None

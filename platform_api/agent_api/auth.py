@@ -41,6 +41,8 @@ class Agent:
     org_id: str
     scopes: frozenset[str]
     jti: str
+    enabled_tools: frozenset[str] = frozenset()
+    """The AgentInstance's `spec.enabledTools`: the only tools the proxy runs for it."""
 
 
 class AgentKeys:
@@ -116,6 +118,7 @@ async def authenticate(
         org_id=claims.org_id,
         scopes=frozenset(claims.scopes),
         jti=claims.jti,
+        enabled_tools=frozenset((instance.get("spec") or {}).get("enabledTools") or ()),
     )
 
 

@@ -1,18 +1,25 @@
-"""Agent-facing endpoints (prefix `/v1/agent-api`), authenticated by the agent token only:
-who the caller is, and the request for an early token rotation."""
+"""Agent-facing endpoints, authenticated by the agent token only (prefix `/v1/agent-api`):
+who the caller is, an early token rotation, conversation history, knowledge search and
+the tool proxy; and `POST /v1/agent-events`, authenticated by the HMAC signature."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
+from typing import Annotated
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Header, Path, Query, Request, Response
 
+from humanwork_core.signing import SIGNATURE_HEADER
+from platform_api.agent_api import context, events, proxy
 from platform_api.agent_api.auth import CurrentAgent
 from platform_api.agent_api.schemas import AgentIdentity, RotationRequested
-from platform_api.errors import KubernetesUnavailable, error_responses
+from platform_api.db import Session
+from platform_api.errors import KubernetesUnavailable, Unavailable, error_responses
 from platform_api.state import PlatformDep
 
 router = APIRouter(prefix="/v1/agent-api", tags=["agent api"])
+events_router = APIRouter(tags=["agent api"])
 ROTATE_ANNOTATION = "humanwork.io/rotate-token"
 
 
@@ -56,3 +63,118 @@ async def refresh_token(agent: CurrentAgent, platform: PlatformDep) -> RotationR
         agent.namespace, agent.name, {ROTATE_ANNOTATION: requested}
     )
     return RotationRequested(agentId=agent.agent_id, rotationRequestedAt=requested)
+
+
+@router.get(
+    "/conversations/{conversation_id}/messages",
+    summary="A conversation's messages",
+    description="Agent token with `conversations:read`. Only the agent's org's "
+    "conversations; any other id answers 404.",
+    responses=error_responses(401, 403, 404, 422, 503, codes=UNAVAILABLE),
+)
+async def conversation_messages(
+    agent: CurrentAgent, session: Session, conversation_id: uuid.UUID
+) -> context.ConversationMessages:
+    """The conversation's messages, oldest first."""
+    return await context.messages(session, agent, conversation_id)
+
+
+@router.get(
+    "/context",
+    summary="Search the org's knowledge documents",
+    description="Agent token with `context:read`. A ranked full-text search over the "
+    "documents of the agent's org only (title words count double).",
+    responses=error_responses(401, 403, 422, 503, codes=UNAVAILABLE),
+)
+async def knowledge_context(
+    agent: CurrentAgent,
+    session: Session,
+    query: Annotated[str, Query(min_length=1, max_length=500, examples=["refund policy"])],
+    limit: Annotated[int, Query(ge=1, le=50)] = 5,
+) -> context.ContextResult:
+    """The best-matching documents, best first, with a snippet each."""
+    return await context.search(session, agent, query, limit)
+
+
+TOOL_CODES = {
+    403: ("step_not_approved", "the step has no approving decision"),
+    404: ("unknown_tool", "no such tool"),
+    409: ("tool_call_in_progress", "a call with this key is running"),
+    422: ("unknown_action", "shopify has no action 'dropTables'"),
+    502: ("upstream_error", "the upstream refused the call"),
+    503: ("kubernetes_unavailable", "no Kubernetes API is configured"),
+}
+
+
+@router.post(
+    "/tools/{tool}",
+    summary="Run a tool through the proxy",
+    description="Agent token with `tools:execute`. The tool must be enabled for the org "
+    "(`PUT /orgs/{orgId}/tool-permissions/{tool}`) and listed in the AgentInstance's "
+    "`spec.enabledTools`. A side-effecting action runs only for the named task's step "
+    "whose decision approves exactly this tool, action and params (403 "
+    "`step_not_approved` otherwise, with `details.reason`), and needs an `idempotencyKey`: "
+    "a repeated key returns the first result (`replayed: true`) without calling the "
+    "upstream again; the same key with another request answers 422 "
+    "`idempotency_conflict`. The org's credentials are decrypted here and never returned; "
+    "every call is audited as `tool.called`.",
+    responses=error_responses(401, 403, 404, 409, 422, 502, 503, codes=TOOL_CODES),
+)
+async def call_tool(
+    agent: CurrentAgent,
+    platform: PlatformDep,
+    body: proxy.ToolCallIn,
+    tool: Annotated[str, Path(pattern=r"^[a-z][a-z0-9_]{0,62}$", examples=["shopify"])],
+    response: Response,
+) -> proxy.ToolCallOut:
+    """The tool's sanitised result."""
+    if platform.http is None:
+        raise Unavailable("the tool proxy is not running")
+    out = await proxy.call_tool(
+        proxy.Proxy(
+            sessions=platform.sessions,
+            kube=platform.kube,
+            cipher=platform.cipher,
+            http=platform.http,
+        ),
+        agent,
+        tool,
+        body,
+    )
+    if out.replayed:
+        response.headers["Idempotent-Replayed"] = "true"
+    return out
+
+
+EVENT_CODES = {
+    401: ("signature_refused", "the signature was refused"),
+    503: ("kubernetes_unavailable", "no Kubernetes API is configured"),
+}
+
+
+@events_router.post(
+    "/v1/agent-events",
+    summary="Receive a signed agent event",
+    description="Authenticated by the HMAC-SHA256 signature only: header "
+    f"`{SIGNATURE_HEADER}: t=<unix seconds>,v1=<hex>` over `<t>.<raw body>` with the "
+    "AgentInstance's callback secret; more than five minutes off answers 401 "
+    "`signature_refused` (details.reason `signature_expired`). The body is the seed's "
+    "event envelope (see the example). Deduplicated by `(org, idempotency_key)`: a "
+    "repeat answers `duplicate: true` and is not audited again. `config.applied` with "
+    "`payload.configHash` records the applied configuration on the AgentInstance.",
+    responses=error_responses(401, 422, 503, codes=EVENT_CODES),
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": events.AgentEventIn.model_json_schema()}},
+        }
+    },
+)
+async def agent_event(
+    request: Request,
+    platform: PlatformDep,
+    signature: Annotated[str | None, Header(alias=SIGNATURE_HEADER)] = None,
+) -> events.EventAccepted:
+    """Verify, store once and audit the event."""
+    body = await request.body()
+    return await events.receive(platform.sessions, platform.kube, body, signature)

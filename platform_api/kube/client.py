@@ -14,6 +14,7 @@ None when neither is set.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any
@@ -207,6 +208,25 @@ class KubeClient:
         )
         return applied
 
+    async def annotate_task(
+        self, namespace: str, name: str, annotations: dict[str, str]
+    ) -> dict[str, Any]:
+        """Merge-patch annotations of an AgenticTask (`humanwork.io/archived` once the
+        platform archived the finished task); answers the patched object."""
+        patched: dict[str, Any] = await _call(
+            self._custom.patch_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                namespace,
+                TASKS,
+                name,
+                {"metadata": {"annotations": annotations}},
+                field_manager=FIELD_MANAGER,
+                **_MERGE_OPTIONS,
+            )
+        )
+        return patched
+
     # --- AgentInstances and the operator's published key material -----------------------
 
     async def get_agent_instance(self, namespace: str, name: str) -> dict[str, Any]:
@@ -237,6 +257,15 @@ class KubeClient:
     async def config_map_data(self, namespace: str, name: str) -> dict[str, str]:
         found = await _call(self._core.read_namespaced_config_map(name, namespace))
         return dict(found.data or {})
+
+    async def secret_value(self, namespace: str, name: str, key: str) -> str:
+        """One value of a Secret, decoded. The platform reads exactly one Secret: the
+        callback master key (its RBAC names it)."""
+        found = await _call(self._core.read_namespaced_secret(name, namespace))
+        raw = (found.data or {}).get(key)
+        if raw is None:
+            raise KubeNotFound(404, "NotFound", f"Secret {namespace}/{name} has no key {key!r}")
+        return base64.b64decode(raw).decode()
 
     # --- namespaces -----------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from humanwork_core import signing
 from humanwork_core.errors import HumanworkError
 from humanwork_core.signing import (
     SignatureError,
@@ -131,3 +132,21 @@ def test_empty_secret_and_naive_time_are_programming_errors() -> None:
         sign("", BODY, T)
     with pytest.raises(ValueError):
         sign(SECRET, BODY, datetime(2026, 5, 1, 12))
+
+
+def test_derived_secrets_differ_per_instance_and_incarnation() -> None:
+    master = signing.generate_secret()
+    one = signing.derive_secret(master, "org-acme", "support", "uid-1")
+    assert one == signing.derive_secret(master, "org-acme", "support", "uid-1")
+    assert len(one) == 64 and int(one, 16) >= 0
+    others = {
+        signing.derive_secret(master, "org-acme", "support", "uid-2"),
+        signing.derive_secret(master, "org-beta", "support", "uid-1"),
+        signing.derive_secret(master, "org-acme", "sales", "uid-1"),
+        signing.derive_secret(signing.generate_secret(), "org-acme", "support", "uid-1"),
+        # the separator keeps ("a", "bc") and ("ab", "c") apart
+        signing.derive_secret(master, "org-acm", "esupport", "uid-1"),
+    }
+    assert one not in others and len(others) == 5
+    with pytest.raises(ValueError):
+        signing.derive_secret(master, "org-acme", "support", "")

@@ -1,0 +1,377 @@
+"""The agent's task loop: watch its AgenticTasks and execute each approved step, once.
+
+The loop lists the agent's tasks, then watches them (relisting when the watch expires).
+Whenever a task changes, `taskflow.executable_step` says whether a step may run now (it
+is approved, every earlier step executed, it has not finished). Running a step:
+
+1. record `execution: Running` (attempt n) in the task's status with the agent's own
+   field manager (`taskflow.start_execution`; the admission policies let only this
+   agent's identity write executions), and emit `task.step_started`;
+2. run it: an action step calls the platform's tool proxy with the step's (possibly
+   expert-edited) parameters and the idempotency key `<task uid>/<step id>`; an input
+   step takes the value the expert provided or selected;
+3. record `Succeeded` with a short result summary, or `Failed` with the error
+   (`taskflow.finish_execution`), and emit `task.step_completed` / `task.step_failed`,
+   then `task.completed` after the last step.
+
+Exactly once: before calling the proxy the agent writes a local checkpoint
+(`state_dir/checkpoints`), and after the call the result. A restarted agent finds the
+step still `Running`, skips the call when the checkpoint holds the result, and otherwise
+calls again with the SAME idempotency key, which the proxy answers with the first call's
+result without touching the upstream again. Rejections, expiry and cancellation need
+nothing here: the task is terminal and no step is executable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import os
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from humanwork_core import taskflow
+from humanwork_core.resources import AgenticTask
+from humanwork_core.resources.agentictask import Step, StepKind
+
+LOG = logging.getLogger("humanwork.agent.executor")
+
+FIELD_MANAGER = "humanwork-agent"
+SUMMARY_MAX_CHARS = 2000
+RETRY_SECONDS = 1.0
+MAX_CALL_ATTEMPTS = 30
+GROUP_VERSION = "humanwork.io/v1alpha1"
+
+
+# --- what the executor needs from the rest of the agent (kube.py, platform.py, events.py) --
+
+
+class TaskStore(Protocol):
+    """The agent's view of its AgenticTasks through the Kubernetes API."""
+
+    async def list_tasks(
+        self, label_selector: str | None = None
+    ) -> tuple[list[dict[str, Any]], str]: ...
+
+    def watch_tasks(self, resource_version: str) -> AsyncIterator[tuple[str, dict[str, Any]]]: ...
+
+    async def get_task(self, name: str) -> dict[str, Any] | None: ...
+
+    async def apply_task_status(
+        self, name: str, patch: dict[str, Any], field_manager: str, force: bool = True
+    ) -> dict[str, Any]: ...
+
+
+class ToolRunner(Protocol):
+    """The platform's tool proxy."""
+
+    async def call_tool(
+        self,
+        tool: str,
+        action: str,
+        params: dict[str, Any],
+        idempotency_key: str,
+        task: str | None,
+        step: str | None,
+    ) -> dict[str, Any]: ...
+
+
+class Emitter(Protocol):
+    """The signed event channel to the platform."""
+
+    async def emit(
+        self,
+        event_type: str,
+        *,
+        task_id: str | None = None,
+        step_id: str | None = None,
+        payload: dict[str, Any],
+        idempotency_key: str | None = None,
+    ) -> None: ...
+
+
+class StepFailed(Exception):
+    """The step ran and failed for good (the proxy refused it or the upstream did)."""
+
+
+# --- checkpoints ---------------------------------------------------------------------------
+
+
+class Checkpoints:
+    """One small JSON file per step key, written atomically (temp file, fsync, rename)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def _path(self, key: str) -> Path:
+        return self.folder / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
+
+    def read(self, key: str) -> dict[str, Any] | None:
+        try:
+            loaded: dict[str, Any] = json.loads(self._path(key).read_text())
+        except (OSError, ValueError):
+            return None
+        return loaded if loaded.get("key") == key else None
+
+    def write(self, key: str, **data: Any) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        target = self._path(key)
+        temp = target.with_suffix(".tmp")
+        with temp.open("w") as handle:
+            json.dump({"key": key, **data}, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, target)
+
+
+def summarise(result: dict[str, Any]) -> dict[str, Any]:
+    """A result small enough for the task's status: lists become their length (plus the
+    first item when it is small), and the whole is cut to `SUMMARY_MAX_CHARS`."""
+    summary: dict[str, Any] = {}
+    for key, value in result.items():
+        if isinstance(value, list):
+            summary[f"{key}Count"] = len(value)
+        elif isinstance(value, dict):
+            summary[key] = summarise(value) if len(json.dumps(value)) > 200 else value
+        else:
+            summary[key] = value
+    text = json.dumps(summary, default=str)
+    if len(text) > SUMMARY_MAX_CHARS:
+        return {"truncated": True, "keys": sorted(result)[:50]}
+    return summary
+
+
+def step_key(task: AgenticTask, step_id: str) -> str:
+    """The idempotency key of a step's side effect: stable across restarts and retries."""
+    return f"{task.metadata.uid or task.metadata.name}/{step_id}"
+
+
+# --- the executor --------------------------------------------------------------------------
+
+
+class Executor:
+    """Runs the approved steps of the AgenticTasks whose agentRef is this agent."""
+
+    def __init__(
+        self,
+        agent_name: str,
+        namespace: str,
+        tasks: TaskStore,
+        tools: ToolRunner,
+        events: Emitter,
+        checkpoints: Checkpoints,
+        *,
+        max_concurrent: int = 3,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.agent_name = agent_name
+        self.namespace = namespace
+        self.tasks = tasks
+        self.tools = tools
+        self.events = events
+        self.checkpoints = checkpoints
+        self.clock = clock
+        self._slots = asyncio.Semaphore(max_concurrent)
+        self._running: dict[str, asyncio.Task[None]] = {}
+        self._dirty: set[str] = set()
+        self.cancelled: set[str] = set()
+        """Tasks cancelled through the agent's own API: never executed further."""
+
+    @property
+    def running(self) -> list[str]:
+        """Names of the tasks being worked on now."""
+        return sorted(self._running)
+
+    # the loop -------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """List, then watch, forever; every error is logged and the loop starts again."""
+        while True:
+            try:
+                items, version = await self.tasks.list_tasks()
+                for item in items:
+                    self.notice(item)
+                async for kind, obj in self.tasks.watch_tasks(version):
+                    if kind in ("ADDED", "MODIFIED"):
+                        self.notice(obj)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the watch expired (410) or the API blinked: relist
+                LOG.info("task watch ended (%s); relisting", exc)
+                await asyncio.sleep(RETRY_SECONDS)
+
+    def notice(self, raw: dict[str, Any]) -> None:
+        """React to the latest state of a task: start a worker for it unless one runs (then
+        it looks again when it is done)."""
+        spec = raw.get("spec") or {}
+        name = str(raw.get("metadata", {}).get("name", ""))
+        if (spec.get("agentRef") or {}).get("name") != self.agent_name or not name:
+            return
+        if name in self.cancelled:
+            return
+        if name in self._running:
+            self._dirty.add(name)
+            return
+        try:
+            task = AgenticTask.from_wire(raw)
+        except ValueError as exc:
+            LOG.warning("task %s unreadable: %s", name, exc)
+            return
+        if taskflow.executable_step(task) is None:
+            return
+        self._running[name] = asyncio.create_task(self._work(name), name=f"task {name}")
+
+    async def _work(self, name: str) -> None:
+        try:
+            async with self._slots:
+                while True:
+                    self._dirty.discard(name)
+                    raw = await self.tasks.get_task(name)
+                    if raw is None or name in self.cancelled:
+                        return
+                    task = AgenticTask.from_wire(raw)
+                    step = taskflow.executable_step(task)
+                    if step is None:
+                        if name not in self._dirty:
+                            return
+                        continue
+                    await self.execute(task, step)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            LOG.exception("task %s: the step could not be run; retrying on the next change", name)
+            await asyncio.sleep(RETRY_SECONDS)
+            self._dirty.add(name)
+        finally:
+            self._running.pop(name, None)
+            if name in self._dirty:
+                self._dirty.discard(name)
+                raw = await _quiet(self.tasks.get_task(name))
+                if raw is not None:
+                    self.notice(raw)
+
+    # one step ---------------------------------------------------------------------------
+
+    async def _apply(self, task: AgenticTask, status: Any) -> AgenticTask:
+        body = {
+            "apiVersion": GROUP_VERSION,
+            "kind": "AgenticTask",
+            "metadata": {"name": task.metadata.name, "namespace": self.namespace},
+            "status": taskflow.owned_status(status, taskflow.Writer.AGENT),
+        }
+        applied = await self.tasks.apply_task_status(
+            task.metadata.name, body, field_manager=FIELD_MANAGER
+        )
+        return AgenticTask.from_wire(applied)
+
+    async def execute(self, task: AgenticTask, step: Step) -> None:
+        """Run one approved step of `task`, recording and announcing each move."""
+        name = task.metadata.name
+        key = step_key(task, step.id)
+        task = await self._apply(task, taskflow.start_execution(task, step.id, self.clock()))
+        entry = task.current_status().step(step.id)
+        attempt = entry.execution.attempt if entry.execution else 1
+        await self.events.emit(
+            "task.step_started",
+            task_id=name,
+            step_id=step.id,
+            payload={"attempt": attempt, "tool": step.tool, "description": step.description},
+            idempotency_key=f"{key}/started/{attempt}",
+        )
+        try:
+            result = await self._run_step(task, step, key)
+        except StepFailed as exc:
+            error = str(exc)[:4000]
+            fresh = AgenticTask.from_wire(await self._must_get(name))
+            await self._apply(
+                fresh, taskflow.finish_execution(fresh, step.id, self.clock(), error=error)
+            )
+            await self.events.emit(
+                "task.step_failed",
+                task_id=name,
+                step_id=step.id,
+                payload={"error": error, "attempt": attempt},
+                idempotency_key=f"{key}/failed",
+            )
+            return
+        summary = summarise(result)
+        fresh = AgenticTask.from_wire(await self._must_get(name))
+        done = await self._apply(
+            fresh, taskflow.finish_execution(fresh, step.id, self.clock(), result=summary)
+        )
+        await self.events.emit(
+            "task.step_completed",
+            task_id=name,
+            step_id=step.id,
+            payload={"result": summary, "attempt": attempt},
+            idempotency_key=f"{key}/completed",
+        )
+        status = done.current_status()
+        if all(taskflow.is_executed(status.step(s.id)) for s in done.spec.steps):
+            await self.events.emit(
+                "task.completed",
+                task_id=name,
+                payload={"steps": len(done.spec.steps)},
+                idempotency_key=f"{done.metadata.uid or name}/completed",
+            )
+
+    async def _must_get(self, name: str) -> dict[str, Any]:
+        raw = await self.tasks.get_task(name)
+        if raw is None:
+            raise LookupError(f"task {name} disappeared")
+        return raw
+
+    async def _run_step(self, task: AgenticTask, step: Step, key: str) -> dict[str, Any]:
+        saved = self.checkpoints.read(key)
+        if saved is not None and saved.get("state") == "done":
+            LOG.info("step %s: result found in the checkpoint; not calling again", key)
+            result: dict[str, Any] = saved.get("result") or {}
+            return result
+        entry = task.current_status().step(step.id)
+        if step.kind is StepKind.INPUT:
+            decision = entry.decision
+            value: dict[str, Any] = {}
+            if decision is not None and decision.input is not None:
+                value = {"input": dict(decision.input)}
+            elif decision is not None and decision.selection is not None:
+                value = {"selection": decision.selection}
+            self.checkpoints.write(key, state="done", result=value)
+            return value
+        parameters = taskflow.effective_parameters(step, entry)
+        action = str(parameters.get("action", ""))
+        params = parameters.get("params") or {}
+        if not action or not isinstance(params, dict) or step.tool is None:
+            raise StepFailed("the step's parameters name no action and params")
+        self.checkpoints.write(key, state="calling")
+        result = await self._call(step.tool, action, dict(params), key, task.metadata.name, step.id)
+        self.checkpoints.write(key, state="done", result=result)
+        return result
+
+    async def _call(
+        self, tool: str, action: str, params: dict[str, Any], key: str, task: str, step: str
+    ) -> dict[str, Any]:
+        """Call the proxy until it gives an answer: a result, or a final refusal."""
+        for _ in range(MAX_CALL_ATTEMPTS):
+            try:
+                answer = await self.tools.call_tool(tool, action, params, key, task, step)
+            except Exception as exc:
+                status = int(getattr(exc, "status", 0) or getattr(exc, "status_code", 0) or 0)
+                if status == 409 or status >= 500 or status == 0:
+                    LOG.info("step %s: proxy answered %s; retrying with the same key", key, status)
+                    await asyncio.sleep(RETRY_SECONDS)
+                    continue
+                raise StepFailed(f"{getattr(exc, 'code', 'refused')}: {exc}") from exc
+            result = answer.get("result", answer)
+            return dict(result) if isinstance(result, dict) else {"value": result}
+        raise StepFailed("the tool proxy gave no answer")
+
+
+async def _quiet(awaitable: Any) -> Any:
+    with contextlib.suppress(Exception):
+        return await awaitable
+    return None
