@@ -141,3 +141,139 @@ class OperatorProcess:
     def tail(self, lines: int = 40) -> str:
         text = self.log.read_text(errors="replace") if self.log.exists() else ""
         return "\n".join(text.splitlines()[-lines:])
+
+
+def _rss(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def _wait_healthy(proc: subprocess.Popen[bytes], url: str, timeout: float, tail: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{url}: the process exited with {proc.returncode}")
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"{url} was not healthy within {timeout}s; log: {tail}")
+
+
+class PlatformProcess:
+    """The platform API run as `python -m platform_api.main serve` with the
+    humanwork-platform-api ServiceAccount's token, a real HTTP port and the given settings
+    (environment variables `HUMANWORK_*`), so that agent processes can reach it."""
+
+    def __init__(
+        self, admin_kubeconfig: str, kubectl: str, workdir: Path, env: dict[str, str]
+    ) -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir = workdir
+        self.kubeconfig = local.token_kubeconfig(
+            admin_kubeconfig,
+            kubectl,
+            PLATFORM_NS,
+            "humanwork-platform-api",
+            workdir / "platform.kubeconfig",
+        )
+        self.env = env
+        self.log = workdir / "platform.log"
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> None:
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "platform_api.main", "serve", "--port", str(self.port)],
+            env={
+                **os.environ,
+                "HUMANWORK_KUBECONFIG": str(self.kubeconfig),
+                "HUMANWORK_HOST": "127.0.0.1",
+                **self.env,
+            },
+            stdout=self.log.open("ab"),
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=self.workdir,
+        )
+        _wait_healthy(self.proc, f"{self.url}/healthz", timeout, self.log.name)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+    def tail(self, lines: int = 60) -> str:
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+class AgentProcess:
+    """An AgentInstance's agent run locally with exactly what its pod spec gives it (see
+    `humanwork_dev.runagent`); it keeps its state folder across `kill` and `start`, as a
+    container restart keeps the pod's emptyDir."""
+
+    def __init__(
+        self, admin_kubeconfig: str, namespace: str, name: str, workdir: Path, platform_url: str
+    ) -> None:
+        from kubernetes import config
+
+        from humanwork_dev import runagent
+
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir = workdir
+        self.log = workdir / "agent.log"
+        api = config.new_client_from_config(config_file=admin_kubeconfig)  # type: ignore[no-untyped-call]
+        self.spec = runagent.materialise(
+            api, namespace, name, workdir / "pod", platform_url=platform_url
+        )
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.spec.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def start(self, timeout: float = 60.0) -> None:
+        from humanwork_dev import runagent
+
+        self.proc = runagent.start(self.spec, self.log)
+        _wait_healthy(self.proc, f"{self.url}/v1/health", timeout, self.tail())
+
+    def kill(self) -> None:
+        """SIGKILL: no chance to finish anything (a crash, an OOM kill)."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def rss_bytes(self) -> int:
+        return _rss(self.pid)
+
+    def tail(self, lines: int = 60) -> str:
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
