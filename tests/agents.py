@@ -82,3 +82,33 @@ def agent_token(cluster: Cluster, ns: str) -> str:
     """The agent's platform token, as the operator wrote it into its Secret."""
     secret = client.CoreV1Api(cluster.api).read_namespaced_secret("agent-agent-token", ns)
     return base64.b64decode(secret.data["token"]).decode()
+
+
+def provision_agent(cluster: Cluster, ns: str, org_id: str, **spec: Any) -> dict[str, Any]:
+    """An AgentInstance `agent` in the org's namespace (which the platform created), Ready."""
+    core = client.CoreV1Api(cluster.api)
+    core.create_namespaced_secret(
+        ns,
+        client.V1Secret(metadata=client.V1ObjectMeta(name="llm"), string_data={"api-key": LLM_KEY}),
+    )
+    client.CustomObjectsApi(cluster.api).create_namespaced_custom_object(
+        "humanwork.io",
+        "v1alpha1",
+        ns,
+        "agentinstances",
+        instance_manifest(ns, org_id, **{"enabledTools": ["shopify", "amazon"], **spec}),
+    )
+    return wait_phase(cluster, ns, "Ready")
+
+
+def secret_value(cluster: Cluster, ns: str, name: str, key: str) -> str:
+    data = client.CoreV1Api(cluster.api).read_namespaced_secret(name, ns).data
+    return base64.b64decode(data[key]).decode()
+
+
+def agent_credentials(cluster: Cluster, ns: str) -> tuple[str, str]:
+    """(platform token, callback secret) exactly as mounted into the agent's pod."""
+    return (
+        secret_value(cluster, ns, "agent-agent-token", "token"),
+        secret_value(cluster, ns, "agent-agent-callback", "secret"),
+    )

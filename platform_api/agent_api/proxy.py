@@ -9,7 +9,9 @@ edited parameters included), earlier steps have executed and the step has not fi
 Then the idempotency record: the first call with a key claims it (a row committed before
 the upstream is called, so two concurrent calls with one key cannot both reach the
 upstream); a repeat returns the stored result without calling the upstream again; a key
-reused for another request is refused. Then the org's credentials are decrypted, the
+reused for another request is refused. A side-effecting call is keyed by its approved
+step (task uid and step id) whatever key the agent sends: one approval, one side effect,
+however many keys a compromised agent invents. Then the org's credentials are decrypted, the
 upstream adapter is called, the result is sanitised (no credential can come back) and
 `tool.called` is written to the audit log with the outcome.
 
@@ -141,8 +143,8 @@ def _request_hash(tool: str, body: ToolCallIn) -> str:
 
 async def _check_approval(
     proxy: Proxy, agent: Agent, tool: str, body: ToolCallIn, now: datetime
-) -> dict[str, Any]:
-    """The parameters the approved step runs with, or StepNotApproved."""
+) -> tuple[AgenticTask, dict[str, Any]]:
+    """The task and the parameters its approved step runs with, or StepNotApproved."""
     if not body.task or not body.step:
         raise StepNotApproved(
             "a side-effecting action must name the approved task and step", reason="no_step"
@@ -166,7 +168,7 @@ async def _check_approval(
         )
     except taskflow.TaskFlowError as exc:
         raise StepNotApproved(exc.message, reason=exc.code, step=body.step) from None
-    return dict(approved)
+    return task, dict(approved)
 
 
 def _replay(row: ToolCall, request_hash: str, now: datetime) -> ToolCallOut:
@@ -258,13 +260,16 @@ async def call_tool(proxy: Proxy, agent: Agent, tool: str, body: ToolCallIn) -> 
         if permission is None or not permission.enabled:
             raise ToolNotPermitted(f"the org has not enabled {tool!r}", tool=tool)
     params = body.params
+    key = body.idempotencyKey
     if spec.side_effecting:
-        approved = await _check_approval(proxy, agent, tool, body, now)
-        params = dict(approved.get("params") or {})
         if not body.idempotencyKey:
             raise InvalidToolParams("a side-effecting action needs an idempotencyKey")
+        task, approved = await _check_approval(proxy, agent, tool, body, now)
+        params = dict(approved.get("params") or {})
+        # One approval, one side effect: whatever key the agent sends, a side-effecting call
+        # is deduplicated by the approved step itself, so fresh keys cannot repeat it.
+        key = f"step:{task.metadata.uid or task.metadata.name}/{body.step}"
     request_hash = _request_hash(tool, body)
-    key = body.idempotencyKey
     if key is not None:
         async with proxy.sessions() as session:
             try:
@@ -337,6 +342,7 @@ async def call_tool(proxy: Proxy, agent: Agent, tool: str, body: ToolCallIn) -> 
                 "task": body.task,
                 "step": body.step,
                 "idempotency_key": key,
+                "agent_idempotency_key": body.idempotencyKey,
                 "side_effecting": spec.side_effecting,
                 "duration_ms": elapsed_ms,
                 "result_summary": _summary(result) if error is None else {},

@@ -9,7 +9,6 @@ endpoints answer only the agent's own org.
 
 from __future__ import annotations
 
-import base64
 import json
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -17,49 +16,16 @@ from typing import Any
 
 import httpx
 import pytest
-from kubernetes import client as kclient
 
 from humanwork_core import signing
 from humanwork_core.signing import SIGNATURE_HEADER
 from platform_api.models import Conversation, Message
 from platform_api.state import Platform
-from tests.agents import LLM_KEY, condition, get_instance, instance_manifest, wait_phase
+from tests.agents import agent_credentials, condition, get_instance, provision_agent
 from tests.conftest import Cluster
 from tests.platform.conftest import Caller
 from tests.platform_k8s.conftest import Orgs
 from tests.support import eventually
-
-
-def provision_agent(cluster: Cluster, ns: str, org_id: str, **spec: Any) -> dict[str, Any]:
-    """An AgentInstance `agent` in the org's namespace (which the platform created), Ready."""
-    core = kclient.CoreV1Api(cluster.api)
-    core.create_namespaced_secret(
-        ns,
-        kclient.V1Secret(
-            metadata=kclient.V1ObjectMeta(name="llm"), string_data={"api-key": LLM_KEY}
-        ),
-    )
-    kclient.CustomObjectsApi(cluster.api).create_namespaced_custom_object(
-        "humanwork.io",
-        "v1alpha1",
-        ns,
-        "agentinstances",
-        instance_manifest(ns, org_id, **{"enabledTools": ["shopify", "amazon"], **spec}),
-    )
-    return wait_phase(cluster, ns, "Ready")
-
-
-def secret_value(cluster: Cluster, ns: str, name: str, key: str) -> str:
-    data = kclient.CoreV1Api(cluster.api).read_namespaced_secret(name, ns).data
-    return base64.b64decode(data[key]).decode()
-
-
-def agent_credentials(cluster: Cluster, ns: str) -> tuple[str, str]:
-    """(platform token, callback secret) exactly as mounted into the agent's pod."""
-    return (
-        secret_value(cluster, ns, "agent-agent-token", "token"),
-        secret_value(cluster, ns, "agent-agent-callback", "secret"),
-    )
 
 
 def event(ns: str, org_id: str, **fields: Any) -> dict[str, Any]:
