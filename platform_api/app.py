@@ -23,6 +23,7 @@ from platform_api.audit.router import router as audit_router
 from platform_api.audit.service import record
 from platform_api.auth.router import router as auth_router
 from platform_api.auth.tokens import TokenService
+from platform_api.conversations.router import router as conversations_router
 from platform_api.db import make_engine, make_sessionmaker, migrate
 from platform_api.errors import install_error_handlers
 from platform_api.health.router import router as health_router
@@ -37,6 +38,7 @@ from platform_api.orgs.namespaces import NoopOrgNamespaces, OrgNamespaces
 from platform_api.orgs.router import router as orgs_router
 from platform_api.settings import Settings
 from platform_api.state import Platform
+from platform_api.tasks.automation import TaskAutomation
 from platform_api.tasks.router import router as tasks_router
 from platform_api.tools.router import router as tools_router
 from platform_api.users.router import router as users_router
@@ -66,6 +68,7 @@ TAGS = [
     {"name": "tool permissions", "description": "Which tools an org's agents may use."},
     {"name": "integrations", "description": "Encrypted third-party credentials."},
     {"name": "audit", "description": "The hash-chained audit log."},
+    {"name": "conversations", "description": "Conversations and messages of an org."},
     {"name": "knowledge", "description": "What an org's agents may search."},
     {"name": "agent api", "description": "Called by agents, with their agent token only."},
     {"name": "health", "description": "Liveness."},
@@ -102,6 +105,7 @@ def create_app(settings: Settings, *, namespaces: OrgNamespaces | None = None) -
         engine = make_engine(settings.database_url)
         kube: KubeClient | None = None
         watcher: asyncio.Task[None] | None = None
+        automator: asyncio.Task[None] | None = None
         try:
             kube = await KubeClient.from_settings(settings)
             if namespaces is not None:
@@ -125,6 +129,10 @@ def create_app(settings: Settings, *, namespaces: OrgNamespaces | None = None) -
             )
             await _bootstrap(platform)
             if kube is not None and platform.decisions is not None:
+                # auto-approval and archiving, fed by the watch (subscribed before it lists)
+                automation = TaskAutomation(kube, platform.sessions, platform.decisions.orgs)
+                platform.decisions.subscribe(automation.observe, automation.forget)
+                automator = asyncio.create_task(automation.run())
                 watcher = asyncio.create_task(platform.decisions.run(kube))
             app.state.platform = platform
             yield
@@ -133,6 +141,10 @@ def create_app(settings: Settings, *, namespaces: OrgNamespaces | None = None) -
                 watcher.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await watcher
+            if automator is not None:
+                automator.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await automator
             if kube is not None:
                 await kube.close()
             if getattr(app.state, "platform", None) is not None and app.state.platform.http:
@@ -157,6 +169,7 @@ def create_app(settings: Settings, *, namespaces: OrgNamespaces | None = None) -
         audit_router,
         tasks_router,
         human_tasks_router,
+        conversations_router,
         agent_api_router,
         agent_events_router,
         knowledge_router,

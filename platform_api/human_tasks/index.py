@@ -2,61 +2,182 @@
 
 Fed by one list-then-watch of AgenticTasks across the cluster (`run`), so the queue is
 answered without calling the API server. A task is kept while it is not in a terminal
-phase and has a decidable step; whether that step expired is worked out when asked,
-because it depends on the time. When the watch's resourceVersion is too old (410) the
+phase and has a decidable step. When the watch's resourceVersion is too old (410) the
 index lists again; on other errors it waits a moment and lists again.
+
+The queue's read path is made cheap by doing the work when a task changes rather than on
+every read: each open decision becomes a `Row` holding its sort key and its queue item
+already serialised to JSON (all but the two time-dependent fields, near_deadline and
+age_seconds, appended per read); rows are kept sorted (deadline first) per org, so a page
+is a merge of the caller's orgs' lists, cut before anything is serialised. Whether a
+decision expired depends on the time, so it is decided when read; expired rows sit at the
+front of their list (their deadline passed), so counting skips over a short prefix.
+
+Other parts of the platform (auto-approval, archiving) subscribe to every task the watch
+sees with `subscribe`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
+import heapq
+import itertools
 import logging
 import uuid
-from collections.abc import Collection
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 from pydantic import ValidationError
 
 from humanwork_core import taskflow
-from humanwork_core.resources import AgenticTask, Risk, Step, StepStatus
+from humanwork_core.resources import AgenticTask, Risk, Step, StepState
+from platform_api.human_tasks.schemas import HumanTask
 from platform_api.kube.client import KubeClient, KubeError
+from platform_api.tasks.orgs import OrgDirectory
 
 log = logging.getLogger(__name__)
 
 RETRY_SECONDS = 2.0
+_FAR = datetime.max.replace(tzinfo=UTC)
+_EARLY = datetime.min.replace(tzinfo=UTC)
+_TIME_FIELDS = b',"near_deadline":false,"age_seconds":0}'
+
+Listener = Callable[[AgenticTask], None]
+Key = tuple[str, str]
 
 
-@dataclass(frozen=True)
-class OpenDecision:
-    """One step of one task waiting for an expert."""
+@dataclass(slots=True)
+class Row:
+    """One open decision: a task's decidable step, with its queue item pre-serialised."""
 
-    task: AgenticTask
-    step: Step
+    key: Key
+    org_id: str
+    sort: tuple[bool, datetime, datetime, str, str]
     deadline: datetime | None
-    escalations: int
+    created: datetime | None
+    expires_at_deadline: bool
+    expired_state: bool
+    head: bytes = field(repr=False)
+    task: AgenticTask = field(repr=False)
+    step: Step = field(repr=False)
 
-    @property
-    def org_id(self) -> uuid.UUID:
-        return uuid.UUID(self.task.spec.org_id)
+    def expired(self, now: datetime) -> bool:
+        """Whether the decision ran out of time (`taskflow.is_expired` of its step)."""
+        return self.expired_state or (
+            self.expires_at_deadline and self.deadline is not None and now >= self.deadline
+        )
+
+    def item(self, now: datetime, near: timedelta) -> bytes:
+        """The queue item's JSON at `now`."""
+        near_deadline = self.deadline is not None and self.deadline - now <= near
+        age = max(0, int((now - (self.created or now)).total_seconds()))
+        return b'%s,"near_deadline":%s,"age_seconds":%d}' % (
+            self.head,
+            b"true" if near_deadline else b"false",
+            age,
+        )
 
     @property
     def risk(self) -> Risk:
         return self.step.risk
 
+    @property
+    def org_uuid(self) -> uuid.UUID:
+        return uuid.UUID(self.org_id)
+
+
+def _row(key: Key, task: AgenticTask, step: Step) -> Row:
+    entry = task.current_status().step(step.id)
+    meta = task.metadata
+    task_id = f"{meta.namespace}/{meta.name}"
+    item = HumanTask(
+        id=f"{task_id}/{step.id}",
+        task_id=task_id,
+        run_id=meta.uid or "",
+        org_id=uuid.UUID(task.spec.org_id),
+        workflow=task.spec.agent_ref.name,
+        summary=task.spec.description,
+        requested_by=task.spec.requested_by,
+        step_id=step.id,
+        step_description=step.description,
+        tool=step.tool,
+        risk=step.risk.value,
+        status="escalated" if entry.escalations > 0 else "pending",
+        deadline=entry.deadline,
+        escalations=entry.escalations,
+        near_deadline=False,
+        age_seconds=0,
+    )
+    raw = item.model_dump_json().encode()
+    assert raw.endswith(_TIME_FIELDS), "near_deadline and age_seconds must come last"
+    return Row(
+        key=key,
+        org_id=task.spec.org_id,
+        sort=(
+            entry.deadline is None,
+            entry.deadline or _FAR,
+            meta.creation_timestamp or _EARLY,
+            meta.namespace or "",
+            meta.name,
+        ),
+        deadline=entry.deadline,
+        created=meta.creation_timestamp,
+        expires_at_deadline=entry.escalations >= task.spec.policy.escalation.max_escalations,
+        expired_state=entry.decision is None and entry.state is StepState.EXPIRED,
+        head=raw[: -len(_TIME_FIELDS)],
+        task=task,
+        step=step,
+    )
+
+
+def _sort_key(row: Row) -> tuple[bool, datetime, datetime, str, str]:
+    return row.sort
+
 
 class DecisionIndex:
-    """The open decisions of the cluster, by task."""
+    """The open decisions of the cluster: one row per task, sorted per org."""
 
     def __init__(self) -> None:
-        self._tasks: dict[tuple[str, str], AgenticTask] = {}
-        # the decidable step of each task and its status entry, worked out once per change
-        # of the task rather than on every read of the queue
-        self._waiting: dict[tuple[str, str], tuple[Step, StepStatus]] = {}
+        self._rows: dict[Key, Row] = {}
+        self._by_org: dict[str, list[Row]] = {}
+        self._listeners: list[Listener] = []
+        self._forgetters: list[Callable[[Key], None]] = []
+        self.orgs = OrgDirectory()
+        """namespace <-> org cache shared by the task endpoints and the automation."""
         self.ready = asyncio.Event()
 
     def __len__(self) -> int:
-        return len(self._tasks)
+        return len(self._rows)
+
+    def subscribe(self, listener: Listener, forget: Callable[[Key], None] | None = None) -> None:
+        """Call `listener` with every task the watch sees (listed, added, modified), and
+        `forget` with the key of every task deleted."""
+        self._listeners.append(listener)
+        if forget is not None:
+            self._forgetters.append(forget)
+
+    # --- keeping the rows -----------------------------------------------------------------
+
+    def _drop(self, key: Key) -> None:
+        row = self._rows.pop(key, None)
+        if row is None:
+            return
+        rows = self._by_org.get(row.org_id, [])
+        at = bisect.bisect_left(rows, row.sort, key=_sort_key)
+        while at < len(rows) and rows[at].sort == row.sort:
+            if rows[at] is row:
+                del rows[at]
+                break
+            at += 1
+        if not rows:
+            self._by_org.pop(row.org_id, None)
+
+    def _put(self, row: Row) -> None:
+        self._drop(row.key)
+        self._rows[row.key] = row
+        bisect.insort(self._by_org.setdefault(row.org_id, []), row, key=_sort_key)
 
     def observe(self, raw: dict[str, object]) -> None:
         """Take in the current state of a task (added or modified)."""
@@ -68,45 +189,73 @@ class DecisionIndex:
         phase = task.current_status().phase
         step = taskflow.decidable_step(task)
         if (phase is not None and phase.terminal) or step is None:
-            self._tasks.pop(key, None)
-            self._waiting.pop(key, None)
+            self._drop(key)
         else:
-            self._tasks[key] = task
-            self._waiting[key] = (step, task.current_status().step(step.id))
+            self._put(_row(key, task, step))
+        for listener in self._listeners:
+            try:
+                listener(task)
+            except Exception:  # a listener's bug must not stop the queue
+                log.exception("a task listener failed")
 
     def forget(self, raw: dict[str, object]) -> None:
         meta = raw.get("metadata")
         if isinstance(meta, dict):
             key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
-            self._tasks.pop(key, None)
-            self._waiting.pop(key, None)
+            self._drop(key)
+            for forget in self._forgetters:
+                forget(key)
 
     def replace(self, items: list[dict[str, object]]) -> None:
-        self._tasks.clear()
-        self._waiting.clear()
+        self._rows.clear()
+        self._by_org.clear()
         for raw in items:
             self.observe(raw)
 
-    def open(self, org_ids: Collection[uuid.UUID], now: datetime) -> list[OpenDecision]:
-        """The decisions of `org_ids` still open at `now`, deadline first (none last)."""
-        wanted = {str(org_id) for org_id in org_ids}
-        found: list[OpenDecision] = []
-        for key, (step, entry) in self._waiting.items():
-            task = self._tasks[key]
-            if task.spec.org_id not in wanted:
+    # --- reading --------------------------------------------------------------------------
+
+    def task(self, namespace: str, name: str) -> AgenticTask | None:
+        """The last version the watch saw of an open task (None for any other)."""
+        row = self._rows.get((namespace, name))
+        return row.task if row is not None else None
+
+    def count(self, org_ids: Collection[uuid.UUID | str], now: datetime) -> int:
+        """How many decisions of `org_ids` are open at `now`."""
+        total = 0
+        for org in {str(o) for o in org_ids}:
+            rows = self._by_org.get(org)
+            if not rows:
                 continue
-            if taskflow.is_expired(entry, task.spec.policy, now):
-                continue
-            found.append(OpenDecision(task, step, entry.deadline, entry.escalations))
-        found.sort(
-            key=lambda d: (
-                d.deadline is None,
-                d.deadline or now,
-                d.task.metadata.creation_timestamp or now,
-                d.task.metadata.name,
-            )
+            expired = 0
+            for row in rows:  # the expired ones have a past deadline: a prefix of the list
+                if row.deadline is None or row.deadline > now:
+                    break
+                expired += row.expired(now)
+            total += len(rows) - expired
+        return total
+
+    def rows(self, org_ids: Collection[uuid.UUID | str], now: datetime) -> Iterator[Row]:
+        """The open decisions of `org_ids` at `now`, deadline first (none last)."""
+        lists = [self._by_org[o] for o in {str(o) for o in org_ids} if o in self._by_org]
+        merged: Iterator[Row] = (
+            iter(lists[0]) if len(lists) == 1 else heapq.merge(*lists, key=_sort_key)
         )
-        return found
+        return (row for row in merged if not row.expired(now))
+
+    def page_json(
+        self,
+        org_ids: Collection[uuid.UUID | str],
+        now: datetime,
+        *,
+        offset: int,
+        limit: int,
+        near: timedelta,
+    ) -> list[bytes]:
+        """The JSON of the queue items `offset` to `offset + limit` of `org_ids`."""
+        chosen = itertools.islice(self.rows(org_ids, now), offset, offset + limit)
+        return [row.item(now, near) for row in chosen]
+
+    # --- the watch ------------------------------------------------------------------------
 
     async def run(self, kube: KubeClient) -> None:
         """List, then watch, forever (until cancelled)."""

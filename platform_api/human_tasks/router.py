@@ -1,7 +1,8 @@
 """`/human-tasks`: the review queue, answered from the watch-fed `DecisionIndex`, and
 `POST /human-tasks/{id}/resume`, which records the expert's answer.
 
-A human task's id is `<namespace>/<task name>/<step id>`. Resuming is idempotent by the
+A human task's id is `<namespace>/<task name>/<step id>`; `GET /human-tasks/{id}` is its
+detail view and `POST /human-tasks/bulk-resume` decides many at once. Resuming is idempotent by the
 `Idempotency-Key` header, kept where the decision itself is kept: in the task's status.
 A retry with the same key and body answers the identical body and writes nothing; the
 same key with a different body answers 422 `idempotency_conflict`.
@@ -15,44 +16,36 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Path, Query
+from fastapi.responses import JSONResponse, Response
 
 from humanwork_core.resources import Verdict
 from platform_api.auth.dependencies import Principal, require
 from platform_api.db import Session
 from platform_api.errors import KubernetesUnavailable, NotFound, error_responses
-from platform_api.human_tasks.index import DecisionIndex, OpenDecision
-from platform_api.human_tasks.schemas import HumanTask, HumanTaskPage, ResumeBody, ResumeRead
+from platform_api.human_tasks import service as human_tasks
+from platform_api.human_tasks.index import DecisionIndex
+from platform_api.human_tasks.schemas import (
+    BulkResumeBody,
+    BulkResumeRead,
+    HumanTaskDetail,
+    HumanTaskPage,
+    ResumeBody,
+    ResumeRead,
+)
 from platform_api.state import PlatformDep
 from platform_api.tasks import service
-from platform_api.tasks.router import DECIDE_CODES, DECIDE_DESCRIPTION, Kube, Name, Namespace
+from platform_api.tasks.router import (
+    DECIDE_CODES,
+    DECIDE_DESCRIPTION,
+    UNAVAILABLE,
+    Kube,
+    Name,
+    Namespace,
+)
 
 router = APIRouter(prefix="/human-tasks", tags=["review queue"])
 
 SYNC_WAIT_SECONDS = 10.0
-
-
-def _item(decision: OpenDecision, now: datetime, near: timedelta) -> HumanTask:
-    task = decision.task
-    task_id = f"{task.metadata.namespace}/{task.metadata.name}"
-    created = task.metadata.creation_timestamp or now
-    return HumanTask(
-        id=f"{task_id}/{decision.step.id}",
-        task_id=task_id,
-        run_id=task.metadata.uid or "",
-        org_id=decision.org_id,
-        workflow=task.spec.agent_ref.name,
-        summary=task.spec.description,
-        requested_by=task.spec.requested_by,
-        step_id=decision.step.id,
-        step_description=decision.step.description,
-        tool=decision.step.tool,
-        risk=decision.risk.value,
-        status="escalated" if decision.escalations > 0 else "pending",
-        deadline=decision.deadline,
-        near_deadline=decision.deadline is not None and decision.deadline - now <= near,
-        escalations=decision.escalations,
-        age_seconds=max(0, int((now - created).total_seconds())),
-    )
 
 
 async def _synced(platform: PlatformDep) -> DecisionIndex:
@@ -84,20 +77,99 @@ async def list_human_tasks(
     org_id: Annotated[uuid.UUID | None, Query(description="one of the caller's orgs")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0)] = 0,
-) -> HumanTaskPage:
+) -> Response:
     if org_id is not None and org_id not in principal.org_ids:
         raise NotFound("no such org")
     index = await _synced(platform)
     now = datetime.now(UTC)
-    every = index.open(principal.org_ids, now)
-    chosen = [d for d in every if org_id is None or d.org_id == org_id]
+    chosen = principal.org_ids if org_id is None else {org_id}
     near = timedelta(seconds=platform.settings.queue_near_deadline_seconds)
-    return HumanTaskPage(
-        items=[_item(d, now, near) for d in chosen[offset : offset + limit]],
-        total=len(chosen),
-        pending_count=len(every),
-        limit=limit,
-        offset=offset,
+    items = index.page_json(chosen, now, offset=offset, limit=limit, near=near)
+    pending = index.count(principal.org_ids, now)
+    total = pending if org_id is None else index.count(chosen, now)
+    # the items come serialised from the index (HumanTaskPage's shape); only the page's
+    # frame is written here
+    content = b'{"items":[%s],"total":%d,"pending_count":%d,"limit":%d,"offset":%d}' % (
+        b",".join(items),
+        total,
+        pending,
+        limit,
+        offset,
+    )
+    return Response(content=content, media_type="application/json")
+
+
+@router.post(
+    "/bulk-resume",
+    response_model=BulkResumeRead,
+    summary="Resume many waiting decisions at once",
+    description="Capability `tasks.decide`. Applies one decision (`approve`, or `reject` "
+    "with `feedback`) to every human-task id of `ids` (1 to 200, each at most once), each "
+    "independently and by the same rules as a single decision: an expired, conflicting, "
+    "unknown or other-org id fails on its own (`ok: false` with the error `code` a single "
+    "decision would answer, e.g. `human_task_expired`, `run_state_conflict`, `not_found`) "
+    "and does not sink the batch. Answers 200 with per-item results, the summary "
+    '"N succeeded / M failed" and the failed ids grouped by code. Every decision written '
+    "is audited like a single one, and the batch itself as `task.bulk_resume`. With "
+    "`Idempotency-Key`, a retry answers the identical body and writes nothing; the same key "
+    "with another body answers 422 `idempotency_conflict`.",
+    responses=error_responses(
+        401,
+        403,
+        422,
+        503,
+        codes={
+            422: ("idempotency_conflict", "this idempotency key was used for a different batch"),
+            503: ("kubernetes_unavailable", "no Kubernetes API"),
+        },
+    ),
+)
+async def bulk_resume(
+    body: BulkResumeBody,
+    platform: PlatformDep,
+    principal: Annotated[Principal, require("tasks.decide")],
+    kube: Kube,
+    idempotency_key: Annotated[
+        str | None, Header(alias="Idempotency-Key", min_length=1, max_length=128)
+    ] = None,
+) -> JSONResponse:
+    answer = await human_tasks.bulk_resume(platform, kube, principal, body, idempotency_key)
+    return JSONResponse(answer)
+
+
+@router.get(
+    "/{namespace}/{name}/{step_id}",
+    response_model=HumanTaskDetail,
+    summary="One waiting decision in detail",
+    description="Capability `tasks.read`. The human task `<namespace>/<task name>/<step "
+    "id>` (the `id` of a queue item): the request prompt (the task's description), the "
+    "whole plan (every step with its tool, parameters, risk, kind, options, decision and "
+    "execution with its result summary), the conversation thread the task came from "
+    "(`spec.conversationId`, its last 200 messages) with e-mail addresses, phone numbers, "
+    "payment card numbers and tokens replaced by `[email]`, `[phone]`, `[card]` and "
+    "`[token]`, the deadline, the status and the near-deadline flag. 404 for a task of an "
+    "org the caller is not a member of. A task removed after it finished is answered from "
+    "the archive (`archived: true`).",
+    responses=error_responses(401, 403, 404, 422, 503, codes=UNAVAILABLE),
+)
+async def get_human_task(
+    namespace: Namespace,
+    name: Name,
+    step_id: Annotated[str, Path(max_length=63)],
+    session: Session,
+    platform: PlatformDep,
+    principal: Annotated[Principal, require("tasks.read")],
+    kube: Kube,
+) -> HumanTaskDetail:
+    return await human_tasks.detail(
+        session,
+        kube,
+        principal,
+        platform.decisions,
+        namespace=namespace,
+        name=name,
+        step_id=step_id,
+        near=timedelta(seconds=platform.settings.queue_near_deadline_seconds),
     )
 
 
@@ -140,6 +212,7 @@ async def resume(
         idempotency_key=key,
         retries=platform.settings.decision_retries,
         sessions=platform.sessions,
+        index=platform.decisions,
         parameters=body.parameters,
         provided=body.content,
         selection=body.selection,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
@@ -22,8 +22,8 @@ ITEM_EXAMPLE: dict[str, Any] = {
     "risk": "high",
     "status": "pending",
     "deadline": "2026-01-01T13:00:00Z",
-    "near_deadline": False,
     "escalations": 0,
+    "near_deadline": False,
     "age_seconds": 120,
 }
 
@@ -46,8 +46,9 @@ class HumanTask(BaseModel):
     risk: str
     status: Literal["pending", "escalated"]
     deadline: datetime | None
-    near_deadline: bool = Field(description="due soon (or overdue, awaiting escalation)")
     escalations: int
+    # the two time-dependent fields come last: the index serialises the rest in advance
+    near_deadline: bool = Field(description="due soon (or overdue, awaiting escalation)")
     age_seconds: int = Field(description="seconds since the task was created")
 
 
@@ -152,3 +153,225 @@ class ResumeRead(BaseModel):
     decision: dict[str, Any] = Field(
         description="the approval or decision recorded in the task's status for this request"
     )
+
+
+# --- the detail view -----------------------------------------------------------------------
+
+DETAIL_EXAMPLE: dict[str, Any] = {
+    "id": "org-acme/task-7x2kq/write",
+    "task_id": "org-acme/task-7x2kq",
+    "run_id": "3d0f6a4e-5b1c-4f7e-9a0b-1c2d3e4f5a6b",
+    "org_id": "6f1c2b9e-2d8a-4c55-9a57-0e4f3d2b1a90",
+    "workflow": "acme-ecommerce",
+    "prompt": "Reconcile all Amazon orders for October and update Shopify",
+    "requested_by": "ops-lead",
+    "step_id": "write",
+    "risk": "high",
+    "status": "pending",
+    "phase": "PendingApproval",
+    "deadline": "2026-01-01T13:00:00Z",
+    "near_deadline": False,
+    "escalations": 0,
+    "archived": False,
+    "plan": [
+        {
+            "id": "write",
+            "description": "Update inventory of 14 SKUs",
+            "kind": "action",
+            "tool": "shopify_query",
+            "parameters": {"skus": 14},
+            "risk": "high",
+            "options": None,
+            "step_hash": 64 * "0",
+            "state": "Pending",
+            "deadline": "2026-01-01T13:00:00Z",
+            "escalations": 0,
+            "required_approvals": 1,
+            "approvals": [],
+            "decision": None,
+            "execution": None,
+        }
+    ],
+    "conversation": {
+        "id": "0b7e8f52-6d0e-4a57-8f0a-9a3c2d1e4b11",
+        "subject": "Inventory is off",
+        "messages": [
+            {
+                "id": 1,
+                "role": "customer",
+                "author": "[email]",
+                "content": "Please call me at [phone]",
+                "created_at": "2026-01-01T11:58:00Z",
+            }
+        ],
+        "redactions": {"email": 1, "phone": 1},
+    },
+}
+
+
+class StepExecution(BaseModel):
+    """The agent's run of a step."""
+
+    state: str
+    attempt: int
+    started_at: datetime | None
+    finished_at: datetime | None
+    result_summary: dict[str, Any] | None = Field(description="what the tool reported")
+    error: str | None
+
+
+class PlanStep(BaseModel):
+    """One step of the plan with its decision and execution."""
+
+    id: str
+    description: str
+    kind: str = Field(description="`action` or `input`")
+    tool: str | None
+    parameters: dict[str, Any]
+    risk: str
+    options: list[str] | None = Field(description="the choices of a select-type input step")
+    step_hash: str = Field(description="what a decision on this version of the step carries")
+    state: str | None = Field(description="the step's lifecycle state, as the operator wrote it")
+    deadline: datetime | None
+    escalations: int
+    required_approvals: int
+    approvals: list[dict[str, Any]]
+    decision: dict[str, Any] | None
+    execution: StepExecution | None
+
+
+class ThreadMessage(BaseModel):
+    """One message of the conversation, redacted."""
+
+    id: int
+    role: str
+    author: str
+    content: str
+    created_at: datetime
+
+
+class Thread(BaseModel):
+    """The conversation the task came from, redacted (see `GET /human-tasks/{id}`)."""
+
+    id: uuid.UUID
+    subject: str
+    messages: list[ThreadMessage]
+    redactions: dict[str, int] = Field(description="how many of each kind were replaced")
+
+
+class HumanTaskDetail(BaseModel):
+    """Everything an expert needs to decide one step: the request prompt, the whole plan,
+    the redacted conversation."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [DETAIL_EXAMPLE]})
+
+    id: str = Field(description="`<namespace>/<task name>/<step id>`")
+    task_id: str
+    run_id: str
+    org_id: uuid.UUID
+    workflow: str
+    prompt: str = Field(description="what the client asked for (the task's description)")
+    requested_by: str
+    step_id: str
+    risk: str
+    status: Literal["pending", "escalated", "decided", "expired", "waiting", "closed"] = Field(
+        description="`pending` or `escalated` while the step waits for a decision (as in the "
+        "queue); `decided` once it has its decision; `expired` when its time ran out; "
+        "`waiting` while an earlier step is still open; `closed` when the task ended before "
+        "the step was decided"
+    )
+    phase: str
+    deadline: datetime | None
+    near_deadline: bool
+    escalations: int
+    archived: bool = Field(description="the task resource is gone: served from the archive")
+    plan: list[PlanStep]
+    conversation: Thread | None = Field(
+        description="the messages of the task's `conversationId` (the last 200), with e-mail "
+        "addresses, phone numbers, card numbers and tokens redacted; null when the task "
+        "names no conversation of its org"
+    )
+
+
+# --- bulk resume ---------------------------------------------------------------------------
+
+HUMAN_TASK_ID = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[^/]{1,63}$"
+
+
+class BulkResumeBody(BaseModel):
+    """One decision for many waiting steps."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "ids": ["org-acme/task-7x2kq/write", "org-acme/task-9p3mz/read"],
+                    "action": "approve",
+                },
+                {
+                    "ids": ["org-acme/task-7x2kq/write"],
+                    "action": "reject",
+                    "feedback": "wrong month: use September",
+                },
+            ]
+        },
+    )
+
+    ids: list[Annotated[str, Field(max_length=400, pattern=HUMAN_TASK_ID)]] = Field(
+        min_length=1, max_length=200, description="human-task ids, each at most once"
+    )
+    action: Literal["approve", "reject"]
+    feedback: str | None = Field(default=None, max_length=4096)
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if len(set(self.ids)) != len(self.ids):
+            raise ValueError("each id at most once")
+        if self.action == "reject" and not self.feedback:
+            raise ValueError("reject needs feedback")
+        return self
+
+
+class BulkItem(BaseModel):
+    """The outcome for one id."""
+
+    id: str
+    ok: bool
+    code: str | None = Field(default=None, description="the error code when not ok")
+    message: str | None = None
+
+
+class BulkResumeRead(BaseModel):
+    """Per-item results and the summary. Replayed identically for the same
+    Idempotency-Key."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "results": [
+                        {"id": "org-acme/task-7x2kq/write", "ok": True, "code": None},
+                        {
+                            "id": "org-acme/task-9p3mz/read",
+                            "ok": False,
+                            "code": "human_task_expired",
+                            "message": "the decision deadline passed",
+                        },
+                    ],
+                    "succeeded": 1,
+                    "failed": 1,
+                    "summary": "1 succeeded / 1 failed",
+                    "failures": {"human_task_expired": ["org-acme/task-9p3mz/read"]},
+                    "idempotency_key": "batch-0001",
+                }
+            ]
+        }
+    )
+
+    results: list[BulkItem]
+    succeeded: int
+    failed: int
+    summary: str = Field(description='"N succeeded / M failed"')
+    failures: dict[str, list[str]] = Field(description="the failed ids grouped by error code")
+    idempotency_key: str | None

@@ -107,7 +107,9 @@ async def create_task(
     summary="List tasks",
     description="Capability `tasks.read`. The tasks of the caller's orgs (or of `org_id`), "
     "newest first; `status` filters by phase (`pending_approval`, `in_progress`, "
-    "`completed`, `rejected`, `failed`, `cancelled`, `expired`); `limit` and `offset` page.",
+    "`completed`, `rejected`, `failed`, `cancelled`, `expired`); `limit` and `offset` page. "
+    "Finished tasks whose resource the operator removed (after their TTL, once the "
+    "platform archived them) are included from the archive, with `archived: true`.",
     responses=error_responses(401, 403, 404, 422, 503, codes=UNAVAILABLE),
 )
 async def list_tasks(
@@ -130,17 +132,22 @@ async def list_tasks(
     response_model=TaskRead,
     summary="Read a task",
     description="Capability `tasks.read`. The task `<namespace>/<name>` with its status and "
-    "full plan, and the hash of each step that a decision on it carries.",
+    "full plan, and the hash of each step that a decision on it carries. When the resource "
+    "is gone (a finished task is removed after its TTL once archived), the task is answered "
+    "from the platform's archive as it was when it finished, with `archived: true` and an "
+    "empty `resource_version`.",
     responses=error_responses(401, 403, 404, 422, 503, codes=UNAVAILABLE),
 )
 async def get_task(
     namespace: Namespace,
     name: Name,
     session: Session,
+    platform: PlatformDep,
     principal: Annotated[Principal, require("tasks.read")],
     kube: Kube,
 ) -> TaskRead:
-    return await service.get_task(session, kube, principal, namespace, name)
+    orgs = platform.decisions.orgs if platform.decisions is not None else None
+    return await service.get_task(session, kube, principal, namespace, name, orgs)
 
 
 async def _decide(
@@ -169,6 +176,7 @@ async def _decide(
         idempotency_key=key,
         retries=platform.settings.decision_retries,
         sessions=platform.sessions,
+        index=platform.decisions,
     )
     return DecisionRead(
         step_id=step_id,

@@ -58,6 +58,7 @@ TASK_EXAMPLE: dict[str, Any] = {
     "next_deadline": "2026-01-01T13:00:00Z",
     "created_at": "2026-01-01T12:00:00Z",
     "resource_version": "4711",
+    "archived": False,
 }
 
 
@@ -129,7 +130,12 @@ class TaskSummary(BaseModel):
     highest_pending_risk: str | None
     next_deadline: datetime | None
     created_at: datetime | None
-    resource_version: str
+    resource_version: str = Field(description="empty for an archived task")
+    archived: bool = Field(
+        default=False,
+        description="the resource is gone (removed after its TTL once finished): the task "
+        "is served from the platform's archive, as it was when it finished",
+    )
 
 
 class TaskRead(TaskSummary):

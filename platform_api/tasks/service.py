@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import JsonValue, ValidationError
 from sqlalchemy import select
@@ -34,6 +34,7 @@ from humanwork_core.resources import (
     TaskPolicy,
     Verdict,
 )
+from platform_api.archive.repository import ArchiveRepository, task_of
 from platform_api.audit.service import record, record_detached
 from platform_api.auth.dependencies import Principal
 from platform_api.errors import (
@@ -59,7 +60,11 @@ from platform_api.kube.client import (
     KubeNotFound,
 )
 from platform_api.models import Org
+from platform_api.tasks.orgs import OrgDirectory, OrgRef
 from platform_api.tasks.schemas import PhaseFilter, TaskCreate, TaskRead, TaskSummary
+
+if TYPE_CHECKING:
+    from platform_api.human_tasks.index import DecisionIndex
 
 NAME_PREFIX = "task-"
 
@@ -80,18 +85,29 @@ async def _orgs(session: AsyncSession, principal: Principal) -> list[Org]:
     return list(found.scalars())
 
 
-async def _org_of_namespace(session: AsyncSession, principal: Principal, namespace: str) -> Org:
-    """The caller's org that owns `namespace`; 404 for any other namespace."""
+async def org_of_namespace(
+    session: AsyncSession,
+    principal: Principal,
+    namespace: str,
+    orgs: OrgDirectory | None = None,
+) -> OrgRef:
+    """The caller's org that owns `namespace`; 404 for any other namespace. With `orgs`,
+    the namespace's org comes from that cache (membership is checked every time)."""
+    if orgs is not None:
+        ref = await orgs.by_namespace(session, namespace)
+        if ref is None or ref.id not in principal.org_ids:
+            raise NotFound("no such task")
+        return ref
     found = await session.execute(
         select(Org).where(Org.namespace == namespace, Org.id.in_(list(principal.org_ids)))
     )
     org = found.scalars().first()
     if org is None:
         raise NotFound("no such task")
-    return org
+    return OrgRef(org.id, org.namespace)
 
 
-async def _read(kube: KubeClient, org: Org, name: str) -> AgenticTask:
+async def _read(kube: KubeClient, org: OrgRef, name: str) -> AgenticTask:
     try:
         raw = await kube.get_task(org.namespace, name)
     except KubeNotFound:
@@ -102,12 +118,26 @@ async def _read(kube: KubeClient, org: Org, name: str) -> AgenticTask:
     return task
 
 
+async def read_or_archived(
+    session: AsyncSession, kube: KubeClient, org: OrgRef, name: str
+) -> tuple[AgenticTask, bool]:
+    """The task from the API server, or from the archive when the resource is gone
+    (the operator removes finished tasks after their TTL); (task, archived)."""
+    try:
+        return await _read(kube, org, name), False
+    except NotFound:
+        row = await ArchiveRepository(session).find(org.id, org.namespace, name)
+        if row is None:
+            raise
+        return task_of(row), True
+
+
 def phase_of(task: AgenticTask, now: datetime) -> TaskPhase:
     """The recorded phase, or the derived one before the operator's first pass."""
     return task.current_status().phase or taskflow.derive_phase(task, now)
 
 
-def summary(task: AgenticTask, now: datetime) -> TaskSummary:
+def summary(task: AgenticTask, now: datetime, archived: bool = False) -> TaskSummary:
     status = task.current_status()
     meta = task.metadata
     return TaskSummary(
@@ -125,12 +155,13 @@ def summary(task: AgenticTask, now: datetime) -> TaskSummary:
         next_deadline=status.next_deadline,
         created_at=meta.creation_timestamp,
         resource_version=meta.resource_version or "",
+        archived=archived,
     )
 
 
-def read_model(task: AgenticTask, now: datetime) -> TaskRead:
+def read_model(task: AgenticTask, now: datetime, archived: bool = False) -> TaskRead:
     return TaskRead(
-        **summary(task, now).model_dump(),
+        **summary(task, now, archived).model_dump(),
         spec=task.spec.to_wire(),
         status=task.current_status().to_wire(),
         step_hashes={step.id: taskflow.step_hash(step) for step in task.spec.steps},
@@ -203,7 +234,9 @@ async def list_tasks(
     limit: int,
     offset: int,
 ) -> tuple[list[TaskSummary], int]:
-    """The caller's tasks (of one org, or all its orgs), newest first, one page."""
+    """The caller's tasks (of one org, or all its orgs), newest first, one page: the
+    resources in the orgs' namespaces and, after them in the same order, the archived
+    tasks whose resource is gone."""
     orgs = await _orgs(session, principal)
     if org_id is not None:
         orgs = [org for org in orgs if org.id == org_id]
@@ -212,20 +245,36 @@ async def list_tasks(
     listed = await asyncio.gather(*(kube.list_tasks(org.namespace) for org in orgs))
     now = _now()
     org_ids = {str(org.id) for org in orgs}
-    tasks = [
+    every = [
         task
         for task in (AgenticTask.from_wire(raw) for raws in listed for raw in raws)
-        if task.spec.org_id in org_ids and (status is None or phase_of(task, now) is status.phase)
+        if task.spec.org_id in org_ids
     ]
-    tasks.sort(key=lambda t: (t.metadata.creation_timestamp or now, t.metadata.name), reverse=True)
-    return [summary(t, now) for t in tasks[offset : offset + limit]], len(tasks)
+    live = {t.metadata.uid or "" for t in every if phase_of(t, now).terminal}
+    tasks = [t for t in every if status is None or phase_of(t, now) is status.phase]
+    archive = ArchiveRepository(session)
+    ids = [org.id for org in orgs]
+    phase = status.phase.value if status is not None else None
+    stored = await archive.newest(ids, phase, live, offset + limit)
+    entries = [(t, False) for t in tasks] + [(task_of(row), True) for row in stored]
+    entries.sort(
+        key=lambda e: (e[0].metadata.creation_timestamp or now, e[0].metadata.name), reverse=True
+    )
+    total = len(tasks) + await archive.count(ids, phase, live)
+    return [summary(t, now, a) for t, a in entries[offset : offset + limit]], total
 
 
 async def get_task(
-    session: AsyncSession, kube: KubeClient, principal: Principal, namespace: str, name: str
+    session: AsyncSession,
+    kube: KubeClient,
+    principal: Principal,
+    namespace: str,
+    name: str,
+    orgs: OrgDirectory | None = None,
 ) -> TaskRead:
-    org = await _org_of_namespace(session, principal, namespace)
-    return read_model(await _read(kube, org, name), _now())
+    org = await org_of_namespace(session, principal, namespace, orgs)
+    task, archived = await read_or_archived(session, kube, org, name)
+    return read_model(task, _now(), archived)
 
 
 # --- deciding ------------------------------------------------------------------------------
@@ -287,14 +336,25 @@ async def decide(
     provided: Mapping[str, JsonValue] | None = None,
     selection: str | None = None,
     sessions: async_sessionmaker[AsyncSession] | None = None,
+    index: DecisionIndex | None = None,
 ) -> Outcome:
     """Record the caller's verdict on a step of a task (see the module docstring).
 
-    A refused self-approval is audited through `sessions`, in a transaction of its own."""
-    org = await _org_of_namespace(session, principal, namespace)
+    A refused self-approval is audited through `sessions`, in a transaction of its own.
+    With `index`, the first attempt starts from the version of the task the watch saw last
+    (no read from the API server); when that version is stale, the write's
+    resourceVersion precondition fails and the task is read afresh, without counting
+    against `retries`."""
+    org = await org_of_namespace(session, principal, namespace, index.orgs if index else None)
     attempt = 0
+    cached = index.task(namespace, name) if index is not None else None
+    if cached is not None and cached.spec.org_id != str(org.id):
+        cached = None
     while True:
-        task = await _read(kube, org, name)
+        if cached is not None:
+            task, from_cache, cached = cached, True, None
+        else:
+            task, from_cache = await _read(kube, org, name), False
         step = task.step(step_id)
         if step is None:
             raise NotFound("the plan has no such step", step_id=step_id)
@@ -324,8 +384,12 @@ async def decide(
         try:
             after = taskflow.decide(task, step_id, request, now)
         except taskflow.TaskFlowError as exc:
+            if from_cache:  # the watch's copy may lag: judge on the current version
+                continue
             raise _platform_error(exc) from None
         required = taskflow.required_approvals(task.spec.policy, step.risk)
+        if after == before and from_cache:
+            continue  # a replay is answered from the current version
         if after == before:  # a retry of a decision already recorded
             entry = before.step(step_id)
             recorded = [*entry.approvals, *([entry.decision] if entry.decision else [])]
@@ -352,6 +416,8 @@ async def decide(
                 taskflow.owned_status(after, taskflow.Writer.PLATFORM_API),
             )
         except KubeConflict:
+            if from_cache:
+                continue
             attempt += 1
             if attempt > retries:
                 raise RunStateConflict(

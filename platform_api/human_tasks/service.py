@@ -1,0 +1,315 @@
+"""Review-queue use cases beyond the list: the detail view of one waiting decision and
+the bulk resume.
+
+Bulk resume applies one decision to many human tasks, each independently, in a
+transaction of its own, through the same `tasks.service.decide` as a single decision (the
+same rules, the same audit rows). With an `Idempotency-Key`, each item's decision carries
+a key derived from the batch key, the caller and the item, and the batch's answer is kept
+in the audit log (action `task.bulk_resume`, platform chain, with the request's hash): a
+retry with the same key and body answers that body again and writes nothing; the same key
+with another body answers 422 `idempotency_conflict`. A batch interrupted half-way is
+safely retried with the same key: the items already decided replay their decisions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import uuid
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from humanwork_core import taskflow
+from humanwork_core.resources import AgenticTask, StepState, Verdict
+from platform_api.audit.service import record
+from platform_api.auth.dependencies import Principal
+from platform_api.conversations.repository import ConversationRepository
+from platform_api.errors import IdempotencyConflict, NotFound, PlatformError
+from platform_api.human_tasks.index import DecisionIndex
+from platform_api.human_tasks.redact import redact
+from platform_api.human_tasks.schemas import (
+    BulkItem,
+    BulkResumeBody,
+    BulkResumeRead,
+    HumanTaskDetail,
+    PlanStep,
+    StepExecution,
+    Thread,
+    ThreadMessage,
+)
+from platform_api.kube.client import KubeClient, KubeError, KubeUnreachable
+from platform_api.models import AuditRecord
+from platform_api.state import Platform
+from platform_api.tasks import service
+from platform_api.tasks.service import org_of_namespace, phase_of, read_or_archived
+
+THREAD_MESSAGES = 200
+BULK_CONCURRENCY = 8
+BULK_ACTION = "task.bulk_resume"
+
+
+# --- the detail view -----------------------------------------------------------------------
+
+
+def _status(task: AgenticTask, step_id: str, now: datetime) -> str:
+    entry = task.current_status().step(step_id)
+    if entry.decision is not None:
+        return "decided"
+    if taskflow.is_expired(entry, task.spec.policy, now) or entry.state is StepState.EXPIRED:
+        return "expired"
+    if phase_of(task, now).terminal:
+        return "expired" if phase_of(task, now).value == "Expired" else "closed"
+    decidable = taskflow.decidable_step(task)
+    if decidable is None or decidable.id != step_id:
+        return "waiting"
+    return "escalated" if entry.escalations > 0 else "pending"
+
+
+def _plan(task: AgenticTask) -> list[PlanStep]:
+    status = task.current_status()
+    steps = []
+    for step in task.spec.steps:
+        entry = status.step(step.id)
+        run = entry.execution
+        steps.append(
+            PlanStep(
+                id=step.id,
+                description=step.description,
+                kind=step.kind.value,
+                tool=step.tool,
+                parameters=dict(step.parameters),
+                risk=step.risk.value,
+                options=list(step.options) if step.options is not None else None,
+                step_hash=taskflow.step_hash(step),
+                state=entry.state.value if entry.state else None,
+                deadline=entry.deadline,
+                escalations=entry.escalations,
+                required_approvals=taskflow.required_approvals(task.spec.policy, step.risk),
+                approvals=[a.to_wire() for a in entry.approvals],
+                decision=entry.decision.to_wire() if entry.decision else None,
+                execution=StepExecution(
+                    state=run.state.value,
+                    attempt=run.attempt,
+                    started_at=run.started_at,
+                    finished_at=run.finished_at,
+                    result_summary=dict(run.result) if run.result is not None else None,
+                    error=run.error,
+                )
+                if run is not None
+                else None,
+            )
+        )
+    return steps
+
+
+async def _thread(session: AsyncSession, task: AgenticTask, org_id: uuid.UUID) -> Thread | None:
+    raw = task.spec.conversation_id
+    if not raw:
+        return None
+    repo = ConversationRepository(session)
+    conversation = await repo.get_in(uuid.UUID(raw), {org_id})
+    if conversation is None:
+        return None
+    counts: Counter[str] = Counter()
+    messages = []
+    for message in await repo.messages(conversation.id, THREAD_MESSAGES):
+        content, found = redact(message.content)
+        author, found_in_author = redact(message.author)
+        counts += found + found_in_author
+        messages.append(
+            ThreadMessage(
+                id=message.id,
+                role=message.role,
+                author=author,
+                content=content,
+                created_at=message.created_at,
+            )
+        )
+    subject, found = redact(conversation.subject)
+    counts += found
+    return Thread(id=conversation.id, subject=subject, messages=messages, redactions=dict(counts))
+
+
+async def detail(
+    session: AsyncSession,
+    kube: KubeClient,
+    principal: Principal,
+    index: DecisionIndex | None,
+    *,
+    namespace: str,
+    name: str,
+    step_id: str,
+    near: timedelta,
+) -> HumanTaskDetail:
+    """The detail view of `<namespace>/<name>/<step_id>`; 404 outside the caller's orgs."""
+    org = await org_of_namespace(session, principal, namespace, index.orgs if index else None)
+    task, archived = await read_or_archived(session, kube, org, name)
+    step = task.step(step_id)
+    if step is None:
+        raise NotFound("no such human task")
+    now = datetime.now(UTC)
+    entry = task.current_status().step(step_id)
+    status = _status(task, step_id, now)
+    task_id = f"{namespace}/{name}"
+    return HumanTaskDetail(
+        id=f"{task_id}/{step_id}",
+        task_id=task_id,
+        run_id=task.metadata.uid or "",
+        org_id=org.id,
+        workflow=task.spec.agent_ref.name,
+        prompt=task.spec.description,
+        requested_by=task.spec.requested_by,
+        step_id=step_id,
+        risk=step.risk.value,
+        status=status,  # type: ignore[arg-type]
+        phase=phase_of(task, now).value,
+        deadline=entry.deadline,
+        near_deadline=status in ("pending", "escalated")
+        and entry.deadline is not None
+        and entry.deadline - now <= near,
+        escalations=entry.escalations,
+        archived=archived,
+        plan=_plan(task),
+        conversation=await _thread(session, task, org.id),
+    )
+
+
+# --- bulk resume ---------------------------------------------------------------------------
+
+
+def request_hash(body: BulkResumeBody) -> str:
+    return hashlib.sha256(
+        taskflow.canonical_json(
+            {"ids": list(body.ids), "action": body.action, "feedback": body.feedback}
+        )
+    ).hexdigest()
+
+
+def item_key(username: str, batch_key: str, item_id: str) -> str:
+    """The idempotency key the decision on one item of a keyed batch carries."""
+    digest = hashlib.sha256(f"{username}\n{batch_key}\n{item_id}".encode()).hexdigest()
+    return f"bulk-{digest[:40]}"
+
+
+async def _stored(platform: Platform, username: str, key: str) -> AuditRecord | None:
+    async with platform.sessions() as session:
+        found = await session.execute(
+            select(AuditRecord)
+            .where(
+                AuditRecord.action == BULK_ACTION,
+                AuditRecord.actor == username,
+                AuditRecord.details["idempotency_key"].as_string() == key,
+            )
+            .order_by(AuditRecord.id)
+            .limit(1)
+        )
+        return found.scalars().first()
+
+
+async def _one(
+    platform: Platform,
+    kube: KubeClient,
+    principal: Principal,
+    body: BulkResumeBody,
+    item_id: str,
+    key: str,
+    gate: asyncio.Semaphore,
+) -> BulkItem:
+    namespace, name, step_id = item_id.split("/", 2)
+    try:
+        async with gate, platform.sessions() as session, session.begin():
+            await service.decide(
+                session,
+                kube,
+                principal,
+                namespace=namespace,
+                name=name,
+                step_id=step_id,
+                verdict=Verdict(body.action),
+                feedback=body.feedback,
+                step_hash=None,
+                idempotency_key=key,
+                retries=platform.settings.decision_retries,
+                sessions=platform.sessions,
+                index=platform.decisions,
+            )
+    except PlatformError as exc:
+        return BulkItem(id=item_id, ok=False, code=exc.code, message=exc.message)
+    except KubeUnreachable:
+        return BulkItem(
+            id=item_id,
+            ok=False,
+            code="kubernetes_unavailable",
+            message="the Kubernetes API is unreachable",
+        )
+    except KubeError:
+        return BulkItem(
+            id=item_id,
+            ok=False,
+            code="kubernetes_error",
+            message="the Kubernetes API refused the request",
+        )
+    return BulkItem(id=item_id, ok=True)
+
+
+async def bulk_resume(
+    platform: Platform,
+    kube: KubeClient,
+    principal: Principal,
+    body: BulkResumeBody,
+    idempotency_key: str | None,
+) -> dict[str, Any]:
+    """Decide every item of `body` (see the module docstring); the answer's JSON."""
+    digest = request_hash(body)
+    if idempotency_key is not None:
+        stored = await _stored(platform, principal.username, idempotency_key)
+        if stored is not None:
+            if stored.details.get("request_hash") != digest:
+                raise IdempotencyConflict(
+                    "this idempotency key was already used for a different batch"
+                )
+            answer: dict[str, Any] = stored.details["response"]
+            return answer
+    gate = asyncio.Semaphore(BULK_CONCURRENCY)
+    keys = {
+        item: item_key(principal.username, idempotency_key, item)
+        if idempotency_key is not None
+        else uuid.uuid4().hex
+        for item in body.ids
+    }
+    results = await asyncio.gather(
+        *(_one(platform, kube, principal, body, item, keys[item], gate) for item in body.ids)
+    )
+    failures: dict[str, list[str]] = {}
+    for item in results:
+        if not item.ok:
+            failures.setdefault(item.code or "error", []).append(item.id)
+    succeeded = sum(item.ok for item in results)
+    failed = len(results) - succeeded
+    response = BulkResumeRead(
+        results=list(results),
+        succeeded=succeeded,
+        failed=failed,
+        summary=f"{succeeded} succeeded / {failed} failed",
+        failures=failures,
+        idempotency_key=idempotency_key,
+    ).model_dump(mode="json")
+    async with platform.sessions() as session, session.begin():
+        await record(
+            session,
+            actor=principal.username,
+            action=BULK_ACTION,
+            target="human-tasks",
+            details={
+                "idempotency_key": idempotency_key,
+                "request_hash": digest,
+                "action": body.action,
+                "summary": response["summary"],
+                "response": response,
+            },
+        )
+    return response

@@ -1,0 +1,191 @@
+"""What the platform does on its own when its watch sees a task change.
+
+- **Auto-approval by policy.** Only the platform's identity may write decisions (the
+  admission policies), so the platform applies `taskflow.auto_approve`: when a task's
+  decidable step is an action whose risk its policy lists in `autoApprove` (low or medium
+  only; the default policy lists none, so nothing is ever auto-approved by default), the
+  decision is written with approver `policy:auto-approve`, under the same
+  resourceVersion precondition as an expert's, and audited (`task.step.auto_approve`).
+- **Archiving.** When a task reaches a terminal phase (Completed, Rejected, Failed,
+  Cancelled, Expired), its spec and final status are saved into `archived_tasks`
+  (idempotent on the uid) and the task is annotated `humanwork.io/archived`; the operator
+  then removes it once its TTL has passed, and the task endpoints answer it from the
+  archive.
+
+Both act only on tasks of orgs this platform knows, in their org's namespace. The watch
+relists on (re)start, so whatever finished while the platform was down is archived then.
+Work is queued per task and done by a few workers; a task changed again while queued is
+handled once, at its latest version, and never by two workers at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from datetime import UTC, datetime
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from humanwork_core import taskflow
+from humanwork_core.resources import AgenticTask
+from platform_api.archive.service import ARCHIVED_ANNOTATION, archive
+from platform_api.audit.service import record
+from platform_api.kube.client import KubeClient, KubeConflict, KubeError, KubeNotFound
+from platform_api.tasks.orgs import OrgDirectory, OrgRef
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]
+WORKERS = 4
+
+
+def wants_auto_approval(task: AgenticTask, now: datetime) -> bool:
+    """Whether the task's policy approves its decidable step now (cheap when it cannot)."""
+    if not task.spec.policy.auto_approve:
+        return False
+    return taskflow.auto_approve(task, now) is not None
+
+
+class TaskAutomation:
+    """Auto-approval and archiving, fed by the `DecisionIndex`'s watch."""
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        sessions: async_sessionmaker[AsyncSession],
+        orgs: OrgDirectory,
+        workers: int = WORKERS,
+    ) -> None:
+        self._kube = kube
+        self._sessions = sessions
+        self._orgs = orgs
+        self._workers = workers
+        self._queue: asyncio.Queue[Key] = asyncio.Queue()
+        self._latest: dict[Key, AgenticTask] = {}
+        self._busy: set[Key] = set()
+        self._archived: dict[Key, str] = {}
+        """The resourceVersion of each task as last archived (and annotated)."""
+
+    # --- fed by the watch (synchronous, cheap) --------------------------------------------
+
+    def observe(self, task: AgenticTask) -> None:
+        key = (task.metadata.namespace or "", task.metadata.name)
+        phase = task.current_status().phase
+        if phase is not None and phase.terminal:
+            if (
+                ARCHIVED_ANNOTATION in task.metadata.annotations
+                and self._archived.get(key) == task.metadata.resource_version
+            ):
+                return
+        elif not wants_auto_approval(task, datetime.now(UTC)):
+            return
+        queued = key in self._latest
+        self._latest[key] = task
+        if not queued and key not in self._busy:
+            self._queue.put_nowait(key)
+
+    def forget(self, key: Key) -> None:
+        self._latest.pop(key, None)
+        self._archived.pop(key, None)
+
+    # --- the workers ----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Work the queue forever (until cancelled)."""
+        workers = [asyncio.create_task(self._work()) for _ in range(self._workers)]
+        try:
+            await asyncio.gather(*workers)
+        finally:
+            for worker in workers:
+                worker.cancel()
+            for worker in workers:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await worker
+
+    async def _work(self) -> None:
+        while True:
+            key = await self._queue.get()
+            task = self._latest.pop(key, None)
+            if task is None:
+                continue
+            self._busy.add(key)
+            try:
+                await self.handle(task)
+            except (KubeError, OSError) as exc:
+                log.warning("task %s/%s: %s; will retry on its next change", *key, exc)
+            except Exception:
+                log.exception("task %s/%s: automation failed", *key)
+            finally:
+                self._busy.discard(key)
+                if key in self._latest:  # changed again while being handled
+                    self._queue.put_nowait(key)
+
+    async def _org(self, task: AgenticTask) -> OrgRef | None:
+        try:
+            org_id = uuid.UUID(task.spec.org_id)
+        except ValueError:
+            return None
+        async with self._sessions() as session:
+            org = await self._orgs.by_id(session, org_id)
+        if org is None or org.namespace != task.metadata.namespace:
+            return None
+        return org
+
+    async def handle(self, task: AgenticTask) -> None:
+        """Archive a finished task or auto-approve its decidable step, as applies."""
+        org = await self._org(task)
+        if org is None:
+            return
+        key = (task.metadata.namespace or "", task.metadata.name)
+        phase = task.current_status().phase
+        if phase is not None and phase.terminal:
+            annotated = await archive(self._sessions, self._kube, task, org.id)
+            version = (
+                str(annotated["metadata"]["resourceVersion"])
+                if annotated is not None
+                else task.metadata.resource_version
+            )
+            if version:
+                self._archived[key] = version
+            return
+        await self._auto_approve(task, org)
+
+    async def _auto_approve(self, task: AgenticTask, org: OrgRef) -> None:
+        now = datetime.now(UTC)
+        after = taskflow.auto_approve(task, now)
+        if after is None:
+            return
+        step = taskflow.decidable_step(task)
+        assert step is not None
+        ns, name = task.metadata.namespace or "", task.metadata.name
+        async with self._sessions() as session, session.begin():
+            try:
+                await self._kube.apply_task_status(
+                    ns,
+                    name,
+                    task.metadata.resource_version or "",
+                    taskflow.owned_status(after, taskflow.Writer.PLATFORM_API),
+                )
+            except (KubeConflict, KubeNotFound):
+                return  # changed or gone meanwhile: its next change brings it back
+            decision = after.step(step.id).decision
+            assert decision is not None
+            await record(
+                session,
+                actor=taskflow.AUTO_APPROVER,
+                action="task.step.auto_approve",
+                target=f"agentictask:{ns}/{name}",
+                org_id=org.id,
+                details={
+                    "step_id": step.id,
+                    "risk": step.risk.value,
+                    "verdict": decision.verdict.value,
+                    "at": now.isoformat(),
+                    "idempotency_key": decision.idempotency_key,
+                    "step_hash": decision.step_hash,
+                    "policy": [risk.value for risk in task.spec.policy.auto_approve],
+                    "uid": task.metadata.uid,
+                },
+            )
