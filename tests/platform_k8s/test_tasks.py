@@ -310,3 +310,59 @@ async def test_another_orgs_user_finds_nothing(
 
 
 PLAN_BODY: dict[str, Any] = {"agentRef": "shop", "description": "d", "steps": PLAN_STEPS}
+
+
+LOW = {"id": "look", "description": "Look up order 17", "tool": "shopify_query", "risk": "low"}
+MEDIUM = {**LOW, "id": "tag", "description": "Tag order 17", "risk": "medium"}
+
+
+async def test_the_policy_auto_approves_low_risk_and_the_default_never(
+    tasks: TaskApi, orgs: Orgs, client: httpx.AsyncClient, cluster: Cluster
+) -> None:
+    allowed = await tasks.create(
+        orgs.requester,
+        orgs.org_a,
+        steps=[LOW, {**PLAN_STEPS[0], "id": "refund"}],
+        policy={"autoApprove": ["low"]},
+    )
+    default = await tasks.create(orgs.requester, orgs.org_a, steps=[LOW])
+    not_listed = await tasks.create(
+        orgs.requester, orgs.org_a, steps=[MEDIUM], policy={"autoApprove": ["low"]}
+    )
+
+    task = await tasks.until(
+        orgs.viewer,
+        allowed["id"],
+        lambda t: any(s.get("decision") for s in t["status"].get("steps", [])),
+    )
+    decision = task["status"]["steps"][0]["decision"]
+    assert (decision["verdict"], decision["by"]) == ("approve", "policy:auto-approve")
+    assert decision["stepHash"] == allowed["step_hashes"]["look"]
+    assert task["status"]["steps"][0]["approvals"] == [decision]
+    assert all(not s.get("decision") for s in task["status"]["steps"][1:])  # high: a human
+    audit = await client.get(
+        "/audit",
+        params={"org": orgs.org_a, "action": "task.step.auto_approve"},
+        headers=orgs.admin_a.headers,
+    )
+    rows = audit.json()["items"]
+    assert [(r["actor"], r["target"]) for r in rows] == [
+        ("policy:auto-approve", f"agentictask:{allowed['id']}")
+    ]
+    assert rows[0]["details"]["step_id"] == "look" and rows[0]["details"]["risk"] == "low"
+
+    # the default policy (and a risk the policy does not list) waits for a human
+    for made in (default, not_listed):
+        waiting = await tasks.until(
+            orgs.viewer, made["id"], lambda t: bool(t["status"].get("nextDeadline"))
+        )
+        await asyncio.sleep(1.5)  # the watch saw every change by now
+        waiting = (await tasks.get(orgs.viewer, made["id"])).json()
+        assert not waiting["status"]["steps"][0].get("decision"), waiting
+        assert waiting["phase"] == "PendingApproval"
+    queue = await client.get("/human-tasks", headers=orgs.viewer.headers)
+    assert {i["task_id"] for i in queue.json()["items"]} == {default["id"], not_listed["id"]}
+    # an expert decides them as usual
+    r = await tasks.decide(orgs.expert, default["id"], "look")
+    assert r.status_code == 200, r.text
+    assert r.json()["task"]["status"]["steps"][0]["decision"]["by"] == orgs.expert.username
