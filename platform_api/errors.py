@@ -16,6 +16,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
+from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from humanwork_core.errors import HumanworkError
@@ -299,6 +300,25 @@ async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(_body("internal_error", "internal server error", {}), status_code=500)
 
 
+_UNSTORABLE_TEXT = {"22021", "22P05"}
+"""PostgreSQL's character_not_in_repertoire and untranslatable_character: text the
+database cannot store, above all the NUL character (0x00)."""
+
+
+async def _database_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, DBAPIError)
+    if getattr(exc.orig, "sqlstate", None) in _UNSTORABLE_TEXT:
+        return JSONResponse(
+            _body(
+                "validation_failed",
+                "the request holds a character that cannot be stored (such as NUL)",
+                {},
+            ),
+            status_code=422,
+        )
+    return await _unexpected(request, exc)
+
+
 async def _kube_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, KubeError)
     if isinstance(exc, KubeUnreachable):
@@ -313,6 +333,7 @@ def install_error_handlers(app: FastAPI) -> None:
     """Map every error the app can raise to `ErrorBody`."""
     app.add_exception_handler(PlatformError, _platform_error)
     app.add_exception_handler(KubeError, _kube_error)
+    app.add_exception_handler(DBAPIError, _database_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)
