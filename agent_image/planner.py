@@ -14,15 +14,21 @@ with step ids `step-1`, `step-2`, ... and `parameters = {"action": <tool action>
 The proxy runs a side-effecting action only with the parameters the expert approved, so
 the executor never rewrites them.
 
-Write steps whose quantities are not known when planning (the seed's "update inventory
-in Shopify for any discrepancies") are concrete about WHAT they update and from WHICH
-source: `{"action": "adjustInventoryLevel", "params": {"reason": ..., "reconcile":
-{"sourceTool": "amazon", "sourceAction": "listOrders", "sourceStep": "step-1",
-"CreatedAfter": ..., "CreatedBefore": ...}}}`; the expert who approves it has seen the
-source step's result and may amend the parameters with concrete `adjustments`
-(`[{"sku", "delta"}]`) through an `edit` decision. When the request names SKUs and
-quantities ("set SKU AB-1 to 5 in Shopify") the step carries them: `setInventoryLevel`
-with `{"sku", "available"}`, or `adjustInventoryLevel` with `{"adjustments": [...]}`.
+The write-step convention. A step's params are exactly what the tool proxy will run
+(`adjustInventoryLevel` takes `location_id`, `inventory_item_id`, `available_adjustment`;
+`setInventoryLevel` takes `location_id`, `inventory_item_id`, `available`), so a write
+whose values are not known when planning (the seed's "update inventory in Shopify for any
+discrepancies": they are known only once step 1 has read the orders) is planned concrete
+in tool and action, high risk, with EMPTY params and a description telling the expert to
+fill them in: the expert approves it with an `edit` decision carrying the exact params
+(what step 1 found), and the proxy runs exactly those. Nothing touches a store before an
+expert approves a step.
+
+With `planningLookups: true` in the configuration (`POST /v1/configure`), the planner
+instead works the values out while planning through read-only tool calls (reads need no
+approval at the proxy): SKUs named in the request are looked up (listProducts,
+getInventoryLevels), and a reconciliation of Amazon orders with Shopify inventory
+becomes one `adjustInventoryLevel` per SKU that differs, with its params filled in.
 """
 
 from __future__ import annotations
@@ -129,6 +135,11 @@ class AgentConfig:
     def max_concurrent_tasks(self) -> int:
         value = self._get("maxConcurrentTasks", "max_concurrent_tasks")
         return int(value) if isinstance(value, int) and value > 0 else 3
+
+    @property
+    def planning_lookups(self) -> bool:
+        """Whether the planner may make read-only tool calls while planning."""
+        return self._get("planningLookups", "planning_lookups") is True
 
     @property
     def default_mode(self) -> str | None:
@@ -288,8 +299,8 @@ ToolReader = Callable[[str, str, dict[str, Any]], Awaitable[dict[str, Any]]]
 params) -> the tool's result; raises when the call fails."""
 
 EDIT_HINT = (
-    " The agent could not look the ids up while planning: EDIT this step's parameters "
-    "({params}) before approving it."
+    " Its values are known only from what earlier steps find: EDIT this step's parameters "
+    "({params}) when approving it."
 )
 
 
@@ -526,7 +537,7 @@ async def _resolve_sku(draft: _Draft, lookups: _Lookups | None) -> list[_Draft]:
     names = ", ".join(required.required) if required else ""
     try:
         if lookups is None:
-            raise LookupError("no platform to ask")
+            raise LookupError("planning lookups are off")
         item_id, level = await lookups.item(draft.sku)
     except Exception as exc:  # any failure: the expert completes the step
         LOG.info("cannot look SKU %s up while planning: %s", draft.sku, exc)
@@ -575,7 +586,7 @@ async def _reconcile(
     """
     try:
         if lookups is None:
-            raise LookupError("no platform to ask")
+            raise LookupError("planning lookups are off")
         found = await lookups.reader(
             "amazon", "listOrders", {"CreatedAfter": period.after, "CreatedBefore": period.before}
         )
@@ -945,7 +956,8 @@ class Planner:
         now = now or datetime.now(UTC)
         mode = choose_mode(request, config.default_mode)
         llm = self.gate.usable()
-        skill = self.reader is not None and is_reconciliation(request)
+        reader = self.reader if config.planning_lookups else None
+        skill = reader is not None and is_reconciliation(request)
         if llm is not None and config.model and not skill:
             try:
                 return await self._llm_plan(llm, request, config, feedback, now, mode)
@@ -954,7 +966,7 @@ class Planner:
             except PlanError as exc:
                 LOG.warning("the model's plan is unusable, planning offline: %s", exc)
         return await offline_plan(
-            request, now=now, tools=config.tools, feedback=feedback, mode=mode, reader=self.reader
+            request, now=now, tools=config.tools, feedback=feedback, mode=mode, reader=reader
         )
 
     async def _llm_plan(

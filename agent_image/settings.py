@@ -40,3 +40,12 @@ class AgentSettings(BaseSettings):
     llm_api_key: SecretStr | None = None
     host: str = "0.0.0.0"
     config_poll_seconds: float = 2.0
+    llm_timeout_seconds: float = 60.0
+    llm_max_retries: int = 3
+    default_mode: str = Field(
+        default="",
+        validation_alias=AliasChoices("AGENT_DEFAULT_MODE", "HUMANWORK_DEFAULT_MODE"),
+    )
+    """`agentic` makes every request agentic (seed 000's `AGENT_DEFAULT_MODE`)."""
+    event_outbox_seconds: float = 5.0
+    """How often undelivered events are retried."""

@@ -437,10 +437,20 @@ async def test_a_failing_model_is_left_alone_for_a_while(fake: FakeOpenAI, gate:
     assert plan.planner == "offline" and len(fake.requests) == 2  # not asked again
 
 
+async def test_planning_lookups_are_off_unless_configured(fake: FakeOpenAI, gate: LLMGate) -> None:
+    reader = CatalogReader()
+    fake.reply("no plan here")
+    plan = await Planner(gate, reader=reader).plan(SEED_EXAMPLE, CONFIG, now=NOW)
+    assert reader.calls == []  # nothing touched a store before an expert approved a step
+    assert plan.steps[1].parameters == {"action": "adjustInventoryLevel", "params": {}}
+
+
 async def test_the_reconciliation_skill_is_preferred_over_the_model(
     fake: FakeOpenAI, gate: LLMGate
 ) -> None:
-    plan = await Planner(gate, reader=CatalogReader()).plan(SEED_EXAMPLE, CONFIG, now=NOW)
+    config = AgentConfig({**CONFIG.data, "planningLookups": True})
+    assert config.planning_lookups and not CONFIG.planning_lookups
+    plan = await Planner(gate, reader=CatalogReader()).plan(SEED_EXAMPLE, config, now=NOW)
     assert plan.planner == "offline" and fake.requests == []
     params = plan.steps[1].parameters["params"]
     assert isinstance(params, dict)
