@@ -337,6 +337,7 @@ async def test_a_model_reply_with_a_read_only_tool_call_and_a_confidence_score(
     assert second.messages[-1]["role"] == "tool" and "#1001" in second.messages[-1]["content"]
     assert rating.body["max_tokens"] == 5
     [call] = receiver.tool_calls
+    assert call["authorization"] == "Bearer agent-token-1"
     assert (call["tool"], call["action"], call["params"]) == (
         "shopify",
         "getOrder",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,6 +52,8 @@ class Receiver:
         self.received: list[Received] = []
         self.statuses: deque[int] = deque()
         self.tool_answers: dict[tuple[str, str], dict[str, Any]] = {}
+        self.tool_handler: Callable[[str, str, dict[str, Any]], dict[str, Any]] | None = None
+        """Answers reads by (tool, action, params) when set (else `tool_answers`)."""
         self.tool_calls: list[dict[str, Any]] = []
 
         async def events(request: Request) -> Response:
@@ -65,8 +67,15 @@ class Receiver:
             tool = request.path_params["tool"]
             body = json.loads(await request.body())
             with self.lock:
-                self.tool_calls.append({"tool": tool, **body})
+                self.tool_calls.append(
+                    {"tool": tool, **body, "authorization": request.headers.get("authorization")}
+                )
             result = self.tool_answers.get((tool, body["action"]))
+            if self.tool_handler is not None:
+                try:
+                    result = self.tool_handler(tool, body["action"], body.get("params") or {})
+                except LookupError:
+                    result = None
             if result is None:
                 return JSONResponse(
                     {"code": "unknown_action", "message": "not scripted", "details": {}}, 404
