@@ -1,0 +1,72 @@
+"""The tool proxy's upstream adapters: how the platform calls Shopify and Amazon on an
+agent's behalf with the org's decrypted credentials.
+
+`POST /v1/agent-api/tools/{tool}` looks up `adapter_for(tool)`, checks the action's
+`ActionSpec` (a side-effecting one needs an approved step), decrypts the org's
+integration of type `adapter.integration_type` and awaits `adapter.call(...)`. The
+adapter validates the action and parameters, calls the upstream (timeouts, retries of
+idempotent GETs only) and returns a result with every credential removed (`sanitise`).
+Failures are `UpstreamError`s carrying a stable `code` and the HTTP `status` the proxy
+should answer with; none of them carries a credential.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from platform_api.tools.upstreams.amazon import AmazonAdapter
+from platform_api.tools.upstreams.base import (
+    REDACTED,
+    ActionSpec,
+    Adapter,
+    InvalidParams,
+    MissingCredentials,
+    UnknownAction,
+    UnknownTool,
+    UpstreamError,
+    is_secret_key,
+    sanitise,
+)
+from platform_api.tools.upstreams.shopify import ShopifyAdapter
+
+__all__ = [
+    "REDACTED",
+    "ActionSpec",
+    "Adapter",
+    "AmazonAdapter",
+    "InvalidParams",
+    "MissingCredentials",
+    "ShopifyAdapter",
+    "UnknownAction",
+    "UnknownTool",
+    "UpstreamError",
+    "adapter_for",
+    "is_secret_key",
+    "known_tools",
+    "sanitise",
+]
+
+_ADAPTER_TYPES: dict[str, type[Adapter]] = {
+    ShopifyAdapter.tool: ShopifyAdapter,
+    AmazonAdapter.tool: AmazonAdapter,
+}
+
+
+def known_tools() -> tuple[str, ...]:
+    """The names of the tools the proxy can call, sorted."""
+    return tuple(sorted(_ADAPTER_TYPES))
+
+
+@cache
+def _adapter(tool: str) -> Adapter:
+    return _ADAPTER_TYPES[tool]()
+
+
+def adapter_for(tool: str) -> Adapter:
+    """The process-wide adapter of `tool` (one instance per tool, created on first use,
+    so Amazon's access tokens are cached across calls); UnknownTool otherwise."""
+    if not isinstance(tool, str) or tool not in _ADAPTER_TYPES:
+        raise UnknownTool(
+            f"no such tool {str(tool)[:100]!r}", details={"known_tools": list(known_tools())}
+        )
+    return _adapter(tool)

@@ -1,0 +1,635 @@
+"""What every upstream adapter shares: the action catalogue entry, the error hierarchy,
+the sanitiser, parameter checks, and one HTTP exchange with bounded retries.
+
+An adapter never lets a credential out: results and error details go through
+`sanitise`, error messages are built from the tool, action and status only, and the
+log lines carry the method, path and status but never a header, query or body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import re
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar
+from urllib.parse import quote, urlsplit
+
+import httpx
+
+log = logging.getLogger(__name__)
+
+REDACTED = "[redacted]"
+DEFAULT_TIMEOUT = 10.0
+DEFAULT_MAX_RETRIES = 2
+DEFAULT_BACKOFF = 0.25
+MAX_BACKOFF = 2.0
+DEFAULT_MAX_PAGES = 20
+USER_AGENT = "humanwork-platform-tool-proxy/0.1 (Language=Python)"
+RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
+UPSTREAM_MESSAGE_LIMIT = 300
+
+# normalised (lower case, letters and digits only) fragments of key names that are dropped
+SECRET_KEY_FRAGMENTS = (
+    "accesstoken",
+    "refreshtoken",
+    "clientsecret",
+    "authorization",
+    "password",
+    "apikey",
+    "secret",
+)
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    """One action a tool offers through the proxy.
+
+    `name` is camelCase as the agents send it (`getOrder`); `side_effecting` is True
+    for anything that changes the upstream (the proxy then demands an approved step);
+    `required_params` must all be present, `optional_params` may be; any other
+    parameter is refused.
+    """
+
+    name: str
+    side_effecting: bool
+    description: str
+    required_params: tuple[str, ...]
+    optional_params: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The spec as JSON-ready data (for a tool catalogue endpoint)."""
+        return {
+            "name": self.name,
+            "sideEffecting": self.side_effecting,
+            "description": self.description,
+            "requiredParams": list(self.required_params),
+            "optionalParams": list(self.optional_params),
+        }
+
+
+class UpstreamError(Exception):
+    """The upstream failed or answered an error.
+
+    `status` is the HTTP status the proxy should answer with (502 unless the upstream
+    said 404 or 429, or did not answer in time: 504); `details` holds the upstream's
+    own status and a short, sanitised excerpt of its error. Neither the message nor
+    the details ever carry a credential.
+    """
+
+    code: ClassVar[str] = "upstream_error"
+    default_status: ClassVar[int] = 502
+
+    def __init__(
+        self, message: str, *, status: int | None = None, details: Mapping[str, Any] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status: int = self.default_status if status is None else status
+        self.details: dict[str, Any] = dict(details or {})
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The error as the platform's JSON error body: code, message and details."""
+        return {"code": self.code, "message": self.message, "details": dict(self.details)}
+
+
+class UnknownTool(UpstreamError):
+    """No adapter for this tool name."""
+
+    code = "unknown_tool"
+    default_status = 404
+
+
+class UnknownAction(UpstreamError):
+    """The tool has no action of this name."""
+
+    code = "unknown_action"
+    default_status = 422
+
+
+class InvalidParams(UpstreamError):
+    """A required parameter is missing, an unknown one was given, or a value is unusable."""
+
+    code = "invalid_params"
+    default_status = 422
+
+
+class MissingCredentials(UpstreamError):
+    """The org's stored credentials for the tool lack a field the adapter needs."""
+
+    code = "integration_missing"
+    default_status = 409
+
+
+def _normalised_key(key: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", key.lower())
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether a key name denotes a secret (`access_token`, `X-Shopify-Access-Token`,
+    `clientSecret`, `Authorization`, ...); compared case- and punctuation-insensitively."""
+    normalised = _normalised_key(key)
+    return any(fragment in normalised for fragment in SECRET_KEY_FRAGMENTS)
+
+
+def _needles(secrets: Iterable[str]) -> tuple[str, ...]:
+    found: set[str] = set()
+    for secret in secrets:
+        if not isinstance(secret, str) or not secret:
+            continue
+        found.add(secret)
+        found.add(quote(secret, safe=""))  # echoed inside a URL
+    return tuple(found)
+
+
+def _clean(value: Any, needles: tuple[str, ...]) -> Any:
+    if isinstance(value, str):
+        return REDACTED if any(n in value for n in needles) else value
+    if isinstance(value, Mapping):
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            if isinstance(key, str) and is_secret_key(key):
+                continue
+            out[_clean(key, needles)] = _clean(item, needles)
+        return out
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_clean(item, needles) for item in value]
+    return value
+
+
+def sanitise(value: Any, secrets: Iterable[str]) -> Any:
+    """A deep copy of `value` safe to hand to an agent or write to the audit log.
+
+    Every string (value or key) that contains one of `secrets` (as is or URL-encoded)
+    becomes `"[redacted]"`; every mapping entry whose key names a secret
+    (`access_token`, `refresh_token`, `client_secret`, `authorization`, `password`,
+    `api_key`, `secret`, in any case and punctuation) is dropped. Lists, tuples and sets
+    come back as lists; other scalars unchanged. Empty secrets are ignored.
+    """
+    return _clean(value, _needles(secrets))
+
+
+# ---------------------------------------------------------------- parameter checks
+
+
+def param_int(
+    params: Mapping[str, Any],
+    name: str,
+    *,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    default: int | None = None,
+) -> int:
+    """An integer parameter (an int, or a string of digits); InvalidParams otherwise."""
+    raw = params.get(name)
+    if raw is None:
+        if default is None:
+            raise InvalidParams(f"parameter {name!r} is required", details={"param": name})
+        return default
+    value: int | None = None
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        value = raw
+    elif isinstance(raw, str) and re.fullmatch(r"-?\d{1,20}", raw.strip()):
+        value = int(raw.strip())
+    if value is None:
+        raise InvalidParams(f"parameter {name!r} must be an integer", details={"param": name})
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        raise InvalidParams(
+            f"parameter {name!r} is out of range",
+            details={"param": name, "minimum": minimum, "maximum": maximum},
+        )
+    return value
+
+
+def param_id(params: Mapping[str, Any], name: str) -> int:
+    """A positive numeric id (Shopify's ids), given as an int or a string of digits."""
+    return param_int(params, name, minimum=1)
+
+
+def param_str(
+    params: Mapping[str, Any],
+    name: str,
+    *,
+    pattern: str | None = None,
+    default: str | None = None,
+    max_length: int = 200,
+) -> str:
+    """A non-empty string parameter, optionally matching `pattern` in full."""
+    raw = params.get(name)
+    if raw is None:
+        if default is None:
+            raise InvalidParams(f"parameter {name!r} is required", details={"param": name})
+        return default
+    if not isinstance(raw, str) or not raw or len(raw) > max_length:
+        raise InvalidParams(
+            f"parameter {name!r} must be a non-empty string of at most {max_length} characters",
+            details={"param": name},
+        )
+    if pattern is not None and not re.fullmatch(pattern, raw):
+        raise InvalidParams(f"parameter {name!r} has an invalid format", details={"param": name})
+    return raw
+
+
+def param_datetime(params: Mapping[str, Any], name: str) -> str | None:
+    """An optional ISO 8601 date-time parameter, passed on as given once it parses."""
+    raw = params.get(name)
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        raise InvalidParams(
+            f"parameter {name!r} must be an ISO 8601 date-time", details={"param": name}
+        )
+    try:
+        datetime.fromisoformat(raw)
+    except ValueError:
+        raise InvalidParams(
+            f"parameter {name!r} must be an ISO 8601 date-time", details={"param": name}
+        ) from None
+    return raw
+
+
+def param_list(
+    params: Mapping[str, Any], name: str, *, pattern: str, max_items: int = 50
+) -> list[str] | None:
+    """An optional list parameter (a list, or a comma-separated string) whose items
+    each match `pattern` in full; None when absent."""
+    raw = params.get(name)
+    if raw is None:
+        return None
+    items: list[Any]
+    if isinstance(raw, str):
+        items = [part.strip() for part in raw.split(",") if part.strip()]
+    elif isinstance(raw, list | tuple):
+        items = list(raw)
+    else:
+        items = [raw]
+    out: list[str] = []
+    for item in items:
+        text = str(item) if isinstance(item, int) and not isinstance(item, bool) else item
+        if not isinstance(text, str) or not re.fullmatch(pattern, text):
+            raise InvalidParams(f"parameter {name!r} has an invalid item", details={"param": name})
+        out.append(text)
+    if not out or len(out) > max_items:
+        raise InvalidParams(
+            f"parameter {name!r} must hold 1 to {max_items} items", details={"param": name}
+        )
+    return out
+
+
+def credential(credentials: Mapping[str, Any], *names: str) -> str | None:
+    """The first non-empty string among the credential fields `names` (aliases)."""
+    for name in names:
+        value = credentials.get(name)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def require_credential(credentials: Mapping[str, Any], tool: str, *names: str) -> str:
+    """Like `credential`, but MissingCredentials (naming the field, never a value) when
+    none is set."""
+    value = credential(credentials, *names)
+    if value is None:
+        raise MissingCredentials(
+            f"the {tool} integration has no {names[0]}",
+            details={"tool": tool, "field": names[0]},
+        )
+    return value
+
+
+def base_url(value: str, tool: str) -> str:
+    """An http(s) base URL without a trailing slash; MissingCredentials when unusable."""
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query:
+        raise MissingCredentials(
+            f"the {tool} integration's base URL is not an http(s) URL",
+            details={"tool": tool, "field": "baseUrl"},
+        )
+    return value.rstrip("/")
+
+
+# ---------------------------------------------------------------- one HTTP exchange
+
+
+@dataclass(frozen=True)
+class HttpPolicy:
+    """Timeouts and retries of the upstream calls."""
+
+    timeout: float = DEFAULT_TIMEOUT
+    max_retries: int = DEFAULT_MAX_RETRIES
+    backoff: float = DEFAULT_BACKOFF
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _upstream_excerpt(response: httpx.Response, secrets: tuple[str, ...]) -> Any:
+    """A short, sanitised view of an upstream error body (its JSON, or text)."""
+    try:
+        body: Any = response.json()
+    except ValueError:
+        body = response.text
+    cleaned = sanitise(body, secrets)
+    if isinstance(cleaned, str):
+        return cleaned[:UPSTREAM_MESSAGE_LIMIT]
+    text = repr(cleaned)
+    return cleaned if len(text) <= UPSTREAM_MESSAGE_LIMIT * 4 else text[:UPSTREAM_MESSAGE_LIMIT]
+
+
+@dataclass
+class Exchange:
+    """The context of one proxied call: which tool and action, the client, the secrets
+    to keep out of errors, and the retry policy. `send` performs one upstream request."""
+
+    tool: str
+    action: str
+    client: httpx.AsyncClient
+    secrets: tuple[str, ...]
+    policy: HttpPolicy
+    idempotency_key: str
+
+    def error(
+        self, response: httpx.Response, *, message: str | None = None, unsafe: bool = False
+    ) -> UpstreamError:
+        """The UpstreamError for an upstream error response. For a request that may
+        change the upstream (`unsafe`), a 5xx leaves its outcome unknown: the details
+        say so (`outcome: "unknown"`)."""
+        status = response.status_code
+        if message is None:
+            message = f"{self.tool} answered {status} to {self.action}"
+            if status in (401, 403):
+                message += " (the integration's credentials were refused)"
+        proxy_status = status if status in (404, 429) else 502
+        details: dict[str, Any] = {
+            "tool": self.tool,
+            "action": self.action,
+            "upstream_status": status,
+            "upstream_error": _upstream_excerpt(response, self.secrets),
+        }
+        if unsafe and status >= 500:
+            details["outcome"] = "unknown"
+        return UpstreamError(message, status=proxy_status, details=sanitise(details, self.secrets))
+
+    async def send(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: Mapping[str, str],
+        params: Mapping[str, Any] | None = None,
+        json: Any = None,
+        data: Mapping[str, str] | None = None,
+        retry: bool | None = None,
+        raise_for_status: bool = True,
+    ) -> httpx.Response:
+        """One request; GETs (or `retry=True`) are retried up to `max_retries` times on
+        429/5xx and transport errors, with exponential backoff (or the upstream's
+        Retry-After, capped). Raises UpstreamError for an error status (unless
+        `raise_for_status` is False), a timeout (504) or an unreachable upstream."""
+        retryable = method.upper() == "GET" if retry is None else retry
+        attempts = 1 + (self.policy.max_retries if retryable else 0)
+        path = urlsplit(url).path
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
+            started = time.monotonic()
+            try:
+                response = await self.client.request(
+                    method,
+                    url,
+                    headers={"User-Agent": USER_AGENT, **headers},
+                    params=params,
+                    json=json,
+                    data=data,
+                    timeout=self.policy.timeout,
+                )
+            except httpx.TimeoutException:
+                log.warning(
+                    "%s %s %s %s: timed out (attempt %d)",
+                    self.tool,
+                    self.action,
+                    method,
+                    path,
+                    attempt + 1,
+                )
+                if not last:
+                    await asyncio.sleep(self._delay(attempt, None))
+                    continue
+                message = (
+                    f"{self.tool} did not answer {self.action} within {self.policy.timeout:g} s"
+                )
+                details: dict[str, Any] = {"tool": self.tool, "action": self.action}
+                if not retryable:
+                    message += "; whether it took effect is unknown"
+                    details["outcome"] = "unknown"
+                raise UpstreamError(message, status=504, details=details) from None
+            except httpx.TransportError as exc:
+                log.warning(
+                    "%s %s %s %s: %s (attempt %d)",
+                    self.tool,
+                    self.action,
+                    method,
+                    path,
+                    type(exc).__name__,
+                    attempt + 1,
+                )
+                if not last:
+                    await asyncio.sleep(self._delay(attempt, None))
+                    continue
+                details = {"tool": self.tool, "action": self.action, "reason": type(exc).__name__}
+                message = f"could not reach {self.tool} for {self.action}"
+                if not retryable and not isinstance(exc, httpx.ConnectError):
+                    # the request may have been sent before the connection broke
+                    message = f"the connection to {self.tool} broke during {self.action}"
+                    message += "; whether it took effect is unknown"
+                    details["outcome"] = "unknown"
+                raise UpstreamError(message, details=details) from None
+            log.info(
+                "%s %s %s %s -> %d in %.0f ms (attempt %d)",
+                self.tool,
+                self.action,
+                method,
+                path,
+                response.status_code,
+                (time.monotonic() - started) * 1000,
+                attempt + 1,
+            )
+            if response.status_code in RETRYABLE_STATUSES and not last:
+                await response.aclose()
+                await asyncio.sleep(self._delay(attempt, _retry_after(response)))
+                continue
+            if response.status_code >= 400 and raise_for_status:
+                raise self.error(response, unsafe=not retryable)
+            return response
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, MAX_BACKOFF)
+        return min(self.policy.backoff * (2.0**attempt), MAX_BACKOFF)
+
+    def json_body(self, response: httpx.Response) -> dict[str, Any]:
+        """The response's JSON object; UpstreamError when it is not one."""
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            raise UpstreamError(
+                f"{self.tool} answered {self.action} with a body that is not a JSON object",
+                details={
+                    "tool": self.tool,
+                    "action": self.action,
+                    "upstream_status": response.status_code,
+                },
+            )
+        return body
+
+
+# ---------------------------------------------------------------- the adapter base
+
+
+class Adapter(ABC):
+    """One upstream tool behind the proxy.
+
+    Subclasses set `tool`, `integration_type` and `actions`, list the credential fields
+    that are not secret in `public_credential_fields`, and implement `perform`.
+    `call` checks the action and parameters, works out the secrets, performs the action
+    and hands back a sanitised result.
+    """
+
+    tool: ClassVar[str]
+    integration_type: ClassVar[str]
+    actions: ClassVar[Mapping[str, ActionSpec]]
+    # credential fields whose values are not secret (hosts, ids, versions); every other
+    # field's value is kept out of results, errors and logs
+    public_credential_fields: ClassVar[frozenset[str]] = frozenset()
+    # credential fields that are always secret, however short their values
+    secret_credential_fields: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(
+        self,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        backoff: float = DEFAULT_BACKOFF,
+        max_pages: int = DEFAULT_MAX_PAGES,
+    ) -> None:
+        if max_retries < 0 or timeout <= 0 or backoff < 0 or max_pages < 1:
+            raise ValueError("timeout and max_pages must be positive, retries and backoff >= 0")
+        self.policy = HttpPolicy(timeout=timeout, max_retries=max_retries, backoff=backoff)
+        self.max_pages = max_pages
+
+    def spec(self, action: str) -> ActionSpec:
+        """The spec of `action`; UnknownAction (listing the known ones) otherwise."""
+        spec = self.actions.get(action) if isinstance(action, str) else None
+        if spec is None:
+            raise UnknownAction(
+                f"{self.tool} has no action {str(action)[:100]!r}",
+                details={"tool": self.tool, "known_actions": sorted(self.actions)},
+            )
+        return spec
+
+    def check_params(self, spec: ActionSpec, params: Any) -> dict[str, Any]:
+        """The parameters as a dict; InvalidParams when one is missing or unknown."""
+        if params is None:
+            params = {}
+        if not isinstance(params, Mapping):
+            raise InvalidParams("params must be an object", details={"action": spec.name})
+        missing = [p for p in spec.required_params if params.get(p) is None]
+        if missing:
+            raise InvalidParams(
+                f"{spec.name} needs {', '.join(missing)}",
+                details={"action": spec.name, "missing": missing},
+            )
+        allowed = set(spec.required_params) | set(spec.optional_params)
+        unknown = sorted(str(p)[:100] for p in params if p not in allowed)
+        if unknown:
+            raise InvalidParams(
+                f"{spec.name} does not take {', '.join(unknown)}",
+                details={"action": spec.name, "unknown": unknown, "allowed": sorted(allowed)},
+            )
+        return dict(params)
+
+    def secrets_of(self, credentials: Mapping[str, Any]) -> tuple[str, ...]:
+        """The credential values to keep out of anything the adapter returns: every
+        field not known to be public (the known secret ones at any length, unknown ones
+        from 8 characters, so that a short flag cannot redact half a result)."""
+        found: list[str] = []
+        for key, value in credentials.items():
+            if not isinstance(value, str) or not value or key in self.public_credential_fields:
+                continue
+            if key in self.secret_credential_fields or is_secret_key(key) or len(value) >= 8:
+                found.append(value)
+        return tuple(found)
+
+    async def call(
+        self,
+        action: str,
+        params: dict[str, Any],
+        credentials: dict[str, Any],
+        *,
+        client: httpx.AsyncClient,
+        idempotency_key: str,
+    ) -> dict[str, Any]:
+        """Perform `action` with `params` on the upstream, authenticated with the org's
+        decrypted `credentials`, through `client`. Returns the sanitised result.
+
+        Raises UnknownAction, InvalidParams, MissingCredentials before any request, and
+        UpstreamError when the upstream fails or answers an error. `idempotency_key` is
+        sent as the `Idempotency-Key` header of side-effecting requests (the upstreams
+        ignore it; the proxy is what makes a retried step run once)."""
+        spec = self.spec(action)
+        checked = self.check_params(spec, params)
+        if not isinstance(credentials, Mapping):
+            raise MissingCredentials(
+                f"the {self.tool} integration is not configured", details={"tool": self.tool}
+            )
+        secrets = self.secrets_of(credentials)
+        exchange = Exchange(
+            tool=self.tool,
+            action=spec.name,
+            client=client,
+            secrets=secrets,
+            policy=self.policy,
+            idempotency_key=idempotency_key,
+        )
+        try:
+            result = await self.perform(spec, checked, credentials, exchange)
+        except UpstreamError as exc:
+            exc.message = sanitise(exc.message, exchange.secrets)
+            exc.details = sanitise(exc.details, exchange.secrets)
+            exc.args = (exc.message,)
+            raise
+        cleaned = sanitise(result, exchange.secrets)
+        assert isinstance(cleaned, dict)
+        return cleaned
+
+    @abstractmethod
+    async def perform(
+        self,
+        spec: ActionSpec,
+        params: dict[str, Any],
+        credentials: Mapping[str, Any],
+        exchange: Exchange,
+    ) -> dict[str, Any]:
+        """Carry out one checked action; the result is sanitised by `call`."""
