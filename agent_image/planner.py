@@ -214,6 +214,10 @@ _MONTH_CONTEXT = re.compile(
     rf"({_MONTH_WORDS})\b\.?",
     re.I,
 )
+_MONTH_BARE = re.compile(
+    r"\b(" + "|".join(w for w in sorted(MONTHS, key=len, reverse=True) if w != "may") + r")\b",
+    re.I,
+)
 _YEAR = re.compile(r"\b(20\d{2})\b")
 _LAST_DAYS = re.compile(r"\b(?:last|past)\s+(\d{1,3})\s+days?\b", re.I)
 _SKU_SET = re.compile(
@@ -269,13 +273,17 @@ def _month(year: int, month: int) -> Period:
     return Period(start, end, f"{calendar.month_name[month]} {year}")
 
 
-def parse_period(text: str, now: datetime) -> Period | None:
+def parse_period(text: str, now: datetime, *, loose: bool = False) -> Period | None:
     """The period a request names: "October" (this year), "October 2025", "last month",
-    "this month", "last 30 days"; None when it names none."""
+    "this month", "last 30 days"; None when it names none. A month needs "for", "in",
+    "of"... before it unless `loose` (feedback such as "Only September, please"); "may"
+    never counts alone."""
     found = _MONTH_YEAR.search(text)
     if found:
         return _month(int(found.group(2)), MONTHS[found.group(1).lower()])
     found = _MONTH_CONTEXT.search(text)
+    if found is None and loose:
+        found = _MONTH_BARE.search(text)
     if found:
         year_found = _YEAR.search(text)
         year = int(year_found.group(1)) if year_found else now.year
@@ -758,7 +766,9 @@ async def offline_plan(
     matches nothing becomes an input step asking the expert.
     """
     now = now or datetime.now(UTC)
-    period = parse_period(f"{feedback or ''} {request}", now)
+    period = (parse_period(feedback, now, loose=True) if feedback else None) or parse_period(
+        request, now
+    )
     drafts = _parse(request, period, now)
     if feedback:
         # the expert's feedback on a rejected plan: its changes replace the plan's

@@ -455,3 +455,13 @@ async def test_the_reconciliation_skill_is_preferred_over_the_model(
     params = plan.steps[1].parameters["params"]
     assert isinstance(params, dict)
     assert params["available_adjustment"] == -catalog.DISCREPANCY
+
+
+async def test_the_feedback_on_a_rejected_plan_changes_the_revised_one() -> None:
+    revised = await offline_plan(SEED_EXAMPLE, now=NOW, feedback="Only September, please")
+    assert revised.steps[0].parameters["params"] == {
+        "CreatedAfter": "2026-09-01T00:00:00Z",
+        "CreatedBefore": "2026-10-01T00:00:00Z",
+    }
+    assert "September 2026" in revised.steps[1].description
+    assert parse_period("you may go now", NOW, loose=True) is None
