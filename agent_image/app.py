@@ -57,6 +57,7 @@ from agent_image.commands import (
 from agent_image.config import ConfigHolder
 from agent_image.corrections import Correction, CorrectionStore
 from agent_image.events import EventSender
+from agent_image.executor import run_executor
 from agent_image.kube import KubeClient, KubeConflict, KubeError, KubeUnreachable
 from agent_image.llm import Completion, LLMClient, llm_configured
 from agent_image.planner import AgentConfig, LLMGate, Plan, Planner, Reply, Responder
@@ -70,9 +71,9 @@ LOG = logging.getLogger("humanwork.agent")
 BackgroundJob = Callable[["Runtime"], Awaitable[None]]
 """A job that runs for the app's lifetime, given the runtime (e.g. the step executor)."""
 
-BACKGROUND: tuple[BackgroundJob, ...] = ()
-"""The background jobs `create_app` starts when none are passed.
-THE EXECUTOR REGISTERS HERE (agent_image/executor.py: `run_executor(runtime)`)."""
+BACKGROUND: tuple[BackgroundJob, ...] = (run_executor,)
+"""The background jobs `create_app` starts when none are passed: the executor of approved
+steps (agent_image/executor.py)."""
 
 MANAGED_BY = "humanwork-agent"
 AGENT_LABEL = "humanwork.io/agent"

@@ -168,6 +168,9 @@ class Executor:
         *,
         max_concurrent: int = 3,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        is_cancelled: Callable[[str], bool] = lambda _: False,
+        track: Callable[..., None] = lambda _name, **_info: None,
+        untrack: Callable[[str], None] = lambda _name: None,
     ) -> None:
         self.agent_name = agent_name
         self.namespace = namespace
@@ -179,8 +182,10 @@ class Executor:
         self._slots = asyncio.Semaphore(max_concurrent)
         self._running: dict[str, asyncio.Task[None]] = {}
         self._dirty: set[str] = set()
-        self.cancelled: set[str] = set()
-        """Tasks cancelled through the agent's own API: never executed further."""
+        self.is_cancelled = is_cancelled
+        """Tasks cancelled through the agent's own API are never executed further."""
+        self.track = track
+        self.untrack = untrack
 
     @property
     def running(self) -> list[str]:
@@ -212,7 +217,7 @@ class Executor:
         name = str(raw.get("metadata", {}).get("name", ""))
         if (spec.get("agentRef") or {}).get("name") != self.agent_name or not name:
             return
-        if name in self.cancelled:
+        if self.is_cancelled(name):
             return
         if name in self._running:
             self._dirty.add(name)
@@ -232,7 +237,7 @@ class Executor:
                 while True:
                     self._dirty.discard(name)
                     raw = await self.tasks.get_task(name)
-                    if raw is None or name in self.cancelled:
+                    if raw is None or self.is_cancelled(name):
                         return
                     task = AgenticTask.from_wire(raw)
                     step = taskflow.executable_step(task)
@@ -249,6 +254,7 @@ class Executor:
             self._dirty.add(name)
         finally:
             self._running.pop(name, None)
+            self.untrack(name)
             if name in self._dirty:
                 self._dirty.discard(name)
                 raw = await _quiet(self.tasks.get_task(name))
@@ -276,6 +282,7 @@ class Executor:
         task = await self._apply(task, taskflow.start_execution(task, step.id, self.clock()))
         entry = task.current_status().step(step.id)
         attempt = entry.execution.attempt if entry.execution else 1
+        self.track(name, step=step.id, attempt=attempt, state="Running")
         await self.events.emit(
             "task.step_started",
             task_id=name,
@@ -375,3 +382,39 @@ async def _quiet(awaitable: Any) -> Any:
     with contextlib.suppress(Exception):
         return await awaitable
     return None
+
+
+class AgentRuntime(Protocol):
+    """What `run_executor` needs of the agent's runtime (agent_image.app.Runtime)."""
+
+    @property
+    def settings(self) -> Any: ...
+    @property
+    def kube(self) -> Any: ...
+    @property
+    def platform(self) -> Any: ...
+    @property
+    def events(self) -> Any: ...
+
+    def state_dir(self) -> Path: ...
+    def is_cancelled(self, name: str) -> bool: ...
+    def track_task(self, name: str, **info: Any) -> None: ...
+    def untrack_task(self, name: str) -> None: ...
+    def config(self) -> Any: ...
+
+
+async def run_executor(runtime: AgentRuntime) -> None:
+    """The agent's background job: execute approved steps for as long as the agent runs."""
+    executor = Executor(
+        runtime.settings.agent_name,
+        runtime.settings.namespace,
+        runtime.kube,
+        runtime.platform,
+        runtime.events,
+        Checkpoints(runtime.state_dir() / "checkpoints"),
+        max_concurrent=int(runtime.config().max_concurrent_tasks),
+        is_cancelled=runtime.is_cancelled,
+        track=runtime.track_task,
+        untrack=runtime.untrack_task,
+    )
+    await executor.run()

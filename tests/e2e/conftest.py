@@ -1,0 +1,253 @@
+"""The whole system as processes on the real control plane: the operator, the platform API
+(a real HTTP server on PostgreSQL, under its own ServiceAccount) and an org's agent run
+with exactly what its pod spec gives it; Shopify and Amazon are local fake servers.
+
+`world` builds one org through the platform API the way an admin would (org, expert,
+requester, tool permissions, integration credentials), provisions its AgentInstance with
+the operator, and starts the agent process. `World` then drives it like its users do.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from humanwork_core import signing
+from humanwork_dev.postgres import PostgresServer
+from humanwork_dev.processes import AgentProcess, OperatorProcess, PlatformProcess
+from tests.agents import agent_credentials, provision_agent
+from tests.conftest import Cluster
+from tests.fakes.amazon import FakeAmazon
+from tests.fakes.shopify import FakeShopify
+from tests.platform.conftest import ADMIN_PASSWORD, CREDENTIALS_KEY, JWT_SECRET
+
+SEED_REQUEST = (
+    "Reconcile all Amazon orders for October and update inventory in Shopify for any discrepancies"
+)
+
+
+@pytest.fixture(scope="session")
+def platform_server(
+    cluster: Cluster,
+    installed: None,
+    operator: OperatorProcess,
+    postgres: PostgresServer,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[PlatformProcess]:
+    """The platform API as a process on its own PostgreSQL database."""
+    import asyncio
+
+    url = asyncio.run(postgres.create_database(f"e2e_{uuid.uuid4().hex[:10]}"))
+    server = PlatformProcess(
+        cluster.kubeconfig,
+        cluster.kubectl_path,
+        tmp_path_factory.mktemp("platform-e2e"),
+        env={
+            "HUMANWORK_DATABASE_URL": url,
+            "HUMANWORK_ADMIN_PASSWORD": ADMIN_PASSWORD,
+            "HUMANWORK_JWT_SECRET": JWT_SECRET,
+            "HUMANWORK_CREDENTIALS_KEYS": json.dumps({"k1": CREDENTIALS_KEY}),
+            "HUMANWORK_CREDENTIALS_ACTIVE_KEY": "k1",
+        },
+    )
+    server.start()
+    yield server
+    server.stop()
+    print(server.tail(80))
+
+
+@dataclass
+class World:
+    """One org on the running system, and the handles its users have."""
+
+    http: httpx.AsyncClient
+    cluster: Cluster
+    platform: PlatformProcess
+    namespace: str
+    org_id: str
+    admin: dict[str, str]
+    expert: dict[str, str]
+    expert2: dict[str, str]
+    requester: dict[str, str]
+    shop: FakeShopify
+    amazon: FakeAmazon
+    agent: AgentProcess
+    callback_secret: str
+    token: str
+    workdir: Path
+    extra: list[AgentProcess] = field(default_factory=list)
+
+    # --- the agent's command API (signed like the platform signs it) ---------------------
+
+    async def plan(self, request: str = SEED_REQUEST, **fields: Any) -> dict[str, Any]:
+        body = json.dumps({"request": request, "requester": "requester", **fields}).encode()
+        r = await self.http.post(
+            f"{self.agent.url}/v1/tasks",
+            content=body,
+            headers={
+                "Content-Type": "application/json",
+                signing.SIGNATURE_HEADER: signing.sign(
+                    self.callback_secret, body, datetime.now(UTC)
+                ),
+            },
+        )
+        assert r.status_code in (200, 201), r.text
+        planned: dict[str, Any] = r.json()
+        return planned
+
+    # --- the platform API, as the expert uses it -----------------------------------------
+
+    def task_id(self, name: str) -> str:
+        return f"{self.namespace}/{name}"
+
+    async def task(self, name: str) -> dict[str, Any]:
+        r = await self.http.get(
+            f"{self.platform.url}/agentic/tasks/{self.task_id(name)}", headers=self.expert
+        )
+        assert r.status_code == 200, r.text
+        task: dict[str, Any] = r.json()
+        return task
+
+    async def decide(
+        self, name: str, step: str, verdict: str = "approve", **body: Any
+    ) -> httpx.Response:
+        return await self.http.post(
+            f"{self.platform.url}/agentic/tasks/{self.task_id(name)}/steps/{step}/{verdict}",
+            json=body,
+            headers=self.expert,
+        )
+
+    async def resume(self, name: str, step: str, **body: Any) -> httpx.Response:
+        return await self.http.post(
+            f"{self.platform.url}/human-tasks/{self.namespace}/{name}/{step}/resume",
+            json=body,
+            headers=self.expert,
+        )
+
+    async def until(self, name: str, check: Any, within: float = 60) -> dict[str, Any]:
+        deadline = time.monotonic() + within
+        while True:
+            task = await self.task(name)
+            if check(task):
+                return task
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"task {name} did not get there in {within}s: {json.dumps(task)[:3000]}"
+                    f"\nagent log:\n{self.agent.tail(40)}"
+                )
+            await _sleep(0.1)
+
+    async def audit(self, action: str) -> list[dict[str, Any]]:
+        r = await self.http.get(
+            f"{self.platform.url}/audit",
+            params={"action": action, "limit": 500},
+            headers=self.admin,
+        )
+        assert r.status_code == 200, r.text
+        items: list[dict[str, Any]] = r.json()["items"]
+        return items
+
+
+async def _sleep(seconds: float) -> None:
+    import asyncio
+
+    await asyncio.sleep(seconds)
+
+
+def step_of(task: dict[str, Any], step_id: str) -> dict[str, Any]:
+    """The status entry of a step (empty when it has none yet)."""
+    for entry in (task.get("status") or {}).get("steps") or []:
+        if entry["id"] == step_id:
+            return dict(entry)
+    return {}
+
+
+def execution_state(task: dict[str, Any], step_id: str) -> str | None:
+    return (step_of(task, step_id).get("execution") or {}).get("state")
+
+
+async def _login(http: httpx.AsyncClient, base: str, user: str, password: str) -> dict[str, str]:
+    r = await http.post(f"{base}/auth/token", json={"username": user, "password": password})
+    assert r.status_code == 200, r.text
+    return {"Authorization": f"Bearer {r.json()['access_token']}"}
+
+
+@pytest.fixture
+async def world(
+    cluster: Cluster,
+    platform_server: PlatformProcess,
+    tmp_path: Path,
+) -> AsyncIterator[World]:
+    base = platform_server.url
+    async with httpx.AsyncClient(timeout=60) as http:
+        admin = await _login(http, base, "admin", ADMIN_PASSWORD)
+        slug = f"e2e-{uuid.uuid4().hex[:6]}"
+        r = await http.post(f"{base}/orgs", json={"slug": slug, "name": "Acme"}, headers=admin)
+        assert r.status_code == 201, r.text
+        org_id, namespace = r.json()["id"], f"org-{slug}"
+        users: dict[str, dict[str, str]] = {}
+        for name, role in (("expert", "operator"), ("expert2", "expert"), ("req", "operator")):
+            username, password = f"{name}-{slug}", f"pw-{name}-{slug}-0123456789"
+            r = await http.post(
+                f"{base}/users",
+                json={
+                    "username": username,
+                    "password": password,
+                    "role": role,
+                    "org_ids": [org_id],
+                },
+                headers=admin,
+            )
+            assert r.status_code == 201, r.text
+            users[name] = await _login(http, base, username, password)
+        with FakeShopify() as shop, FakeAmazon() as amazon:
+            for tool, creds in (("shopify", shop.credentials()), ("amazon", amazon.credentials())):
+                r = await http.put(
+                    f"{base}/orgs/{org_id}/tool-permissions/{tool}",
+                    json={"enabled": True},
+                    headers=admin,
+                )
+                assert r.status_code == 200, r.text
+                r = await http.put(
+                    f"{base}/orgs/{org_id}/integrations/{tool}",
+                    json={"credentials": creds},
+                    headers=admin,
+                )
+                assert r.status_code in (200, 201), r.text
+            provision_agent(cluster, namespace, org_id)
+            token, callback_secret = agent_credentials(cluster, namespace)
+            agent = AgentProcess(cluster.kubeconfig, namespace, "agent", tmp_path / "agent", base)
+            agent.start()
+            world = World(
+                http=http,
+                cluster=cluster,
+                platform=platform_server,
+                namespace=namespace,
+                org_id=org_id,
+                admin=admin,
+                expert=users["expert"],
+                expert2=users["expert2"],
+                requester=users["req"],
+                shop=shop,
+                amazon=amazon,
+                agent=agent,
+                callback_secret=callback_secret,
+                token=token,
+                workdir=tmp_path,
+            )
+            try:
+                yield world
+            finally:
+                agent.stop()
+                for extra in world.extra:
+                    extra.stop()
+                print(agent.tail(60))

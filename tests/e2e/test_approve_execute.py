@@ -1,0 +1,142 @@
+"""The approve-then-execute loop end to end: operator, platform API, agent process, fake
+upstreams, all real processes talking HTTP and the Kubernetes API.
+
+The seed's example becomes a plan with a low-risk read and a high-risk write; each step
+runs only after its approval and exactly once; a rejection halts; an expired decision
+halts; an agent killed in the middle of a side effect is restarted without repeating it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from humanwork_dev.processes import AgentProcess
+from tests.e2e.conftest import World, execution_state, step_of
+from tests.fakes import catalog
+
+MUG = catalog.BY_SKU[catalog.DISCREPANT_SKU].inventory_item_id
+WAREHOUSE = catalog.WAREHOUSE_LOCATION_ID
+FIX = {
+    "action": "adjustInventoryLevel",
+    "params": {
+        "location_id": WAREHOUSE,
+        "inventory_item_id": MUG,
+        "available_adjustment": -catalog.DISCREPANCY,
+    },
+}
+
+
+def phase(task: dict[str, object]) -> object:
+    return (task.get("status") or {}).get("phase")  # type: ignore[union-attr]
+
+
+async def test_the_seed_example_executes_each_step_after_its_approval(world: World) -> None:
+    planned = await world.plan()
+    name = planned["name"]
+    steps = planned["steps"]
+    assert [s["tool"] for s in steps] == ["amazon", "shopify"], steps
+    read, write = steps
+    assert read["risk"] == "low" and read["parameters"]["action"] == "listOrders"
+    assert write["risk"] in ("high", "critical")
+    assert write["parameters"]["action"] in ("adjustInventoryLevel", "setInventoryLevel")
+
+    # nothing runs before an expert decides
+    await asyncio.sleep(1.5)
+    task = await world.task(name)
+    assert execution_state(task, read["id"]) is None
+    assert world.amazon.side_effects == [] and world.shop.side_effects == []
+    orders_before = len(world.amazon.requests_to("/orders/v0/orders"))
+
+    r = await world.decide(name, read["id"])
+    assert r.status_code == 200, r.text
+    task = await world.until(name, lambda t: execution_state(t, read["id"]) == "Succeeded")
+    result = step_of(task, read["id"])["execution"]["result"]
+    assert result, task
+    assert len(world.amazon.requests_to("/orders/v0/orders")) > orders_before
+    assert execution_state(task, write["id"]) is None  # step 2 waits for its own approval
+    assert world.shop.side_effects == []
+
+    # the expert approves step 2 with the concrete correction found by step 1
+    r = await world.resume(name, write["id"], action="edit", parameters=FIX)
+    assert r.status_code == 200, r.text
+    task = await world.until(name, lambda t: phase(t) == "Completed")
+    assert execution_state(task, write["id"]) == "Succeeded"
+    assert len(world.shop.side_effects) == 1
+    assert world.shop.levels() == catalog.expected_inventory_after_reconcile()
+
+    # the platform's audit log saw the agent's events and tool calls, once each
+    for action in (
+        "agent.task.plan_ready",
+        "agent.task.step_started",
+        "agent.task.step_completed",
+        "agent.task.completed",
+    ):
+        rows = [r for r in await world.audit(action) if name in r["target"]]
+        assert rows, action
+    completed = [r for r in await world.audit("agent.task.completed") if name in r["target"]]
+    assert len(completed) == 1
+    calls = [r for r in await world.audit("tool.called") if r["details"].get("task") == name]
+    assert {(c["details"]["tool"], c["details"]["action"]) for c in calls} >= {
+        ("amazon", "listOrders"),
+        ("shopify", "adjustInventoryLevel"),
+    }
+
+
+async def test_a_rejection_halts_the_plan_with_its_feedback(world: World) -> None:
+    planned = await world.plan()
+    name, first = planned["name"], planned["steps"][0]["id"]
+    r = await world.decide(name, first, "reject", feedback="Only September, please")
+    assert r.status_code == 200, r.text
+    task = await world.until(name, lambda t: phase(t) == "Rejected")
+    assert execution_state(task, first) is None
+    await asyncio.sleep(1.0)
+    assert world.amazon.requests_to("/orders/v0/orders") == []
+    assert world.shop.side_effects == []
+    # the feedback reaches the planner: the revised plan names the task it revises
+    revised = await world.plan(revises=name)
+    assert revised["name"] != name
+    spec = (await world.task(revised["name"]))["spec"]
+    assert spec.get("revisionOf") == name
+
+
+async def test_an_expired_decision_halts_and_cannot_be_decided(world: World) -> None:
+    policy = {
+        "decisionDeadlineSeconds": 1,
+        "escalation": {"intervalSeconds": 1, "maxEscalations": 0},
+    }
+    planned = await world.plan(policy=policy)
+    name, first = planned["name"], planned["steps"][0]["id"]
+    await world.until(name, lambda t: phase(t) == "Expired", within=30)
+    late = await world.decide(name, first)
+    assert late.status_code == 410 and late.json()["code"] == "human_task_expired"
+    await asyncio.sleep(1.0)
+    assert execution_state(await world.task(name), first) is None
+    assert world.amazon.requests_to("/orders/v0/orders") == []
+
+
+async def test_an_agent_killed_mid_side_effect_does_not_repeat_it(world: World) -> None:
+    planned = await world.plan()
+    name = planned["name"]
+    read, write = planned["steps"]
+    assert (await world.decide(name, read["id"])).status_code == 200
+    await world.until(name, lambda t: execution_state(t, read["id"]) == "Succeeded")
+
+    world.shop.stall_next(4.0, path_contains="inventory_levels/adjust")
+    assert (await world.resume(name, write["id"], action="edit", parameters=FIX)).status_code == 200
+    await world.until(name, lambda t: execution_state(t, write["id"]) == "Running", within=30)
+    # the proxy reaches the stalled upstream within a moment of the step starting; while the
+    # upstream is applying the change, the agent dies without a word
+    await asyncio.sleep(1.0)
+    assert world.shop.side_effects == []
+    world.agent.kill()
+    restarted = AgentProcess.__new__(AgentProcess)
+    restarted.__dict__.update(world.agent.__dict__)
+    restarted.proc = None
+    restarted.start()
+    world.extra.append(restarted)
+
+    task = await world.until(name, lambda t: phase(t) == "Completed", within=60)
+    execution = step_of(task, write["id"])["execution"]
+    assert execution["state"] == "Succeeded" and execution["attempt"] >= 2
+    assert len(world.shop.side_effects) == 1
+    assert world.shop.levels() == catalog.expected_inventory_after_reconcile()
