@@ -102,6 +102,7 @@ def _row(key: Key, task: AgenticTask, step: Step) -> Row:
         requested_by=task.spec.requested_by,
         step_id=step.id,
         step_description=step.description,
+        kind=step.kind.value,
         tool=step.tool,
         risk=step.risk.value,
         status="escalated" if entry.escalations > 0 else "pending",

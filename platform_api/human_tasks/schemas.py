@@ -18,6 +18,7 @@ ITEM_EXAMPLE: dict[str, Any] = {
     "requested_by": "ops-lead",
     "step_id": "write",
     "step_description": "Update inventory of 14 SKUs",
+    "kind": "action",
     "tool": "shopify_query",
     "risk": "high",
     "status": "pending",
@@ -42,6 +43,9 @@ class HumanTask(BaseModel):
     requested_by: str
     step_id: str
     step_description: str
+    kind: Literal["action", "input"] = Field(
+        description="`action` (approve, edit or reject) or `input` (provide, select or reject)"
+    )
     tool: str | None
     risk: str
     status: Literal["pending", "escalated"]
