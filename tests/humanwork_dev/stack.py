@@ -1,26 +1,36 @@
-"""The whole local stack for `make up`: the control plane, the humanwork resources, and the
-operator and platform API running as background processes under their own identities.
+"""The whole local stack for `make up`: the control plane, the humanwork resources, the
+operator and the platform API under their own identities, and a demo org whose agent runs
+as a local process with exactly what its pod spec gives it.
 
-    humanwork-stack up       # idempotent: starts what is not running yet
+    humanwork-stack up [--detach]  # idempotent; in the foreground until Ctrl-C, which
+                                   # stops everything (--detach leaves it running)
+    humanwork-stack demo           # the seed's example task, planned by the demo agent
     humanwork-stack status
-    humanwork-stack down     # stops the components and the control plane
+    humanwork-stack down           # stops the components and the control plane
 
 The operator authenticates with its ServiceAccount's token (so its RBAC is what runs),
 the platform API with the humanwork-platform-api ServiceAccount's and an SQLite database
-in `.cluster/`. Logs go to `.cluster/logs/<component>.log`; the processes are recorded in
+in `.cluster/` (its settings can be overridden with HUMANWORK_* variables, e.g.
+HUMANWORK_ADMIN_PASSWORD or HUMANWORK_DATABASE_URL). The demo org `demo` (namespace
+org-demo) has Shopify and Amazon enabled, pointed at local fake servers, an expert
+`expert` (password in `.cluster/expert-password`) and the AgentInstance `agent`. Logs go
+to `.cluster/logs/<component>.log`; the processes are recorded in
 `.cluster/components.json`.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -30,6 +40,15 @@ from humanwork_dev import cluster
 OPERATOR_HEALTH = 8080
 OPERATOR_METRICS = 9090
 PLATFORM_PORT = 8000
+AGENT_PORT = 8081
+SHOPIFY_PORT = 8091
+AMAZON_PORT = 8092
+DEMO_SLUG = "demo"
+DEMO_NAMESPACE = f"org-{DEMO_SLUG}"
+DEMO_EXPERT = "expert"
+SEED_REQUEST = (
+    "Reconcile all Amazon orders for October and update inventory in Shopify for any discrepancies"
+)
 MANIFESTS = (
     "crds",
     "manifests/base/policies",
@@ -73,7 +92,7 @@ def _install(info: cluster.ClusterInfo) -> None:
             )
 
 
-def _wait_http(name: str, url: str, pid: int, timeout: float = 60.0) -> None:
+def _wait_http(name: str, url: str, pid: int, timeout: float = 60.0, accept: int = 200) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not _alive(pid):
@@ -138,19 +157,213 @@ def up(state: Path | None = None) -> dict[str, str]:
             logs,
             env={
                 "HUMANWORK_KUBECONFIG": str(kubeconfig),
-                "HUMANWORK_DATABASE_URL": f"sqlite+aiosqlite:///{state / 'platform.db'}",
+                "HUMANWORK_DATABASE_URL": os.environ.get(
+                    "HUMANWORK_DATABASE_URL", f"sqlite+aiosqlite:///{state / 'platform.db'}"
+                ),
                 "HUMANWORK_ADMIN_PASSWORD": password_file.read_text().strip(),
+                "HUMANWORK_JWT_SECRET": _secret_file(state / "jwt-secret", 32),
+                "HUMANWORK_CREDENTIALS_KEYS": json.dumps(
+                    {"local": _secret_file(state / "credentials-key", 32, b64=True)}
+                ),
+                "HUMANWORK_CREDENTIALS_ACTIVE_KEY": "local",
             },
         )
         running["platform"] = proc.pid
         _wait_http("platform", f"http://127.0.0.1:{PLATFORM_PORT}/healthz", proc.pid)
+    if "fakes" not in running:
+        proc = cluster.spawn(
+            "fakes",
+            [
+                sys.executable,
+                "-m",
+                "tests.fakes",
+                "--shopify-port",
+                str(SHOPIFY_PORT),
+                "--amazon-port",
+                str(AMAZON_PORT),
+                "--credentials",
+                str(state / "fake-credentials.json"),
+            ],
+            logs,
+            env={"PYTHONPATH": str(cluster.REPO)},
+        )
+        running["fakes"] = proc.pid
+        deadline = time.monotonic() + 30
+        while not (state / "fake-credentials.json").exists():
+            if not _alive(proc.pid) or time.monotonic() > deadline:
+                raise cluster.ClusterError("the fake upstreams did not start; see logs/fakes.log")
+            time.sleep(0.2)
+    (state / "components.json").write_text(json.dumps(running, indent=2))
+    expert_password = _demo_org(state, info, password_file.read_text().strip())
+    if "agent" not in running:
+        proc = cluster.spawn(
+            "agent",
+            [
+                sys.executable,
+                "-m",
+                "humanwork_dev.runagent",
+                f"{DEMO_NAMESPACE}/agent",
+                "--platform-url",
+                f"http://127.0.0.1:{PLATFORM_PORT}",
+                "--port",
+                str(AGENT_PORT),
+            ],
+            logs,
+            env={"KUBECONFIG": info.kubeconfig},
+        )
+        running["agent"] = proc.pid
+        _wait_http("agent", f"http://127.0.0.1:{AGENT_PORT}/v1/health", proc.pid)
     (state / "components.json").write_text(json.dumps(running, indent=2))
     return {
         "kubeconfig": info.kubeconfig,
         "bin_dir": info.bin_dir,
         "platform": f"http://127.0.0.1:{PLATFORM_PORT}",
+        "workspace": f"http://127.0.0.1:{PLATFORM_PORT}/workspace/tasks",
         "admin_password_file": str(password_file),
+        "expert_password": expert_password,
     }
+
+
+def _secret_file(path: Path, size: int, *, b64: bool = False) -> str:
+    """A random secret kept in the state folder, so a restarted stack keeps its tokens
+    and can still decrypt what it stored."""
+    if not path.exists():
+        raw = secrets.token_bytes(size)
+        path.write_text(base64.b64encode(raw).decode() if b64 else raw.hex())
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+def _demo_org(state: Path, info: cluster.ClusterInfo, admin_password: str) -> str:
+    """The demo org through the platform API (org, expert, tools, credentials of the fake
+    upstreams) and its AgentInstance; idempotent. The expert's password."""
+    base = f"http://127.0.0.1:{PLATFORM_PORT}"
+    expert_file = state / "expert-password"
+    with httpx.Client(base_url=base, timeout=30) as http:
+        token = http.post("/auth/token", json={"username": "admin", "password": admin_password})
+        token.raise_for_status()
+        admin = {"Authorization": f"Bearer {token.json()['access_token']}"}
+        created = http.post("/orgs", json={"slug": DEMO_SLUG, "name": "Acme (demo)"}, headers=admin)
+        if created.status_code == 409:
+            orgs = http.get("/orgs", headers=admin).json()
+            items = orgs["items"] if isinstance(orgs, dict) else orgs
+            org_id = next(o["id"] for o in items if o["slug"] == DEMO_SLUG)
+        else:
+            created.raise_for_status()
+            org_id = created.json()["id"]
+        if not expert_file.exists():
+            expert_file.write_text(secrets.token_urlsafe(12))
+            expert_file.chmod(0o600)
+        password = expert_file.read_text().strip()
+        user = http.post(
+            "/users",
+            json={
+                "username": DEMO_EXPERT,
+                "password": password,
+                "role": "operator",
+                "org_ids": [org_id],
+            },
+            headers=admin,
+        )
+        if user.status_code != 409:
+            user.raise_for_status()
+        fakes = json.loads((state / "fake-credentials.json").read_text())
+        for tool in ("shopify", "amazon"):
+            http.put(
+                f"/orgs/{org_id}/tool-permissions/{tool}", json={"enabled": True}, headers=admin
+            ).raise_for_status()
+            http.put(
+                f"/orgs/{org_id}/integrations/{tool}",
+                json={"credentials": fakes[tool]},
+                headers=admin,
+            ).raise_for_status()
+    env = {**os.environ, "KUBECONFIG": info.kubeconfig}
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "llm", "namespace": DEMO_NAMESPACE},
+                "stringData": {"api-key": os.environ.get("HUMANWORK_DEMO_LLM_KEY", "none")},
+            },
+            {
+                "apiVersion": "humanwork.io/v1alpha1",
+                "kind": "AgentInstance",
+                "metadata": {"name": "agent", "namespace": DEMO_NAMESPACE},
+                "spec": {
+                    "orgId": org_id,
+                    "specialist": {
+                        "name": "Ops",
+                        "systemPrompt": "You reconcile Amazon orders with Shopify stock.",
+                    },
+                    "model": "offline",
+                    "enabledTools": ["amazon", "shopify"],
+                    "llm": {
+                        # no model: the agent's offline planner (set a real endpoint and
+                        # HUMANWORK_DEMO_LLM_KEY to use one)
+                        "baseURL": os.environ.get(
+                            "HUMANWORK_DEMO_LLM_URL", "https://llm.example/v1"
+                        ),
+                        "apiKeySecretRef": {"name": "llm", "key": "api-key"},
+                    },
+                },
+            },
+        ],
+    }
+    subprocess.run(
+        [info.kubectl, "apply", "--server-side", "--field-manager=humanwork-demo", "-f", "-"],
+        input=json.dumps(manifest).encode(),
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    subprocess.run(
+        [
+            info.kubectl,
+            "wait",
+            "-n",
+            DEMO_NAMESPACE,
+            "--for=jsonpath={.status.phase}=Ready",
+            "agentinstance/agent",
+            "--timeout=120s",
+        ],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return password
+
+
+def demo(state: Path | None = None) -> dict[str, str]:
+    """Ask the demo agent to plan the seed's example (signed like the platform signs its
+    commands); the plan then waits in the review queue."""
+    from kubernetes import client, config
+
+    from humanwork_core import signing
+
+    state = state or cluster.state_dir_default()
+    info = cluster.status(state)
+    if info is None:
+        raise cluster.ClusterError("the stack is not up: run `make up` first")
+    api = config.new_client_from_config(config_file=info.kubeconfig)  # type: ignore[no-untyped-call]
+    secret = client.CoreV1Api(api).read_namespaced_secret("agent-agent-callback", DEMO_NAMESPACE)
+    callback = base64.b64decode((secret.data or {})["secret"]).decode()
+    body = json.dumps({"request": SEED_REQUEST, "requester": "demo"}).encode()
+    r = httpx.post(
+        f"http://127.0.0.1:{AGENT_PORT}/v1/tasks",
+        content=body,
+        headers={
+            "Content-Type": "application/json",
+            signing.SIGNATURE_HEADER: signing.sign(callback, body, datetime.now(UTC)),
+        },
+        timeout=60,
+    )
+    if r.status_code not in (200, 201):
+        raise cluster.ClusterError(f"the agent refused the demo task: {r.status_code} {r.text}")
+    planned = r.json()
+    return {"task": f"{DEMO_NAMESPACE}/{planned['name']}", "summary": planned.get("summary", "")}
 
 
 def down(state: Path | None = None) -> None:
@@ -163,19 +376,37 @@ def down(state: Path | None = None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="humanwork-stack", description=__doc__.split("\n")[0])
-    parser.add_argument("command", choices=["up", "down", "status"])
+    parser.add_argument("command", choices=["up", "down", "status", "demo"])
+    parser.add_argument(
+        "--detach", action="store_true", help="up: leave it running and return at once"
+    )
     args = parser.parse_args(argv)
     state = cluster.state_dir_default()
     try:
         if args.command == "up":
             out = up(state)
             print(
-                "humanwork is up: operator on the local control plane, platform API at "
-                f"{out['platform']} (user admin, password in {out['admin_password_file']})",
+                "humanwork is up.\n"
+                f"  workspace:    {out['workspace']}  (login {DEMO_EXPERT} / "
+                f"{out['expert_password']})\n"
+                f"  platform API: {out['platform']}/docs  (user admin, password in "
+                f"{out['admin_password_file']})\n"
+                f"  demo agent:   {DEMO_NAMESPACE}/agent at http://127.0.0.1:{AGENT_PORT}\n"
+                "  next:         `make demo` files the seed's example task\n"
+                '  kubectl:      eval "$(.venv/bin/humanwork-cluster env)"',
                 file=sys.stderr,
             )
             print(f"export KUBECONFIG={out['kubeconfig']}")
-            print(f"export PATH={out['bin_dir']}:$PATH")
+            print(f"export PATH={out['bin_dir']}:$PATH", flush=True)
+            if not args.detach:
+                _foreground(state)
+        elif args.command == "demo":
+            out = demo(state)
+            print(
+                f"planned {out['task']}: {out['summary']}\n"
+                f"open http://127.0.0.1:{PLATFORM_PORT}/workspace/tasks to decide",
+                file=sys.stderr,
+            )
         elif args.command == "down":
             down(state)
             print("humanwork stack stopped", file=sys.stderr)
@@ -184,10 +415,32 @@ def main(argv: list[str] | None = None) -> int:
             comps = {k: _alive(v) for k, v in _components(state).items()}
             print(json.dumps({"cluster": info.server if info else None, "components": comps}))
             return 0 if info and comps and all(comps.values()) else 1
-    except (cluster.ClusterError, subprocess.CalledProcessError) as exc:
+    except (cluster.ClusterError, subprocess.CalledProcessError, httpx.HTTPError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _foreground(state: Path) -> None:
+    """Wait until Ctrl-C (or SIGTERM), then stop everything cleanly."""
+    stopping = False
+
+    def stop(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    print("running; Ctrl-C stops everything", file=sys.stderr, flush=True)
+    while not stopping:
+        time.sleep(0.5)
+        dead = [k for k, v in _components(state).items() if not _alive(v)]
+        if dead:
+            print(f"stopped unexpectedly: {', '.join(dead)} (see .cluster/logs/)", file=sys.stderr)
+            break
+    print("stopping ...", file=sys.stderr, flush=True)
+    down(state)
+    print("humanwork stack stopped", file=sys.stderr)
 
 
 if __name__ == "__main__":
