@@ -43,6 +43,7 @@ from platform_api.tasks.router import router as tasks_router
 from platform_api.tools.router import router as tools_router
 from platform_api.users.router import router as users_router
 from platform_api.users.service import ensure_admin
+from platform_api.web.router import router as web_router
 
 DESCRIPTION = """
 The humanwork platform API: where human experts decide what AI agents may do.
@@ -173,6 +174,7 @@ def create_app(settings: Settings, *, namespaces: OrgNamespaces | None = None) -
         agent_api_router,
         agent_events_router,
         knowledge_router,
+        web_router,
     ):
         app.include_router(router)
     return app

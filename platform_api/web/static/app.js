@@ -1,0 +1,1135 @@
+// The expert workspace: fills the server-rendered pages from the platform's JSON API.
+//
+// The bearer token from POST /auth/token is kept in sessionStorage (per tab, gone with
+// it) and sent as `Authorization: Bearer`; no cookie carries credentials, so requests
+// cannot be forged from another site. Every value from the API is put into the page as
+// text (never as HTML). Every decision carries an Idempotency-Key, made once per user
+// action, so that a retry after a network failure cannot decide twice.
+"use strict";
+
+(() => {
+  const TOKEN = "humanwork.token";
+  const EXPIRES = "humanwork.expires";
+  const TOASTED = "humanwork.toasted";
+  const DEFAULT_POLL_MS = 3000;
+
+  // --- small helpers -------------------------------------------------------------------
+
+  const $ = (id) => document.getElementById(id);
+
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      if (key === "class") node.className = value;
+      else if (key === "text") node.textContent = value;
+      else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+      else if (value === true) node.setAttribute(key, "");
+      else node.setAttribute(key, String(value));
+    }
+    for (const child of children.flat()) {
+      if (child === null || child === undefined || child === false) continue;
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+
+  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  function newKey() {
+    const bytes = new Uint8Array(16);
+    crypto.getRandomValues(bytes);
+    return "web-" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+  }
+
+  function pollInterval() {
+    const asked = Number(new URLSearchParams(location.search).get("poll"));
+    if (Number.isFinite(asked) && asked > 0) return Math.min(60, Math.max(0.5, asked)) * 1000;
+    return DEFAULT_POLL_MS;
+  }
+
+  function json(value) {
+    return JSON.stringify(value, null, 2);
+  }
+
+  function plural(n, one, many) {
+    return `${n} ${n === 1 ? one : many || one + "s"}`;
+  }
+
+  const timeFormat = new Intl.DateTimeFormat(undefined, {
+    month: "short", day: "numeric", hour: "2-digit", minute: "2-digit",
+  });
+
+  function absolute(iso) {
+    return iso ? timeFormat.format(new Date(iso)) : "";
+  }
+
+  function relative(iso, now) {
+    const seconds = Math.round((Date.parse(iso) - now) / 1000);
+    const span = Math.abs(seconds);
+    let text;
+    if (span < 60) text = plural(span, "second");
+    else if (span < 3600) text = plural(Math.round(span / 60), "minute");
+    else if (span < 86400) text = plural(Math.round(span / 3600), "hour");
+    else text = plural(Math.round(span / 86400), "day");
+    return seconds >= 0 ? `in ${text}` : `overdue by ${text}`;
+  }
+
+  function invalid(field, on) {
+    if (on) field.setAttribute("aria-invalid", "true");
+    else field.removeAttribute("aria-invalid");
+  }
+
+  function pill(text, kind) {
+    return el("span", { class: `pill ${kind}`, text });
+  }
+
+  function risk(level) {
+    return el("span", { class: `risk risk-${level}`, text: level, title: `risk: ${level}` });
+  }
+
+  // --- the session ---------------------------------------------------------------------
+
+  function token() {
+    const value = sessionStorage.getItem(TOKEN);
+    const expires = sessionStorage.getItem(EXPIRES);
+    if (!value) return null;
+    if (expires && Date.parse(expires) <= Date.now()) {
+      forget();
+      return null;
+    }
+    return value;
+  }
+
+  function forget() {
+    sessionStorage.removeItem(TOKEN);
+    sessionStorage.removeItem(EXPIRES);
+  }
+
+  function toLogin(reason) {
+    const next = location.pathname + location.search;
+    const query = new URLSearchParams({ next });
+    if (reason) query.set("reason", reason);
+    location.replace(`/workspace/login?${query}`);
+  }
+
+  function safeNext(raw) {
+    if (raw && raw.startsWith("/workspace/") && !raw.startsWith("//") && !raw.includes("\\")) {
+      return raw;
+    }
+    return "/workspace/tasks";
+  }
+
+  class ApiError extends Error {
+    constructor(status, code, message, details) {
+      super(message);
+      this.status = status;
+      this.code = code;
+      this.details = details || {};
+    }
+  }
+
+  // One call of the JSON API. A network failure is retried (twice) for reads and for
+  // requests that carry an Idempotency-Key, which makes the retry safe.
+  async function call(method, path, body, key) {
+    const headers = { Accept: "application/json" };
+    const bearer = token();
+    if (bearer) headers.Authorization = `Bearer ${bearer}`;
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    if (key) headers["Idempotency-Key"] = key;
+    let response;
+    for (let attempt = 0; ; attempt += 1) {
+      try {
+        response = await fetch(path, {
+          method,
+          headers,
+          body: body === undefined ? undefined : JSON.stringify(body),
+          credentials: "omit",
+          cache: "no-store",
+        });
+        break;
+      } catch (err) {
+        if (attempt >= 2 || (method !== "GET" && !key)) {
+          throw new ApiError(0, "network_error", "The platform cannot be reached; try again.");
+        }
+        await sleep(400 * (attempt + 1));
+      }
+    }
+    const text = await response.text();
+    let data = null;
+    try {
+      data = text ? JSON.parse(text) : null;
+    } catch (err) {
+      data = null;
+    }
+    if (!response.ok) {
+      const code = (data && data.code) || `http_${response.status}`;
+      const message = (data && data.message) || response.statusText || "request failed";
+      if (response.status === 401 && path !== "/auth/token") {
+        forget();
+        toLogin("expired");
+      }
+      throw new ApiError(response.status, code, message, data && data.details);
+    }
+    return data;
+  }
+
+  // --- the frame shared by the pages: user, navigation badge, toasts, messages ---------
+
+  const me = { username: "", role: "", capabilities: new Set() };
+  const can = (capability) => me.capabilities.has(capability);
+
+  async function loadMe() {
+    const who = await call("GET", "/users/me");
+    me.username = who.username;
+    me.role = who.role;
+    me.capabilities = new Set(who.capabilities);
+    $("user-name").textContent = who.username;
+    $("user-role").textContent = who.role;
+    $("user").hidden = false;
+    $("nav").hidden = false;
+    if (document.body.dataset.page === "tasks") {
+      $("nav-review").setAttribute("aria-current", "page");
+    }
+    for (const node of document.querySelectorAll("[data-needs]")) {
+      node.hidden = !can(node.dataset.needs);
+    }
+  }
+
+  function setBadge(count) {
+    $("pending-count").textContent = String(count);
+    $("pending-badge").hidden = false;
+    $("pending-badge").dataset.count = String(count);
+  }
+
+  function toast(text, kind, ms) {
+    const close = el("button", { type: "button", "aria-label": "Dismiss notification" }, "×");
+    const node = el("div", { class: `toast ${kind || ""}` }, el("p", { text }), close);
+    const remove = () => node.remove();
+    close.addEventListener("click", remove);
+    $("toasts").append(node);
+    setTimeout(remove, ms || 10000);
+    return node;
+  }
+
+  function announce(text) {
+    const region = $("announcer");
+    region.textContent = "";
+    setTimeout(() => {
+      region.textContent = text;
+    }, 50);
+  }
+
+  function showMessage(text) {
+    const box = $("message");
+    box.textContent = text;
+    box.hidden = !text;
+  }
+
+  function showNotice(text) {
+    const box = $("notice");
+    box.textContent = text;
+    box.hidden = !text;
+  }
+
+  const EXPLAIN = {
+    human_task_expired: "task expired (the decision deadline passed)",
+    run_state_conflict: "already decided, or not the step waiting for a decision",
+    not_found: "not found, or not in your organisations",
+    self_approval_forbidden: "you requested the task; another expert must approve it",
+    duplicate_approver: "you already approved this step; another expert must approve it",
+    step_hash_mismatch: "the step changed since you opened it",
+    forbidden: "your role may not do this",
+    invalid_decision: "this decision does not fit the step",
+    kubernetes_unavailable: "the cluster is unreachable; try again",
+  };
+
+  function explain(err) {
+    if (err.code === "human_task_expired") {
+      return "Task expired: the decision deadline passed, so it can no longer be decided.";
+    }
+    const why = EXPLAIN[err.code];
+    return why ? `${err.message} (${err.code}: ${why})` : `${err.message} (${err.code})`;
+  }
+
+  // The accessible rejection dialog; resolves to the feedback, or null when cancelled.
+  function askFeedback(what, opener) {
+    const dialog = $("reject-dialog");
+    const form = $("reject-form");
+    const input = $("reject-feedback");
+    const error = $("reject-error");
+    $("reject-what").textContent = what;
+    input.value = "";
+    input.removeAttribute("aria-invalid");
+    error.hidden = true;
+    return new Promise((resolve) => {
+      let answer = null;
+      const submit = (event) => {
+        event.preventDefault();
+        const value = input.value.trim();
+        if (!value) {
+          error.textContent = "Feedback is required to reject.";
+          error.hidden = false;
+          input.setAttribute("aria-invalid", "true");
+          input.focus();
+          return;
+        }
+        answer = value;
+        dialog.close();
+      };
+      const cancel = () => dialog.close();
+      const closed = () => {
+        form.removeEventListener("submit", submit);
+        $("reject-cancel").removeEventListener("click", cancel);
+        dialog.removeEventListener("close", closed);
+        if (opener && opener.isConnected && !opener.disabled) opener.focus();
+        else ($("queue-title") || $("decide-title") || $("main")).focus();
+        resolve(answer);
+      };
+      form.addEventListener("submit", submit);
+      $("reject-cancel").addEventListener("click", cancel);
+      dialog.addEventListener("close", closed);
+      dialog.showModal();
+      input.focus();
+    });
+  }
+
+  // Decisions on one step. Approve and reject need `tasks.decide` (the step endpoints);
+  // provide, edit and select need `run.control` (resume).
+  function stepPath(id) {
+    const [namespace, name, step] = id.split("/");
+    return `/agentic/tasks/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}` +
+      `/steps/${encodeURIComponent(step)}`;
+  }
+
+  function approve(id, stepHash) {
+    const body = stepHash ? { stepHash } : {};
+    return call("POST", `${stepPath(id)}/approve`, body, newKey());
+  }
+
+  function reject(id, feedback, stepHash) {
+    const body = stepHash ? { feedback, stepHash } : { feedback };
+    return call("POST", `${stepPath(id)}/reject`, body, newKey());
+  }
+
+  function resume(id, body) {
+    const [namespace, name, step] = id.split("/").map(encodeURIComponent);
+    return call("POST", `/human-tasks/${namespace}/${name}/${step}/resume`, body, newKey());
+  }
+
+  function approvedText(outcome, label) {
+    if (outcome.decided === false) {
+      return `Approval recorded for ${label}: ${outcome.approvals} of ` +
+        `${outcome.required_approvals} required approvals.`;
+    }
+    return `Approved: ${label}.`;
+  }
+
+  // --- the login page ------------------------------------------------------------------
+
+  function loginPage() {
+    const params = new URLSearchParams(location.search);
+    const next = safeNext(params.get("next"));
+    if (token()) {
+      location.replace(next);
+      return;
+    }
+    const error = $("login-error");
+    if (params.get("reason") === "expired") {
+      error.textContent = "Your session ended; please log in again.";
+      error.hidden = false;
+    }
+    $("username").focus();
+    $("login-form").addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const username = $("username").value.trim();
+      const password = $("password").value;
+      for (const [field, value] of [["username", username], ["password", password]]) {
+        invalid($(field), !value);
+      }
+      if (!username || !password) {
+        error.textContent = "Enter your username and password.";
+        error.hidden = false;
+        $(username ? "password" : "username").focus();
+        return;
+      }
+      $("login-submit").disabled = true;
+      try {
+        const issued = await call("POST", "/auth/token", { username, password });
+        sessionStorage.setItem(TOKEN, issued.access_token);
+        sessionStorage.setItem(EXPIRES, issued.expires_at);
+        location.replace(next);
+      } catch (err) {
+        error.textContent = err.status === 401 ? "Wrong username or password." : explain(err);
+        error.hidden = false;
+        $("password").value = "";
+        $("password").focus();
+      } finally {
+        $("login-submit").disabled = false;
+      }
+    });
+  }
+
+  // --- the queue -----------------------------------------------------------------------
+
+  const queue = {
+    items: new Map(), // id -> item
+    rows: new Map(), // id -> <tr>
+    selected: new Set(),
+    toasted: new Set(JSON.parse(sessionStorage.getItem(TOASTED) || "[]")),
+    lastCount: null,
+    timer: null,
+  };
+
+  function detailHref(id) {
+    return `/workspace/tasks/${id.split("/").map(encodeURIComponent).join("/")}`;
+  }
+
+  function label(item) {
+    return `"${item.summary}", step "${item.step_description}"`;
+  }
+
+  function deadlineCell(item, now) {
+    const cell = el("td", { class: "deadline", "data-label": "Deadline" });
+    if (!item.deadline) {
+      cell.append(el("span", { class: "sub", text: "none" }));
+      return cell;
+    }
+    cell.append(el("time", {
+      datetime: item.deadline,
+      title: new Date(item.deadline).toLocaleString(),
+      text: `${absolute(item.deadline)} · ${relative(item.deadline, now)}`,
+    }));
+    if (Date.parse(item.deadline) <= now) cell.append(pill("overdue", "overdue"));
+    else if (item.near_deadline) cell.append(pill("due soon", "warn"));
+    return cell;
+  }
+
+  function requestCell(item) {
+    const step = [item.step_description, item.tool].filter(Boolean).join(" · ");
+    return el(
+      "td",
+      { class: "request", "data-label": "Request" },
+      el("a", { href: detailHref(item.id), text: item.summary }),
+      el("div", { class: "step-line", text: `Step: ${step}` }),
+    );
+  }
+
+  function buildRow(item) {
+    const row = el("tr", { "data-id": item.id });
+    row._check = null;
+    row._select = null;
+    row._actions = null;
+    if (!can("tasks.decide")) return row; // no controls the user may not use
+    const check = el("input", { type: "checkbox", "aria-label": `Select ${label(item)}` });
+    check.addEventListener("change", () => {
+      if (check.checked) queue.selected.add(item.id);
+      else queue.selected.delete(item.id);
+      syncSelection();
+    });
+    row._check = check;
+    row._select = el("td", { class: "col-select" }, check);
+    const actions = el("div", { class: "row-actions" });
+    if (item.kind === "input") {
+      actions.append(el("a", {
+        href: detailHref(item.id),
+        class: "button-link",
+        text: "Answer…",
+        "aria-label": `Answer ${label(item)}`,
+      }));
+    } else {
+      const approveButton = el("button", {
+        type: "button",
+        class: "primary",
+        "data-action": "approve",
+        "aria-label": `Approve ${label(item)}`,
+        text: "Approve",
+      });
+      approveButton.addEventListener("click", () => approveRow(item.id, approveButton));
+      actions.append(approveButton);
+    }
+    const rejectButton = el("button", {
+      type: "button",
+      class: "danger",
+      "data-action": "reject",
+      "aria-label": `Reject ${label(item)}`,
+      "aria-haspopup": "dialog",
+      text: "Reject…",
+    });
+    rejectButton.addEventListener("click", () => rejectRow(item.id, rejectButton));
+    actions.append(rejectButton);
+    row._actions = el("td", { class: "col-actions", "data-label": "Decide" }, actions);
+    return row;
+  }
+
+  function fillRow(row, item, now) {
+    const short = item.run_id.slice(0, 8);
+    const cells = [
+      row._select,
+      deadlineCell(item, now),
+      el("td", { class: "meta", "data-label": "Workflow", text: item.workflow }),
+      requestCell(item),
+      el("td", { class: "meta", "data-label": "Status" }, pill(item.status, item.status)),
+      el("td", { class: "meta", "data-label": "Risk" }, risk(item.risk)),
+      el("td", { class: "meta", "data-label": "Run" }, el("code", { title: item.run_id, text: short })),
+      row._actions,
+    ].filter(Boolean);
+    // keep the interactive cells (and so the focus) where they are; replace the others
+    const focused = row.contains(document.activeElement) ? document.activeElement : null;
+    const link = row.querySelector("td.request a");
+    if (link && focused === link) {
+      cells[cells.findIndex((cell) => cell.classList.contains("request"))] = link.closest("td");
+    }
+    if (row.children.length === cells.length) {
+      cells.forEach((cell, i) => {
+        if (row.children[i] !== cell) row.replaceChild(cell, row.children[i]);
+      });
+    } else {
+      row.replaceChildren(...cells);
+    }
+    row.classList.toggle("selected", queue.selected.has(item.id));
+    if (row._check) row._check.checked = queue.selected.has(item.id);
+  }
+
+  function renderQueue(page) {
+    const now = Date.now();
+    setBadge(page.pending_count);
+    const body = $("queue-body");
+    const wanted = page.items.map((item) => item.id);
+    const keep = new Set(wanted);
+    let lostFocus = false;
+    for (const [id, row] of queue.rows) {
+      if (!keep.has(id)) {
+        if (row.contains(document.activeElement)) lostFocus = true;
+        row.remove();
+        queue.rows.delete(id);
+        queue.selected.delete(id);
+      }
+    }
+    queue.items = new Map(page.items.map((item) => [item.id, item]));
+    page.items.forEach((item, index) => {
+      let row = queue.rows.get(item.id);
+      if (!row) {
+        row = buildRow(item);
+        queue.rows.set(item.id, row);
+      }
+      fillRow(row, item, now);
+      if (body.children[index] !== row) body.insertBefore(row, body.children[index] || null);
+    });
+    if (lostFocus) $("queue-title").focus();
+    $("queue-empty").hidden = page.items.length > 0;
+    $("queue").hidden = page.items.length === 0;
+    const shown = page.items.length < page.total ? ` (showing ${page.items.length})` : "";
+    $("queue-meta").textContent = `${plural(page.total, "decision")} waiting${shown}, ` +
+      `deadline first · updated ${new Date(now).toLocaleTimeString()}`;
+    if (queue.lastCount !== null && queue.lastCount !== page.pending_count) {
+      announce(`${plural(page.pending_count, "decision")} waiting.`);
+    }
+    queue.lastCount = page.pending_count;
+    syncSelection();
+    for (const item of page.items) {
+      if (item.near_deadline && !queue.toasted.has(item.id)) {
+        queue.toasted.add(item.id);
+        const when = item.deadline ? relative(item.deadline, now) : "soon";
+        toast(`Deadline near: ${label(item)} is due ${when}.`, "warn", 15000);
+      }
+    }
+    sessionStorage.setItem(TOASTED, JSON.stringify([...queue.toasted].slice(-500)));
+  }
+
+  function syncSelection() {
+    const count = queue.selected.size;
+    const total = queue.rows.size;
+    for (const [id, row] of queue.rows) {
+      const on = queue.selected.has(id);
+      if (row._check) row._check.checked = on;
+      row.classList.toggle("selected", on);
+    }
+    const all = $("select-all");
+    all.checked = total > 0 && count === total;
+    all.indeterminate = count > 0 && count < total;
+    $("selected-count").textContent = `${count} selected`;
+    $("approve-selected").disabled = count === 0;
+    $("reject-selected").disabled = count === 0;
+  }
+
+  async function refreshQueue() {
+    try {
+      const page = await call("GET", "/human-tasks?limit=200");
+      renderQueue(page);
+      return true;
+    } catch (err) {
+      if (err.status !== 401) {
+        $("queue-meta").textContent = `Live updates interrupted: ${explain(err)} Retrying…`;
+      }
+      return false;
+    }
+  }
+
+  function schedule(refresh) {
+    const interval = pollInterval();
+    const tick = async () => {
+      await refresh();
+      queue.timer = setTimeout(tick, interval);
+    };
+    queue.timer = setTimeout(tick, interval);
+    document.addEventListener("visibilitychange", () => {
+      if (document.visibilityState === "visible") refresh();
+    });
+  }
+
+  function busy(id, on) {
+    const row = queue.rows.get(id);
+    if (!row) return;
+    row.setAttribute("aria-busy", on ? "true" : "false");
+    for (const button of row.querySelectorAll("button")) button.disabled = on;
+  }
+
+  async function decided(err, item) {
+    showNotice("");
+    showMessage(err.code === "human_task_expired"
+      ? `Task expired: ${label(item)} can no longer be decided (the decision deadline passed).`
+      : `Could not decide ${label(item)}: ${explain(err)}`);
+    await refreshQueue();
+  }
+
+  async function approveRow(id, button) {
+    const item = queue.items.get(id);
+    if (!item) return;
+    busy(id, true);
+    try {
+      const outcome = await approve(id);
+      showMessage("");
+      showNotice(approvedText(outcome, label(item)));
+      await refreshQueue();
+    } catch (err) {
+      await decided(err, item);
+    } finally {
+      busy(id, false);
+      if (!button.isConnected) $("queue-title").focus();
+    }
+  }
+
+  async function rejectRow(id, button) {
+    const item = queue.items.get(id);
+    if (!item) return;
+    const feedback = await askFeedback(`Reject ${label(item)}. The task halts.`, button);
+    if (feedback === null) return;
+    busy(id, true);
+    try {
+      await reject(id, feedback);
+      showMessage("");
+      showNotice(`Rejected: ${label(item)}.`);
+      await refreshQueue();
+    } catch (err) {
+      await decided(err, item);
+    } finally {
+      busy(id, false);
+      if (!button.isConnected) $("queue-title").focus();
+    }
+  }
+
+  function showBulk(result, action, names) {
+    const box = $("bulk-result");
+    box.classList.toggle("ok", result.failed === 0);
+    box.classList.toggle("partial", result.failed > 0);
+    const verb = action === "approve" ? "Approve" : "Reject";
+    $("bulk-summary").textContent = `${verb} selected: ${result.summary}`;
+    const reasons = $("bulk-reasons");
+    reasons.replaceChildren();
+    for (const [code, ids] of Object.entries(result.failures)) {
+      const why = EXPLAIN[code] ? ` — ${EXPLAIN[code]}` : "";
+      const which = ids.map((id) => names.get(id) || id).join("; ");
+      reasons.append(el(
+        "li",
+        { "data-code": code },
+        el("strong", { text: `${code}: ${ids.length}` }),
+        `${why}. ${which}`,
+      ));
+    }
+    box.hidden = false;
+    $("bulk-summary").focus();
+  }
+
+  async function bulk(action, opener) {
+    const ids = [...queue.selected];
+    if (ids.length === 0) return;
+    const names = new Map(ids.map((id) => [id, queue.items.get(id) ? label(queue.items.get(id)) : id]));
+    const body = { ids, action };
+    if (action === "reject") {
+      const feedback = await askFeedback(
+        `Reject ${plural(ids.length, "selected step")}. Each task halts.`,
+        opener,
+      );
+      if (feedback === null) return;
+      body.feedback = feedback;
+    }
+    for (const id of ids) busy(id, true);
+    $("approve-selected").disabled = true;
+    $("reject-selected").disabled = true;
+    try {
+      const result = await call("POST", "/human-tasks/bulk-resume", body, newKey());
+      showMessage("");
+      showNotice("");
+      queue.selected.clear();
+      showBulk(result, action, names);
+    } catch (err) {
+      showMessage(`Could not ${action} the selected tasks: ${explain(err)}`);
+    } finally {
+      for (const id of ids) busy(id, false);
+      await refreshQueue();
+    }
+  }
+
+  async function queuePage() {
+    await loadMe();
+    $("select-all").addEventListener("change", (event) => {
+      if (event.target.checked) for (const id of queue.rows.keys()) queue.selected.add(id);
+      else queue.selected.clear();
+      syncSelection();
+    });
+    $("approve-selected").addEventListener("click", (e) => bulk("approve", e.currentTarget));
+    $("reject-selected").addEventListener("click", (e) => bulk("reject", e.currentTarget));
+    $("bulk-dismiss").addEventListener("click", () => {
+      $("bulk-result").hidden = true;
+      $("queue-title").focus();
+    });
+    $("bulkbar").hidden = !can("tasks.decide");
+    await refreshQueue();
+    schedule(refreshQueue);
+  }
+
+  // --- the detail view -----------------------------------------------------------------
+
+  const detail = { data: null, panelFor: null };
+
+  function facts(pairs) {
+    const list = [];
+    for (const [term, value] of pairs) {
+      if (value === null || value === undefined || value === "") continue;
+      list.push(el("dt", { text: term }), el("dd", {}, value));
+    }
+    return list;
+  }
+
+  const STATE_KIND = {
+    Pending: "pending", Escalated: "escalated", Approved: "ok", Executing: "pending",
+    Executed: "ok", Failed: "bad", Rejected: "bad", Expired: "bad",
+    pending: "pending", escalated: "escalated", decided: "ok", expired: "overdue",
+    waiting: "muted", closed: "muted",
+  };
+
+  function describeDecision(decision) {
+    const verdicts = {
+      approve: "Approved", edit: "Approved with edited parameters", provide: "Input provided",
+      select: "Option selected", reject: "Rejected",
+    };
+    const parts = [
+      el("p", {}, `${verdicts[decision.verdict] || decision.verdict} by `,
+        el("strong", { text: decision.by }), ` · ${absolute(decision.at)}`),
+    ];
+    if (decision.feedback) parts.push(el("p", { class: "feedback", text: `“${decision.feedback}”` }));
+    if (decision.parameters) parts.push(el("pre", { text: json(decision.parameters) }));
+    if (decision.input) parts.push(el("pre", { text: json(decision.input) }));
+    if (decision.selection) parts.push(el("p", { text: `Selected: ${decision.selection}` }));
+    return el("div", { class: "step-part decision" }, el("strong", { text: "Decision" }), parts);
+  }
+
+  function describeExecution(run) {
+    const when = run.finished_at ? ` · finished ${absolute(run.finished_at)}` :
+      run.started_at ? ` · started ${absolute(run.started_at)}` : "";
+    const kind = run.state === "Succeeded" ? "ok" : run.state === "Failed" ? "bad" : "pending";
+    const parts = [el("p", {}, pill(run.state, kind), ` attempt ${run.attempt}${when}`)];
+    if (run.result_summary) parts.push(el("pre", { class: "result", text: json(run.result_summary) }));
+    if (run.error) parts.push(el("p", { class: "error", text: run.error }));
+    return el("div", { class: "step-part execution" }, el("strong", { text: "Execution" }), parts);
+  }
+
+  function planItem(step, index, current) {
+    const state = step.state || "Pending";
+    const head = el(
+      "div",
+      { class: "step-head" },
+      el("span", { class: "step-no", "aria-hidden": "true", text: String(index + 1) }),
+      el("h3", { text: step.description }, el("span", { class: "sr-only", text: ` (step ${index + 1})` })),
+      risk(step.risk),
+      pill(state, STATE_KIND[state] || "muted"),
+    );
+    const info = el("dl", { class: "facts" }, facts([
+      ["Step id", el("code", { text: step.id })],
+      ["Kind", step.kind],
+      ["Tool", step.tool ? el("code", { text: step.tool }) : null],
+      ["Options", step.options ? step.options.join(", ") : null],
+      ["Deadline", step.deadline && !step.decision ? absolute(step.deadline) : null],
+      ["Approvals", step.required_approvals > 1
+        ? `${step.approvals.length} of ${step.required_approvals}` : null],
+    ]));
+    const parts = [head, info];
+    if (step.kind === "action" || Object.keys(step.parameters).length > 0) {
+      parts.push(el("div", { class: "step-part" }, el("strong", { text: "Parameters" }),
+        el("pre", { class: "parameters", text: json(step.parameters) })));
+    }
+    if (step.decision) parts.push(describeDecision(step.decision));
+    if (step.execution) parts.push(describeExecution(step.execution));
+    return el("li", {
+      class: current ? "current" : "",
+      "aria-current": current ? "step" : null,
+      "data-step": step.id,
+    }, parts);
+  }
+
+  function renderThread(conversation) {
+    const list = $("thread");
+    if (!conversation) {
+      $("redactions").textContent = "This task names no conversation.";
+      list.replaceChildren();
+      return;
+    }
+    const counts = Object.entries(conversation.redactions)
+      .map(([kind, n]) => `${n} ${kind}`).join(", ");
+    $("redactions").textContent = `${conversation.subject} · ` +
+      (counts ? `redacted: ${counts}` : "nothing needed redacting");
+    list.replaceChildren(...conversation.messages.map((m) => el(
+      "li",
+      {},
+      el("span", { class: "who", text: `${m.author} (${m.role})` }),
+      " ",
+      el("time", { class: "when", datetime: m.created_at, text: absolute(m.created_at) }),
+      el("p", { text: m.content }),
+    )));
+    if (conversation.messages.length === 0) list.append(el("li", { text: "No messages." }));
+  }
+
+  function renderDetail(data) {
+    detail.data = data;
+    const now = Date.now();
+    $("detail-title").textContent = `Task ${data.task_id.split("/")[1]} · step ${data.step_id}`;
+    const bits = [`${data.workflow}`, `phase ${data.phase}`];
+    if (data.archived) bits.push("archived");
+    $("detail-meta").textContent = bits.join(" · ");
+    $("prompt").textContent = data.prompt;
+    const deadline = data.deadline ? el("span", {},
+      el("time", { datetime: data.deadline, text: `${absolute(data.deadline)} · ${relative(data.deadline, now)}` }),
+      data.near_deadline ? [" ", pill("due soon", "warn")] : null) : null;
+    $("facts").replaceChildren(...facts([
+      ["Status", pill(data.status, STATE_KIND[data.status] || data.status)],
+      ["Risk", risk(data.risk)],
+      ["Deadline", deadline],
+      ["Escalations", data.escalations ? String(data.escalations) : null],
+      ["Requested by", data.requested_by],
+      ["Workflow", data.workflow],
+      ["Run", el("code", { text: data.run_id })],
+      ["Task", el("code", { text: data.task_id })],
+    ]));
+    $("plan").replaceChildren(...data.plan.map((step, i) => planItem(step, i, step.id === data.step_id)));
+    renderThread(data.conversation);
+    const panelKey = `${data.status}|${data.phase}`;
+    if (detail.panelFor !== panelKey) {
+      detail.panelFor = panelKey;
+      renderPanel(data);
+    }
+  }
+
+  function renderPanel(data) {
+    const panel = $("decide");
+    const body = $("decide-body");
+    const step = data.plan.find((s) => s.id === data.step_id);
+    body.replaceChildren();
+    panel.hidden = false;
+    const open = data.status === "pending" || data.status === "escalated";
+    if (!open) {
+      const why = {
+        decided: "This step has its decision (see the plan below).",
+        expired: "Task expired: the decision deadline passed, so this step can no longer be decided.",
+        waiting: "An earlier step of this plan waits for its decision or execution first.",
+        closed: `The task ended (${data.phase}) before this step was decided.`,
+      };
+      body.append(el("p", { text: why[data.status] || data.status }));
+      if (data.status === "waiting") {
+        const first = data.plan.find((s) => !s.decision && (s.state === "Pending" || s.state === "Escalated"));
+        if (first) {
+          const [ns, name] = data.task_id.split("/");
+          body.append(el("p", {}, el("a", {
+            href: detailHref(`${ns}/${name}/${first.id}`),
+            text: `Open the step waiting for a decision: ${first.description}`,
+          })));
+        }
+      }
+      return;
+    }
+    const position = data.plan.indexOf(step) + 1;
+    body.append(el("p", { class: "deciding" },
+      `Step ${position} of ${data.plan.length}: `,
+      el("strong", { text: step.description }), " ", risk(step.risk)));
+    const decide = can("tasks.decide");
+    const control = can("run.control");
+    if (!decide && !control) {
+      body.append(el("p", { text: `Your role (${me.role}) may read this task but not decide it.` }));
+      return;
+    }
+    const own = data.requested_by === me.username;
+    if (step.required_approvals > 1) {
+      body.append(el("p", { class: "sub", text:
+        `This ${step.risk}-risk step needs ${step.required_approvals} approvals from different ` +
+        `experts; ${step.approvals.length} so far.` }));
+    }
+    if (own) {
+      body.append(el("p", { class: "sub", text:
+        "You requested this task: another expert must approve it. You may still reject it." }));
+    }
+    const id = data.id;
+    const buttons = el("div", { class: "actions" });
+    if (decide && step.kind === "action" && !own) {
+      const approveButton = el("button", { type: "button", class: "primary", text: "Approve" });
+      approveButton.addEventListener("click", () =>
+        submitDecision(() => approve(id, step.step_hash), approveButton));
+      buttons.append(approveButton);
+    }
+    if (decide) {
+      const rejectButton = el("button", {
+        type: "button", class: "danger", text: "Reject…", "aria-haspopup": "dialog",
+      });
+      rejectButton.addEventListener("click", async () => {
+        const feedback = await askFeedback(`Reject step "${step.description}". The task halts.`, rejectButton);
+        if (feedback !== null) {
+          await submitDecision(() => reject(id, feedback, step.step_hash), rejectButton, "Rejected.");
+        }
+      });
+      buttons.append(rejectButton);
+    }
+    if (buttons.children.length) body.append(buttons);
+    if (control && !(own && step.kind === "action")) {
+      if (step.kind === "action") body.append(editForm(id, step));
+      else if (step.options) body.append(selectForm(id, step));
+      else body.append(provideForm(id, step));
+    }
+  }
+
+  function noteField(prefix) {
+    return el("div", { class: "field" },
+      el("label", { for: `${prefix}-note`, text: "Note for the agent (optional)" }),
+      el("input", { id: `${prefix}-note`, type: "text", maxlength: "4096" }));
+  }
+
+  function withNote(body, prefix) {
+    const note = $(`${prefix}-note`).value.trim();
+    if (note) body.feedback = note;
+    return body;
+  }
+
+  function fieldError(field, message) {
+    const box = field.parentElement.querySelector(".error");
+    box.textContent = message || "";
+    box.hidden = !message;
+    invalid(field, Boolean(message));
+  }
+
+  function editForm(id, step) {
+    const form = el("form", { id: "edit-form", novalidate: true, "aria-labelledby": "edit-title" });
+    form.append(el("h3", { id: "edit-title", text: "Approve with edited parameters" }));
+    form.append(el("p", { class: "hint", text:
+      "Text values are sent as typed; numbers, true/false, lists and objects as JSON." }));
+    const fields = [];
+    Object.entries(step.parameters).forEach(([key, value], i) => {
+      const inputId = `param-${i}`;
+      const isText = typeof value === "string";
+      const raw = isText ? value : json(value);
+      const complex = value !== null && typeof value === "object";
+      const input = complex
+        ? el("textarea", { id: inputId, rows: "4", "data-key": key })
+        : el("input", { id: inputId, type: "text", "data-key": key });
+      input.value = raw;
+      input.dataset.text = isText ? "1" : "";
+      input.setAttribute("aria-describedby", `${inputId}-error`);
+      fields.push(input);
+      form.append(el("div", { class: "field" },
+        el("label", { for: inputId }, el("code", { text: key })),
+        input,
+        el("p", { class: "error", id: `${inputId}-error`, hidden: true })));
+    });
+    if (fields.length === 0) {
+      form.append(el("p", { class: "sub", text: "This step has no parameters to edit." }));
+      return form;
+    }
+    form.append(noteField("edit"));
+    const submit = el("button", { type: "submit", class: "primary", text: "Approve with these parameters" });
+    form.append(el("div", { class: "actions" }, submit));
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const parameters = {};
+      let bad = null;
+      for (const input of fields) {
+        fieldError(input, "");
+        if (input.dataset.text) {
+          parameters[input.dataset.key] = input.value;
+          continue;
+        }
+        try {
+          parameters[input.dataset.key] = JSON.parse(input.value);
+        } catch (err) {
+          fieldError(input, "Not valid JSON: write a number, true/false, null, a list or an object.");
+          bad = bad || input;
+        }
+      }
+      if (bad) {
+        bad.focus();
+        return;
+      }
+      const body = withNote({ action: "edit", parameters, step_hash: step.step_hash }, "edit");
+      await submitDecision(() => resume(id, body), submit, "Approved with edited parameters.");
+    });
+    return form;
+  }
+
+  function selectForm(id, step) {
+    const form = el("form", { id: "select-form", novalidate: true });
+    const set = el("fieldset", {}, el("legend", { text: "Choose one option" }));
+    step.options.forEach((option, i) => {
+      set.append(el("label", { class: "choice", for: `option-${i}` },
+        el("input", { type: "radio", name: "option", id: `option-${i}`, value: option }),
+        option));
+    });
+    const error = el("p", { class: "error", role: "alert", hidden: true });
+    const submit = el("button", { type: "submit", class: "primary", text: "Select" });
+    form.append(set, error, noteField("select"), el("div", { class: "actions" }, submit));
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const chosen = form.querySelector("input[name=option]:checked");
+      if (!chosen) {
+        error.textContent = "Choose an option first.";
+        error.hidden = false;
+        form.querySelector("input[name=option]").focus();
+        return;
+      }
+      error.hidden = true;
+      const body = withNote({ action: "select", selection: chosen.value, step_hash: step.step_hash }, "select");
+      await submitDecision(() => resume(id, body), submit, `Selected: ${chosen.value}.`);
+    });
+    return form;
+  }
+
+  function provideForm(id, step) {
+    const form = el("form", { id: "provide-form", novalidate: true });
+    const area = el("textarea", { id: "provide-content", rows: "6", "aria-describedby": "provide-hint provide-error" });
+    const asJson = el("input", { type: "checkbox", id: "provide-json" });
+    const submit = el("button", { type: "submit", class: "primary", text: "Provide" });
+    form.append(
+      el("div", { class: "field" },
+        el("label", { for: "provide-content", text: "Your answer" }),
+        area,
+        el("p", { class: "hint", id: "provide-hint", text:
+          "Sent as {\"text\": …}, or as it is when it is a JSON object and the box below is ticked." }),
+        el("p", { class: "error", id: "provide-error", hidden: true })),
+      el("label", { class: "choice", for: "provide-json" }, asJson, "Send as a JSON object"),
+      noteField("provide"),
+      el("div", { class: "actions" }, submit),
+    );
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      fieldError(area, "");
+      let content;
+      if (!area.value.trim()) {
+        fieldError(area, "Write an answer first.");
+        area.focus();
+        return;
+      }
+      if (asJson.checked) {
+        try {
+          content = JSON.parse(area.value);
+        } catch (err) {
+          content = null;
+        }
+        if (!content || typeof content !== "object" || Array.isArray(content)) {
+          fieldError(area, "Not a JSON object.");
+          area.focus();
+          return;
+        }
+      } else {
+        content = { text: area.value };
+      }
+      const body = withNote({ action: "provide", content, step_hash: step.step_hash }, "provide");
+      await submitDecision(() => resume(id, body), submit, "Input provided.");
+    });
+    return form;
+  }
+
+  async function submitDecision(send, button, done) {
+    button.disabled = true;
+    try {
+      const outcome = await send();
+      showMessage("");
+      const text = done || approvedText(outcome, "this step");
+      showNotice(text);
+      announce(text);
+      detail.panelFor = null;
+      await refreshDetail();
+      $("decide-title").focus();
+    } catch (err) {
+      showNotice("");
+      showMessage(explain(err));
+      detail.panelFor = null;
+      await refreshDetail();
+      $("decide-title").focus();
+    } finally {
+      if (button.isConnected) button.disabled = false;
+    }
+  }
+
+  async function refreshDetail() {
+    const box = $("detail").dataset;
+    const path = [box.namespace, box.name, box.step].map(encodeURIComponent).join("/");
+    try {
+      renderDetail(await call("GET", `/human-tasks/${path}`));
+    } catch (err) {
+      if (err.status === 404) {
+        $("detail-meta").textContent = "";
+        showMessage("No such task in your organisations.");
+        $("decide").hidden = true;
+      } else if (err.status !== 401) {
+        $("detail-meta").textContent = `Live updates interrupted: ${explain(err)} Retrying…`;
+      }
+    }
+  }
+
+  async function refreshBadge() {
+    try {
+      const page = await call("GET", "/human-tasks?limit=1");
+      setBadge(page.pending_count);
+    } catch (err) {
+      // the badge keeps its last value; the page shows the interruption
+    }
+  }
+
+  async function detailPage() {
+    await loadMe();
+    await Promise.all([refreshDetail(), refreshBadge()]);
+    schedule(() => Promise.all([refreshDetail(), refreshBadge()]));
+  }
+
+  // --- start ---------------------------------------------------------------------------
+
+  async function start() {
+    const page = document.body.dataset.page;
+    if (page === "login") {
+      loginPage();
+      return;
+    }
+    if (!token()) {
+      toLogin();
+      return;
+    }
+    $("logout").addEventListener("click", () => {
+      forget();
+      location.replace("/workspace/login");
+    });
+    try {
+      if (page === "tasks") await queuePage();
+      else if (page === "task") await detailPage();
+    } catch (err) {
+      if (err.status !== 401) showMessage(explain(err));
+    }
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();
