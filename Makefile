@@ -1,6 +1,8 @@
 # humanwork-operator: one Makefile for building, running and testing.
 #   make            create .venv and install the project with its test and lint extras
-#   make up         start the local control plane and install the CRDs and policies
+#   make up         the local control plane, operator, platform API and a demo org with its
+#                   agent, in the foreground until Ctrl-C (UP_ARGS=--detach to leave it running)
+#   make demo       the demo agent plans the seed's example task: a plan waits in the queue
 #   make test       everything the CI runs, on a fresh machine
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -10,7 +12,7 @@ STAMP := $(VENV)/.installed
 CLUSTER := $(VENV)/bin/humanwork-cluster
 PYTEST_ARGS ?=
 
-.PHONY: all venv cluster-binaries cluster-up cluster-down cluster-status up down run-operator run-platform run-agent test test-unit lint format crds bench clean
+.PHONY: all venv cluster-binaries cluster-up cluster-down cluster-status up demo down run-operator run-platform run-agent test test-unit lint format crds bench clean
 
 all: venv
 
@@ -29,6 +31,10 @@ cluster-binaries: venv
 postgres-binaries:
 	@bash tests/postgres/install.sh
 
+.PHONY: browser-binaries
+browser-binaries:
+	@bash tests/browser/install.sh
+
 cluster-up: venv cluster-binaries
 	@$(CLUSTER) up
 
@@ -39,8 +45,10 @@ cluster-status: venv
 	@$(CLUSTER) status
 
 up: venv cluster-binaries
-	@$(VENV)/bin/humanwork-stack up
-	@echo 'next: eval "$$($(CLUSTER) env)"; kubectl apply -k manifests/samples/; kubectl get humanwork -A'
+	@$(VENV)/bin/humanwork-stack up $(UP_ARGS)
+
+demo: venv
+	@$(VENV)/bin/humanwork-stack demo
 
 run-operator: venv
 	@$(CLUSTER) token-kubeconfig humanwork-system humanwork-operator .cluster/operator/kubeconfig && \
@@ -60,7 +68,7 @@ crds: venv
 down: venv
 	@$(VENV)/bin/humanwork-stack down
 
-test: venv cluster-binaries postgres-binaries
+test: venv cluster-binaries postgres-binaries browser-binaries
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-unit: venv

@@ -39,6 +39,7 @@ from platform_api.orgs.router import router as orgs_router
 from platform_api.settings import Settings
 from platform_api.state import Platform
 from platform_api.tasks.automation import TaskAutomation
+from platform_api.tasks.cancel import router as task_cancel_router
 from platform_api.tasks.router import router as tasks_router
 from platform_api.tools.router import router as tools_router
 from platform_api.users.router import router as users_router
@@ -169,6 +170,7 @@ def create_app(settings: Settings, *, namespaces: OrgNamespaces | None = None) -
         integrations_router,
         audit_router,
         tasks_router,
+        task_cancel_router,
         human_tasks_router,
         conversations_router,
         agent_api_router,

@@ -24,6 +24,10 @@ from humanwork_core.resources.common import set_condition
 
 ARCHIVED_ANNOTATION = "humanwork.io/archived"
 """Set by the platform API once it has archived a finished task into its database."""
+CANCEL_ANNOTATION = "humanwork.io/cancel-requested"
+"""Set by the platform API when a user with `run.control` cancels a task; the operator
+then moves the task to Cancelled (only the operator writes the phase), and the agent,
+seeing a terminal task, runs none of its steps."""
 
 
 @dataclass
@@ -114,6 +118,10 @@ async def reconcile_task(
 
     agent = await kube.get(GROUP_VERSION, "AgentInstance", ns, task.spec.agent_ref.name)
     new = taskflow.tick(task, now)
+    if CANCEL_ANNOTATION in task.metadata.annotations and not (
+        new.phase is not None and new.phase.terminal
+    ):
+        new = taskflow.cancel(task.model_copy(update={"status": new}), now)
     new = new.model_copy(
         update={
             "conditions": set_condition(new.conditions, agent_condition(task, agent, now), now=now)
