@@ -74,24 +74,33 @@ class Observer:
     def _run(self, api: client.ApiClient, namespace: str) -> None:
         objects = client.CustomObjectsApi(api)
         while not self._stop:
-            stream = watch.Watch().stream(
-                objects.list_namespaced_custom_object,
-                "humanwork.io",
-                "v1alpha1",
-                namespace,
-                "agentictasks",
-                timeout_seconds=60,
-            )
-            for event in stream:
-                obj = event["object"]
-                now = time.monotonic()
-                name = obj["metadata"]["name"]
-                for entry in (obj.get("status") or {}).get("steps") or []:
-                    state = (entry.get("execution") or {}).get("state")
-                    if state:
-                        with self.changed:
-                            self.seen.setdefault((name, state), now)
-                            self.changed.notify_all()
+            try:
+                self._watch(objects, namespace)
+            except Exception:  # the watch broke (or the cluster is going away): watch again
+                time.sleep(0.5)
+
+    def _watch(self, objects: client.CustomObjectsApi, namespace: str) -> None:
+        stream = watch.Watch().stream(
+            objects.list_namespaced_custom_object,
+            "humanwork.io",
+            "v1alpha1",
+            namespace,
+            "agentictasks",
+            timeout_seconds=60,
+        )
+        for event in stream:
+            obj = event["object"]
+            now = time.monotonic()
+            name = obj["metadata"]["name"]
+            for entry in (obj.get("status") or {}).get("steps") or []:
+                state = (entry.get("execution") or {}).get("state")
+                if state:
+                    with self.changed:
+                        self.seen.setdefault((name, state), now)
+                        self.changed.notify_all()
+
+    def stop(self) -> None:
+        self._stop = True
 
     def wait(self, name: str, state: str, timeout: float = 60) -> float:
         deadline = time.monotonic() + timeout
@@ -224,6 +233,7 @@ def _run(
     idle_before = agent.rss_bytes()
 
     observer = Observer(api, ns)
+    time.sleep(1)  # the watch is established
     to_start: list[float] = []
     to_done: list[float] = []
     t_all = time.monotonic()
@@ -247,6 +257,7 @@ def _run(
         to_start.append(max(0.0, started - approved_at))
         to_done.append(max(0.0, done - approved_at))
     elapsed = time.monotonic() - t_all
+    observer.stop()
     time.sleep(5)
     idle_after = agent.rss_bytes()
     print(f"approval latency over {args.steps} steps ({elapsed:.0f}s in all):")
