@@ -229,14 +229,16 @@ class Executor:
             return
         if taskflow.executable_step(task) is None:
             return
-        self._running[name] = asyncio.create_task(self._work(name), name=f"task {name}")
+        self._running[name] = asyncio.create_task(self._work(name, raw), name=f"task {name}")
 
-    async def _work(self, name: str) -> None:
+    async def _work(self, name: str, seen: dict[str, Any] | None = None) -> None:
         try:
             async with self._slots:
                 while True:
                     self._dirty.discard(name)
-                    raw = await self.tasks.get_task(name)
+                    # the first round works from the object the watch just delivered (no
+                    # extra round trip before the step starts); later rounds read afresh
+                    raw, seen = seen or await self.tasks.get_task(name), None
                     if raw is None or self.is_cancelled(name):
                         return
                     task = AgenticTask.from_wire(raw)
