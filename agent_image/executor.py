@@ -182,6 +182,7 @@ class Executor:
         self._slots = asyncio.Semaphore(max_concurrent)
         self._running: dict[str, asyncio.Task[None]] = {}
         self._dirty: set[str] = set()
+        self._announced: set[str] = set()
         self.is_cancelled = is_cancelled
         """Tasks cancelled through the agent's own API are never executed further."""
         self.track = track
@@ -228,6 +229,7 @@ class Executor:
             LOG.warning("task %s unreadable: %s", name, exc)
             return
         if taskflow.executable_step(task) is None:
+            self._announce_input(task)
             return
         self._running[name] = asyncio.create_task(self._work(name, raw), name=f"task {name}")
 
@@ -262,6 +264,28 @@ class Executor:
                 raw = await _quiet(self.tasks.get_task(name))
                 if raw is not None:
                     self.notice(raw)
+
+    def _announce_input(self, task: AgenticTask) -> None:
+        """Emit `task.needs_input` once when the task waits on an input step."""
+        step = taskflow.decidable_step(task)
+        if step is None or step.kind is not StepKind.INPUT:
+            return
+        key = f"{step_key(task, step.id)}/needs_input"
+        if key in self._announced:
+            return
+        self._announced.add(key)
+        payload: dict[str, Any] = {"description": step.description}
+        if step.options:
+            payload["options"] = list(step.options)
+        asyncio.get_running_loop().create_task(
+            self.events.emit(
+                "task.needs_input",
+                task_id=task.metadata.name,
+                step_id=step.id,
+                payload=payload,
+                idempotency_key=key,
+            )
+        )
 
     # one step ---------------------------------------------------------------------------
 

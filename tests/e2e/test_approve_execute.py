@@ -140,3 +140,25 @@ async def test_an_agent_killed_mid_side_effect_does_not_repeat_it(world: World) 
     assert execution["state"] == "Succeeded" and execution["attempt"] >= 2
     assert len(world.shop.side_effects) == 1
     assert world.shop.levels() == catalog.expected_inventory_after_reconcile()
+
+
+async def test_an_input_step_asks_the_expert_and_completes_with_the_provided_value(
+    world: World,
+) -> None:
+    planned = await world.plan("Write a thank-you note to our most loyal customer")
+    name = planned["name"]
+    (step,) = planned["steps"]
+    assert step["kind"] == "input"
+    for _ in range(50):
+        asked = [r for r in await world.audit("agent.task.needs_input") if name in r["target"]]
+        if asked:
+            break
+        await asyncio.sleep(0.2)
+    assert len(asked) == 1 and asked[0]["details"]["step_id"] == step["id"]
+
+    note = {"text": "Dear Ada, thank you for ten years with us."}
+    r = await world.resume(name, step["id"], action="provide", content=note)
+    assert r.status_code == 200, r.text
+    task = await world.until(name, lambda t: phase(t) == "Completed")
+    assert step_of(task, step["id"])["execution"]["result"] == {"input": note}
+    assert world.shop.side_effects == [] and world.amazon.side_effects == []
