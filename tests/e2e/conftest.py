@@ -13,7 +13,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -84,7 +84,6 @@ class World:
     callback_secret: str
     token: str
     workdir: Path
-    extra: list[AgentProcess] = field(default_factory=list)
 
     # --- the agent's command API (signed like the platform signs it) ---------------------
 
@@ -248,6 +247,4 @@ async def world(
                 yield world
             finally:
                 agent.stop()
-                for extra in world.extra:
-                    extra.stop()
                 print(agent.tail(60))

@@ -25,7 +25,43 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class OperatorProcess:
+class _Process:
+    """What every component process shares: its log, stopping, killing, memory."""
+
+    log: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def kill(self) -> None:
+        """SIGKILL: no chance to finish anything (a crash, an OOM kill)."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def rss_bytes(self) -> int:
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return 0
+
+    def tail(self, lines: int = 40) -> str:
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+class OperatorProcess(_Process):
     """The operator run as `python -m agent_operator` with the humanwork-operator
     ServiceAccount's token (so its RBAC is what the tests exercise)."""
 
@@ -57,11 +93,6 @@ class OperatorProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.health_port = 0
         self.metrics_port = 0
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
 
     def start(self, timeout: float = 60.0) -> None:
         self.health_port, self.metrics_port = free_port(), free_port()
@@ -103,19 +134,6 @@ class OperatorProcess:
             time.sleep(0.2)
         raise RuntimeError(f"the operator was not healthy within {timeout}s:\n{self.tail()}")
 
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
     def metrics(self) -> str:
         return httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).text
 
@@ -132,23 +150,6 @@ class OperatorProcess:
                 total += float(value)
         return total
 
-    def rss_bytes(self) -> int:
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-        return 0
-
-    def tail(self, lines: int = 40) -> str:
-        text = self.log.read_text(errors="replace") if self.log.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
-
-
-def _rss(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
-
 
 def _wait_healthy(proc: subprocess.Popen[bytes], url: str, timeout: float, tail: str) -> None:
     deadline = time.monotonic() + timeout
@@ -164,7 +165,7 @@ def _wait_healthy(proc: subprocess.Popen[bytes], url: str, timeout: float, tail:
     raise RuntimeError(f"{url} was not healthy within {timeout}s; log: {tail}")
 
 
-class PlatformProcess:
+class PlatformProcess(_Process):
     """The platform API run as `python -m platform_api.main serve` with the
     humanwork-platform-api ServiceAccount's token, a real HTTP port and the given settings
     (environment variables `HUMANWORK_*`), so that agent processes can reach it."""
@@ -207,21 +208,8 @@ class PlatformProcess:
         )
         _wait_healthy(self.proc, f"{self.url}/healthz", timeout, self.log.name)
 
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
 
-    def tail(self, lines: int = 60) -> str:
-        text = self.log.read_text(errors="replace") if self.log.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
-
-
-class AgentProcess:
+class AgentProcess(_Process):
     """An AgentInstance's agent run locally with exactly what its pod spec gives it (see
     `humanwork_dev.runagent`); it keeps its state folder across `kill` and `start`, as a
     container restart keeps the pod's emptyDir."""
@@ -246,34 +234,8 @@ class AgentProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.spec.port}"
 
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
     def start(self, timeout: float = 60.0) -> None:
         from humanwork_dev import runagent
 
         self.proc = runagent.start(self.spec, self.log)
         _wait_healthy(self.proc, f"{self.url}/v1/health", timeout, self.tail())
-
-    def kill(self) -> None:
-        """SIGKILL: no chance to finish anything (a crash, an OOM kill)."""
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    def rss_bytes(self) -> int:
-        return _rss(self.pid)
-
-    def tail(self, lines: int = 60) -> str:
-        text = self.log.read_text(errors="replace") if self.log.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
