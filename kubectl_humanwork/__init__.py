@@ -1,0 +1,1 @@
+"""`kubectl-humanwork`: the review queue from the command line."""
