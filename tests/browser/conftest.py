@@ -1,0 +1,98 @@
+"""Fixtures of the browser tests: Debian's Chromium driven by Playwright (through
+`executable_path`; `playwright install` is never used) against the platform API running
+as a real HTTP process on the real control plane and PostgreSQL, with the operator.
+
+Chromium comes from `tests/browser/install.sh` (`make browser-binaries`, a prerequisite
+of `make test`); `HUMANWORK_CHROMIUM` may name another binary. When Chromium cannot be
+had, the tests FAIL with the reason; they never skip. Screenshots go to tests/artifacts/.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, ConsoleMessage, Error, Page, sync_playwright
+
+from humanwork_dev.postgres import PostgresServer
+from humanwork_dev.processes import OperatorProcess, PlatformProcess
+from tests.browser.support import Org, org_fixture, start_platform
+from tests.conftest import Cluster
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+
+
+def chromium_executable() -> str:
+    """The Chromium binary to drive; fails the test with the reason when there is none."""
+    named = os.environ.get("HUMANWORK_CHROMIUM")
+    candidates = [named] if named else []
+    candidates += [shutil.which("chromium") or "", "/usr/bin/chromium"]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    pytest.fail(
+        "no Chromium for the browser tests: install Debian's chromium with "
+        "`make browser-binaries` (tests/browser/install.sh), or name a binary in "
+        "HUMANWORK_CHROMIUM",
+        pytrace=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def browser(workspace_server: PlatformProcess) -> Iterator[Browser]:
+    """Chromium for one test module. Playwright's sync API keeps an event loop running on
+    this thread while it is open, so it is closed before the next module's (asyncio) tests,
+    and the session fixtures it needs are set up before it."""
+    executable = chromium_executable()
+    with sync_playwright() as playwright:
+        try:
+            launched = playwright.chromium.launch(executable_path=executable, headless=True)
+        except Error as exc:
+            pytest.fail(f"Chromium ({executable}) did not start: {exc}", pytrace=False)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="session")
+def workspace_server(
+    cluster: Cluster,
+    installed: None,
+    operator: OperatorProcess,
+    postgres: PostgresServer,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[PlatformProcess]:
+    yield from start_platform(cluster, postgres, tmp_path_factory.mktemp("platform-web"))
+
+
+@pytest.fixture
+def org(workspace_server: PlatformProcess, cluster: Cluster) -> Iterator[Org]:
+    yield from org_fixture(workspace_server, cluster)
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    """A fresh browser context (its own sessionStorage) at 1280x800. Script errors and
+    Content-Security-Policy violations fail the test."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, locale="en-GB")
+    tab = context.new_page()
+    tab.set_default_timeout(20_000)
+    problems: list[str] = []
+
+    def console(message: ConsoleMessage) -> None:
+        if message.type == "error" and "status of 4" not in message.text:
+            problems.append(message.text)
+
+    tab.on("console", console)
+    tab.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+    yield tab
+    context.close()
+    assert not problems, f"the page reported errors: {problems}"
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return ARTIFACTS
