@@ -15,6 +15,7 @@ ServiceAccount). Then:
 Run by hand or with `make bench`; it prints and asserts nothing.
 
     .venv/bin/python bench/decisions.py [--tasks 200] [--clients 8] [--open 10000]
+        [--profile approvals.txt]
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -123,6 +126,12 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=200)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--open", type=int, default=10_000)
+    parser.add_argument(
+        "--profile",
+        default=None,
+        help="record the platform with py-spy during the approvals (collapsed stacks to "
+        "this file; needs py-spy, e.g. pip install py-spy)",
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="hw-bench-decisions-") as tmp:
@@ -148,7 +157,7 @@ def main() -> None:
             time.sleep(2)  # admission policies become active
             database_url = asyncio.run(postgres.create_database("bench"))
             platform, base = _start_platform(info, database_url, state)
-            _run(args, info, base)
+            _run(args, info, base, platform.pid)
         finally:
             if platform is not None:
                 platform.terminate()
@@ -157,7 +166,21 @@ def main() -> None:
             cluster.down(state / "cluster")
 
 
-def _run(args: argparse.Namespace, info: cluster.ClusterInfo, base: str) -> None:
+def _profile(out: str | None, pid: int) -> subprocess.Popen[bytes] | None:
+    """py-spy recording the platform process (collapsed stacks) until interrupted."""
+    if not out:
+        return None
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    proc = subprocess.Popen(
+        [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "200", "-o", out],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(1)
+    return proc
+
+
+def _run(args: argparse.Namespace, info: cluster.ClusterInfo, base: str, platform_pid: int) -> None:
     http = httpx.Client(base_url=base, timeout=30)
     admin = _login(http, "admin")
     org = http.post("/orgs", json={"slug": "bench", "name": "Bench"}, headers=admin)
@@ -182,7 +205,12 @@ def _run(args: argparse.Namespace, info: cluster.ClusterInfo, base: str) -> None
         r = http.post("/agentic/tasks", json=body, headers=requester)
         r.raise_for_status()
         task_ids.append(r.json()["id"])
+    profiler = _profile(args.profile, platform_pid)
     elapsed, latencies = asyncio.run(_approve_all(base, experts, task_ids))
+    if profiler is not None:
+        profiler.send_signal(signal.SIGINT)
+        profiler.wait(60)
+        print(f"approvals: py-spy profile of the platform in {args.profile}")
     print(
         f"approvals: {len(latencies)} by {args.clients} concurrent experts in {elapsed:.1f}s = "
         f"{len(latencies) / elapsed:.0f} approvals/s; one approval p50 "

@@ -431,8 +431,10 @@ async def decide(
                 "the API server refused the decision", step_id=step_id, reason=exc.message
             ) from None
         entry = after.step(step_id)
-        await record(
+        model = read_model(AgenticTask.from_wire(written), now)
+        await _audit(
             session,
+            sessions,
             actor=principal.username,
             action=f"task.step.{verdict.value}",
             target=f"agentictask:{namespace}/{name}",
@@ -450,13 +452,28 @@ async def decide(
             },
         )
         return Outcome(
-            read_model(AgenticTask.from_wire(written), now),
+            model,
             entry.decision is not None,
             len(entry.approvals),
             required,
             False,
             _recorded(entry, idempotency_key),
         )
+
+
+async def _audit(
+    session: AsyncSession,
+    sessions: async_sessionmaker[AsyncSession] | None,
+    **event: Any,
+) -> None:
+    """Audit a decision written: in a short transaction of its own when `sessions` is
+    given (the org's chain is locked only for the append and its commit, not for the rest
+    of the request; the request writes nothing else), else in the request's."""
+    if sessions is None:
+        await record(session, **event)
+        return
+    async with sessions() as own, own.begin():
+        await record(own, **event)
 
 
 def _recorded(entry: StepStatus, idempotency_key: str) -> Decision | None:
