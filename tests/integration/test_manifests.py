@@ -1,31 +1,269 @@
-"""The kustomize base builds, and the API server accepts all of it (server-side dry run),
-so what users `kubectl apply -k` or hand to GitOps is valid against a real API server."""
+"""The kustomize base and overlays build, say what the docs say they say, and the API server
+accepts each of them (server-side dry run), so what users `kubectl apply -k` or hand to
+GitOps is valid against a real API server.
+
+Checked on the built output of every overlay: every pod is hardened (the restricted Pod
+Security Standard and more: requests and limits, probes, a read-only root filesystem with
+only /tmp writable), the platform's Service is where the operator sends agents, every
+environment variable names a real setting, the dev overlay is one replica with its dev-only
+Secrets marked as such, and the production overlay holds no Secret at all, runs the
+platform on several replicas spread out with disruption budgets and reads the database and
+OIDC settings from the Secrets docs/operations.md tells users to create.
+"""
 
 from __future__ import annotations
 
+import base64
 from collections import Counter
+from pathlib import Path
+from typing import Any
 
+import pytest
 import yaml
 from kubernetes import client
 
+from agent_operator.config import OperatorSettings
+from humanwork_dev.deployables import all_settings
 from tests.conftest import Cluster
 from tests.integration.conftest import REPO
 from tests.support import eventually
 
+KUSTOMIZATIONS = [
+    "manifests/base",
+    "manifests/base/operator",
+    "manifests/base/platform",
+    "manifests/base/policies",
+    "manifests/overlays/dev",
+    "manifests/overlays/production",
+    "manifests/samples",
+]
+INSTALLABLE = ["manifests/base", "manifests/overlays/dev", "manifests/overlays/production"]
+OVERLAYS = ["manifests/overlays/dev", "manifests/overlays/production"]
+PLATFORM = "humanwork-platform-api"
+OPERATOR = "humanwork-operator"
+Doc = dict[str, Any]
+
+_built: dict[str, list[Doc]] = {}
+
+
+def build(cluster: Cluster, path: str) -> list[Doc]:
+    """`kubectl kustomize <path>`, parsed (built once per session)."""
+    if path not in _built:
+        out = cluster.kubectl("kustomize", str(REPO / path)).stdout
+        _built[path] = [doc for doc in yaml.safe_load_all(out) if doc]
+    return _built[path]
+
+
+def one(docs: list[Doc], kind: str, name: str) -> Doc:
+    found = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+    assert len(found) == 1, (kind, name, [d["metadata"]["name"] for d in docs if d["kind"] == kind])
+    return found[0]
+
+
+def container(deployment: Doc, name: str) -> Doc:
+    spec = deployment["spec"]["template"]["spec"]
+    return next(c for c in spec["containers"] if c["name"] == name)
+
+
+@pytest.mark.parametrize("path", KUSTOMIZATIONS)
+def test_every_kustomization_builds(cluster: Cluster, path: str) -> None:
+    docs = build(cluster, path)
+    assert docs
+    for doc in docs:
+        assert doc["metadata"].get("name"), doc
+        labels = doc["metadata"].get("labels") or {}
+        if not path.endswith("samples"):
+            assert labels.get("app.kubernetes.io/part-of") == "humanwork" or doc["kind"] in (
+                "Secret",
+                "ConfigMap",
+                "PodDisruptionBudget",
+            ), (doc["kind"], doc["metadata"]["name"])
+
 
 def test_the_base_builds_with_every_part(cluster: Cluster) -> None:
-    built = cluster.kubectl("kustomize", str(REPO / "manifests/base")).stdout
-    kinds = Counter(doc["kind"] for doc in yaml.safe_load_all(built) if doc)
+    docs = build(cluster, "manifests/base")
+    kinds = Counter(doc["kind"] for doc in docs)
     assert kinds["CustomResourceDefinition"] == 2
     assert kinds["ValidatingAdmissionPolicy"] == kinds["ValidatingAdmissionPolicyBinding"] >= 3
     assert kinds["ServiceAccount"] == 2  # the operator and the platform API
     assert kinds["ClusterRole"] == kinds["ClusterRoleBinding"] == 2
-    assert kinds["Deployment"] == 1 and kinds["Namespace"] == 1
-    namespace = next(d for d in yaml.safe_load_all(built) if d and d["kind"] == "Namespace")
+    assert kinds["Role"] == kinds["RoleBinding"] == 1  # the platform's, in humanwork-system
+    assert kinds["Deployment"] == 2 and kinds["Service"] == 1 and kinds["Namespace"] == 1
+    # no Secret: the overlays (dev) or the users (production) make them, and the operator
+    # generates its own key material
+    assert kinds["Secret"] == 0
+    namespace = one(docs, "Namespace", "humanwork-system")
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
 
 
-def test_the_api_server_accepts_the_whole_base(cluster: Cluster, installed: None) -> None:
+@pytest.mark.parametrize("path", INSTALLABLE)
+def test_every_pod_is_hardened_with_resources_and_probes(cluster: Cluster, path: str) -> None:
+    deployments = [d for d in build(cluster, path) if d["kind"] == "Deployment"]
+    assert {d["metadata"]["name"] for d in deployments} == {PLATFORM, OPERATOR}
+    for deployment in deployments:
+        where = f"{path}: {deployment['metadata']['name']}"
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True, where
+        assert int(pod["securityContext"]["runAsUser"]) >= 1000, where
+        assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", where
+        assert pod["serviceAccountName"] == deployment["metadata"]["name"], where
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        for c in pod["containers"] + pod.get("initContainers", []):
+            sc = c["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False, (where, c["name"])
+            assert sc["readOnlyRootFilesystem"] is True, (where, c["name"])
+            assert sc["capabilities"]["drop"] == ["ALL"], (where, c["name"])
+            assert not sc.get("capabilities", {}).get("add"), (where, c["name"])
+            assert not sc.get("privileged"), (where, c["name"])
+            assert {"cpu", "memory"} <= c["resources"]["requests"].keys(), (where, c["name"])
+            assert {"cpu", "memory"} <= c["resources"]["limits"].keys(), (where, c["name"])
+            mounts = {m["mountPath"]: m["name"] for m in c.get("volumeMounts", [])}
+            assert "emptyDir" in volumes[mounts["/tmp"]], (where, c["name"])
+            assert ":" in c["image"] and not c["image"].endswith(":latest"), c["image"]
+        for c in pod["containers"]:
+            assert c["livenessProbe"]["httpGet"]["path"] == "/healthz", where
+            assert c["readinessProbe"]["httpGet"]["path"] == "/healthz", where
+
+
+@pytest.mark.parametrize("path", INSTALLABLE)
+def test_the_platform_service_is_where_the_operator_sends_agents(
+    cluster: Cluster, path: str
+) -> None:
+    docs = build(cluster, path)
+    settings = OperatorSettings()
+    service = one(docs, "Service", settings.platform_api_service)
+    assert service["metadata"]["namespace"] == settings.platform_namespace
+    deployment = one(docs, "Deployment", PLATFORM)
+    assert deployment["metadata"]["namespace"] == settings.platform_namespace
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= labels.items()
+    (port,) = service["spec"]["ports"]
+    ports = {p["name"]: p["containerPort"] for p in container(deployment, "platform-api")["ports"]}
+    # the NetworkPolicy the operator gives agents allows the pod port: they must be equal
+    assert port["port"] == ports[port["targetPort"]] == settings.platform_api_port
+    assert settings.platform_api_scheme == "http"
+    config = one(docs, "ConfigMap", "humanwork-platform-config")["data"]
+    assert config["HUMANWORK_PORT"] == str(settings.platform_api_port)
+    assert config["HUMANWORK_KUBE_IN_CLUSTER"] == "true"
+    assert config["HUMANWORK_HOST"] == "0.0.0.0"
+
+
+def _env_names(deployment: Doc) -> set[str]:
+    pod = deployment["spec"]["template"]["spec"]
+    return {
+        e["name"]
+        for c in pod["containers"] + pod.get("initContainers", [])
+        for e in c.get("env", [])
+    }
+
+
+@pytest.mark.parametrize("path", INSTALLABLE)
+def test_every_variable_in_the_manifests_is_a_real_setting(cluster: Cluster, path: str) -> None:
+    docs = build(cluster, path)
+    settings = all_settings()
+    platform = {v for s in settings["platform"] for v in s.variables}
+    operator = {v for s in settings["operator"] for v in s.variables}
+    config = one(docs, "ConfigMap", "humanwork-platform-config")["data"]
+    assert set(config) <= platform, sorted(set(config) - platform)
+    assert _env_names(one(docs, "Deployment", PLATFORM)) <= platform
+    assert _env_names(one(docs, "Deployment", OPERATOR)) <= operator
+
+
+def _secret_refs(deployment: Doc) -> dict[str, tuple[str, str, bool]]:
+    """{variable: (Secret name, key, optional)} of the platform container."""
+    return {
+        e["name"]: (
+            e["valueFrom"]["secretKeyRef"]["name"],
+            e["valueFrom"]["secretKeyRef"]["key"],
+            bool(e["valueFrom"]["secretKeyRef"].get("optional")),
+        )
+        for e in container(deployment, "platform-api")["env"]
+        if "secretKeyRef" in e.get("valueFrom", {})
+    }
+
+
+def test_the_production_overlay_commits_no_secret_and_reads_the_documented_ones(
+    cluster: Cluster,
+) -> None:
+    docs = build(cluster, "manifests/overlays/production")
+    assert not [d for d in docs if d["kind"] == "Secret"]
+    platform = one(docs, "Deployment", PLATFORM)
+    assert _secret_refs(platform) == {
+        "HUMANWORK_DATABASE_URL": ("humanwork-platform-database", "url", False),
+        "HUMANWORK_JWT_SECRET": ("humanwork-platform-secrets", "jwt-secret", False),
+        "HUMANWORK_CREDENTIALS_KEYS": ("humanwork-platform-secrets", "credentials-keys", False),
+        "HUMANWORK_CREDENTIALS_ACTIVE_KEY": (
+            "humanwork-platform-secrets",
+            "credentials-active-key",
+            False,
+        ),
+        "HUMANWORK_ADMIN_PASSWORD": ("humanwork-platform-secrets", "admin-password", True),
+        "HUMANWORK_OIDC_JWKS_URL": ("humanwork-platform-oidc", "jwks-url", False),
+        "HUMANWORK_OIDC_ISSUER": ("humanwork-platform-oidc", "issuer", False),
+        "HUMANWORK_OIDC_AUDIENCE": ("humanwork-platform-oidc", "audience", False),
+    }
+    operations = (REPO / "docs/operations.md").read_text()
+    for name, key, _ in _secret_refs(platform).values():
+        assert name in operations and key in operations, (name, key)
+
+
+def test_the_production_overlay_is_highly_available(cluster: Cluster) -> None:
+    docs = build(cluster, "manifests/overlays/production")
+    platform = one(docs, "Deployment", PLATFORM)
+    assert platform["spec"]["replicas"] >= 2
+    assert platform["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    pod = platform["spec"]["template"]["spec"]
+    keys = {t["topologyKey"] for t in pod["topologySpreadConstraints"]}
+    assert {"kubernetes.io/hostname", "topology.kubernetes.io/zone"} <= keys
+    assert pod["affinity"]["podAntiAffinity"]
+    # one migration per pod start, in an init container; the servers do not migrate
+    (migrate,) = pod["initContainers"]
+    assert (
+        migrate["args"] == ["migrate"]
+        and migrate["image"] == container(platform, "platform-api")["image"]
+    )
+    config = one(docs, "ConfigMap", "humanwork-platform-config")["data"]
+    assert config["HUMANWORK_MIGRATE_ON_STARTUP"] == "false"
+    budgets = {d["metadata"]["name"]: d for d in docs if d["kind"] == "PodDisruptionBudget"}
+    assert set(budgets) == {PLATFORM, OPERATOR}
+    for name, budget in budgets.items():
+        deployment = one(docs, "Deployment", name)
+        selected = budget["spec"]["selector"]["matchLabels"]
+        assert selected.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    assert budgets[PLATFORM]["spec"]["maxUnavailable"] < platform["spec"]["replicas"]
+    operator = one(docs, "Deployment", OPERATOR)
+    assert operator["spec"]["replicas"] == 1  # kopf standalone: one at a time
+    assert operator["spec"]["strategy"]["type"] == "Recreate"
+
+
+def test_the_dev_overlay_is_one_replica_on_sqlite_with_marked_dev_secrets(
+    cluster: Cluster,
+) -> None:
+    docs = build(cluster, "manifests/overlays/dev")
+    platform = one(docs, "Deployment", PLATFORM)
+    assert platform["spec"]["replicas"] == 1
+    assert platform["spec"]["strategy"]["rollingUpdate"]["maxSurge"] == 0
+    secrets = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Secret"}
+    assert secrets
+    for secret in secrets.values():
+        assert secret["metadata"]["labels"]["humanwork.io/dev-only"] == "true"
+        assert "DEV ONLY" in secret["metadata"]["annotations"]["humanwork.io/warning"]
+    refs = _secret_refs(platform)
+    for name, _, _ in refs.values():
+        assert name in secrets, name  # the generated (hash-suffixed) names are referenced
+    name, key, _ = refs["HUMANWORK_DATABASE_URL"]
+    url = base64.b64decode(secrets[name]["data"][key]).decode()
+    assert url.startswith("sqlite+aiosqlite:////")
+    database_dir = str(Path(url.removeprefix("sqlite+aiosqlite:///")).parent)
+    mounts = {m["mountPath"] for m in container(platform, "platform-api")["volumeMounts"]}
+    assert database_dir in mounts
+    name, key, _ = refs["HUMANWORK_JWT_SECRET"]
+    assert len(base64.b64decode(secrets[name]["data"][key])) >= 32
+
+
+@pytest.mark.parametrize("path", INSTALLABLE)
+def test_the_api_server_accepts_it(cluster: Cluster, installed: None, path: str) -> None:
+    # (a dry run of namespaced objects needs their namespace to exist: `installed` made it)
     done = cluster.kubectl(
         "apply",
         "--dry-run=server",
@@ -33,23 +271,28 @@ def test_the_api_server_accepts_the_whole_base(cluster: Cluster, installed: None
         "--force-conflicts",
         "--field-manager=humanwork-test",
         "-k",
-        str(REPO / "manifests/base"),
+        str(REPO / path),
     )
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     assert any("deployment.apps/humanwork-operator" in line for line in lines)
+    assert any("deployment.apps/humanwork-platform-api" in line for line in lines)
     assert all("(server dry run)" in line for line in lines), lines
+    assert len(lines) == len(build(cluster, path))
 
 
-def test_the_operator_pod_passes_the_restricted_standard(cluster: Cluster, installed: None) -> None:
+@pytest.mark.parametrize("name", [OPERATOR, PLATFORM])
+def test_the_pods_pass_the_restricted_standard(
+    cluster: Cluster, installed: None, name: str
+) -> None:
     # humanwork-system enforces `restricted`; a pod that did not pass would never be created
     core = client.CoreV1Api(cluster.api)
-    labels = core.read_namespace("humanwork-system").metadata.labels
-    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    namespace: Any = core.read_namespace("humanwork-system")
+    assert namespace.metadata.labels["pod-security.kubernetes.io/enforce"] == "restricted"
 
     def running() -> bool:
-        pods = core.list_namespaced_pod(
-            "humanwork-system", label_selector="app.kubernetes.io/name=humanwork-operator"
-        ).items
-        return any(p.status.phase == "Running" for p in pods)
+        pods: Any = core.list_namespaced_pod(
+            "humanwork-system", label_selector=f"app.kubernetes.io/name={name}"
+        )
+        return any(p.status.phase == "Running" for p in pods.items)
 
     assert eventually(running, timeout=60)

@@ -1,35 +1,50 @@
 """Least privilege, checked from the API server's own audit log: every request the
-operator made was allowed, and every permission its ClusterRole grants was used.
+operator and the platform API made was allowed, and every permission their roles grant
+was used.
 
 The local control plane logs (at Metadata level) every request of the humanwork-system
-ServiceAccounts. This module drives one whole AgentInstance and AgenticTask lifecycle
-(the rest of the session adds more), then compares what the operator did with
-manifests/base/operator/rbac.yaml.
+ServiceAccounts. For the operator, this module drives one whole AgentInstance and
+AgenticTask lifecycle (the rest of the session adds more) and compares what it did with
+manifests/base/operator/rbac.yaml. For the platform API, it runs the platform as a
+process under the humanwork-platform-api ServiceAccount's own token (its requests are
+told apart from the tests' by the token's id, which the API server records), drives
+every Kubernetes call the platform's code makes, and compares the requests with
+manifests/base/platform/rbac.yaml both ways, down to the namespace and the object names
+of its Role. A third list, the calls written in platform_api/kube/client.py, makes sure
+the scenario leaves none of them out.
 """
 
 from __future__ import annotations
 
+import ast
+import base64
 import json
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 from kubernetes import client
 
 from agent_operator.builders import AGENT_RBAC_RULES
 from agent_operator.kube import USER_AGENT
-from humanwork_core import taskflow
+from humanwork_core import signing, taskflow
 from humanwork_core.resources import Verdict
-from humanwork_dev.processes import PLATFORM_NS, OperatorProcess
+from humanwork_dev.processes import PLATFORM_NS, OperatorProcess, PlatformProcess
 from tests.agents import (
     GROUP,
     PLURAL,
     VERSION,
+    agent_credentials,
     create_instance,
     get_instance,
+    provision_agent,
     wait_phase,
     wait_rotated,
 )
@@ -39,49 +54,127 @@ from tests.integration.test_tasks import Writer, approve, create_task, task_mani
 from tests.support import eventually
 
 OPERATOR_USER = f"system:serviceaccount:{PLATFORM_NS}:humanwork-operator"
+PLATFORM_USER = f"system:serviceaccount:{PLATFORM_NS}:humanwork-platform-api"
+PLATFORM_RBAC = REPO / "manifests/base/platform/rbac.yaml"
+PLATFORM_KUBE_CLIENT = REPO / "platform_api/kube/client.py"
 Permission = tuple[str, str, str]  # (apiGroup, resource[/subresource], verb)
 
 
-def granted(rbac_file: Path, role: str) -> set[Permission]:
+@dataclass(frozen=True)
+class Grant:
+    """One (apiGroup, resource, verb) of a rule, where it applies (None: every namespace,
+    from a ClusterRole) and to which objects (empty: all)."""
+
+    group: str
+    resource: str
+    verb: str
+    namespace: str | None = None
+    names: frozenset[str] = frozenset()
+
+    def allows(self, request: Request) -> bool:
+        return (
+            (self.group, self.resource, self.verb)
+            == (request.group, request.resource, request.verb)
+            and (self.namespace is None or self.namespace == request.namespace)
+            and (not self.names or request.name in self.names)
+        )
+
+
+@dataclass(frozen=True)
+class Request:
+    """A request as the audit log records it."""
+
+    group: str
+    resource: str
+    verb: str
+    namespace: str | None
+    name: str | None
+
+    @property
+    def permission(self) -> Permission:
+        return (self.group, self.resource, self.verb)
+
+
+def rbac_grants(rbac_file: Path, role: str) -> set[Grant]:
+    """Every grant of the ClusterRole and the Roles named `role` in `rbac_file`."""
+    found: set[Grant] = set()
     for doc in yaml.safe_load_all(rbac_file.read_text()):
-        if doc and doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == role:
-            return {
-                (group, resource, verb)
-                for rule in doc["rules"]
+        if not doc or doc["kind"] not in ("ClusterRole", "Role"):
+            continue
+        if doc["metadata"]["name"] != role:
+            continue
+        namespace = doc["metadata"]["namespace"] if doc["kind"] == "Role" else None
+        for rule in doc["rules"]:
+            names = frozenset(rule.get("resourceNames", ()))
+            found |= {
+                Grant(group, resource, verb, namespace, names)
                 for group in rule["apiGroups"]
                 for resource in rule["resources"]
                 for verb in rule["verbs"]
             }
-    raise AssertionError(f"no ClusterRole {role} in {rbac_file}")
+    if not found:
+        raise AssertionError(f"no ClusterRole or Role {role} in {rbac_file}")
+    return found
 
 
-def used(
-    audit_log: Path, user: str, agents: tuple[str, ...]
-) -> tuple[set[Permission], list[dict[str, Any]]]:
-    """The permissions `user` exercised from one of the program `agents` (user agents: the
-    tests also act under the operator's identity, to check the admission policies), and
-    the requests authorization refused."""
-    seen: set[Permission] = set()
+def granted(rbac_file: Path, role: str) -> set[Permission]:
+    return {(g.group, g.resource, g.verb) for g in rbac_grants(rbac_file, role)}
+
+
+def audit_requests(
+    audit_log: Path, user: str, keep: Callable[[dict[str, Any]], bool]
+) -> tuple[list[Request], list[dict[str, Any]]]:
+    """The requests of `user` that `keep` selects (the tests also act under the platform's
+    and the operator's identities, to check the admission policies), and those RBAC
+    refused."""
+    seen: list[Request] = []
     refused: list[dict[str, Any]] = []
     for line in audit_log.read_text().splitlines():
         entry = json.loads(line)
         if entry.get("user", {}).get("username") != user or "objectRef" not in entry:
             continue
-        if not entry.get("userAgent", "").startswith(agents):
+        if not keep(entry):
+            continue
+        if entry.get("annotations", {}).get("authorization.k8s.io/decision") == "forbid":
+            refused.append(entry)  # RBAC said no (admission refusals are another matter)
             continue
         ref = entry["objectRef"]
         resource = ref.get("resource", "")
         if ref.get("subresource"):
             resource += "/" + ref["subresource"]
+        group, verb = ref.get("apiGroup", ""), entry["verb"]
+        namespace, name = ref.get("namespace"), ref.get("name")
+        seen.append(Request(group, resource, verb, namespace, name))
         code = entry.get("responseStatus", {}).get("code", 0)
-        if entry.get("annotations", {}).get("authorization.k8s.io/decision") == "forbid":
-            refused.append(entry)  # RBAC said no (admission refusals are another matter)
-            continue
-        verb = entry["verb"]
-        seen.add((ref.get("apiGroup", ""), resource, verb))
         if verb == "patch" and code == 201:  # a server-side apply that created the object
-            seen.add((ref.get("apiGroup", ""), resource, "create"))
+            seen.append(Request(group, resource, "create", namespace, name))
     return seen, refused
+
+
+def used(
+    audit_log: Path, user: str, agents: tuple[str, ...]
+) -> tuple[set[Permission], list[dict[str, Any]]]:
+    """The permissions `user` exercised from one of the program `agents` (user agents),
+    and the requests authorization refused."""
+    requests, refused = audit_requests(
+        audit_log, user, lambda entry: entry.get("userAgent", "").startswith(agents)
+    )
+    return {r.permission for r in requests}, refused
+
+
+def _describe(refused: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    return [
+        (e["verb"], e["objectRef"], e.get("responseStatus", {}).get("message")) for e in refused
+    ][:5]
+
+
+def _audit_log(cluster: Cluster) -> Path:
+    assert cluster.info is not None
+    time.sleep(2)  # the audit backend writes asynchronously
+    return Path(cluster.info.state_dir) / "logs" / "audit.log"
+
+
+# --- the operator ----------------------------------------------------------------------------
 
 
 def drive_a_whole_lifecycle(cluster: Cluster, ns: str, org_id: str) -> None:
@@ -112,12 +205,7 @@ def drive_a_whole_lifecycle(cluster: Cluster, ns: str, org_id: str) -> None:
         name,
         {"metadata": {"annotations": {"humanwork.io/archived": "now"}}},
     )
-    eventually(
-        lambda: (
-            not objects.list_namespaced_custom_object(GROUP, VERSION, ns, "agentictasks")["items"]
-        ),
-        timeout=20,
-    )
+    eventually(lambda: not _tasks(cluster, ns), timeout=20)
     objects.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "agent")
     eventually(lambda: _gone(lambda: get_instance(cluster, ns)), timeout=20)
 
@@ -126,8 +214,15 @@ def _gone(read: Callable[[], Any]) -> bool:
     try:
         read()
     except client.ApiException as exc:
-        return exc.status == 404
+        return bool(exc.status == 404)
     return False
+
+
+def _tasks(cluster: Cluster, ns: str) -> list[dict[str, Any]]:
+    listed: Any = client.CustomObjectsApi(cluster.api).list_namespaced_custom_object(
+        GROUP, VERSION, ns, "agentictasks"
+    )
+    return list(listed["items"])
 
 
 def test_the_operator_uses_exactly_the_permissions_it_is_granted(
@@ -137,13 +232,9 @@ def test_the_operator_uses_exactly_the_permissions_it_is_granted(
         pytest.skip("the API server's audit log is read on the local control plane only")
     ns, org_id = org
     drive_a_whole_lifecycle(cluster, ns, org_id)
-    time.sleep(2)  # the audit backend writes asynchronously
-    audit_log = Path(cluster.info.state_dir) / "logs" / "audit.log"
-    seen, refused = used(audit_log, OPERATOR_USER, (USER_AGENT, "kopf/"))
+    seen, refused = used(_audit_log(cluster), OPERATOR_USER, (USER_AGENT, "kopf/"))
 
-    assert not refused, [
-        (e["verb"], e["objectRef"], e.get("responseStatus", {}).get("message")) for e in refused[:5]
-    ]
+    assert not refused, _describe(refused)
     grants = granted(REPO / "manifests/base/operator/rbac.yaml", "humanwork-operator")
     # every call it made is covered by a grant (no wildcard, no cluster-admin shortcut)
     assert seen <= grants, sorted(seen - grants)
@@ -158,3 +249,279 @@ def test_the_operator_uses_exactly_the_permissions_it_is_granted(
     }
     assert grants <= seen | delegated, sorted(grants - seen - delegated)
     assert delegated <= grants  # the operator could not create the agents' Roles otherwise
+
+
+# --- the platform API ------------------------------------------------------------------------
+
+_VERBS = {"get": "get", "read": "get", "list": "list", "create": "create", "patch": "patch"}
+_VERBS |= {"delete": "delete", "replace": "update"}
+_CORE_KINDS = {"config_map": "configmaps", "secret": "secrets", "namespace": "namespaces"}
+
+
+def calls_in_code(source: Path = PLATFORM_KUBE_CLIENT) -> set[Permission]:
+    """The (apiGroup, resource, verb) of every Kubernetes API call written in the
+    platform's one module that talks to the API server, read from its syntax tree: calls
+    of `self._custom.<method>(...)` and `self._core.<method>(...)`, and watches
+    (`watch.Watch().stream(self._custom.<list method>, ...)`)."""
+    tree = ast.parse(source.read_text())
+    constants = {
+        node.targets[0].id: node.value.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and isinstance(node.targets[0], ast.Name)
+        and isinstance(node.value, ast.Constant)
+    }
+
+    def value(node: ast.expr) -> str:
+        if isinstance(node, ast.Constant):
+            return str(node.value)
+        if isinstance(node, ast.Name) and node.id in constants:
+            return str(constants[node.id])
+        raise AssertionError(f"cannot resolve {ast.unparse(node)} in {source}")
+
+    def api_method(node: ast.expr) -> tuple[str, str] | None:
+        """("custom" | "core", method) for `self._custom.m` or `self._core.m`."""
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Attribute)
+            and isinstance(node.value.value, ast.Name)
+            and node.value.value.id == "self"
+            and node.value.attr in ("_custom", "_core")
+        ):
+            return node.value.attr[1:], node.attr
+        return None
+
+    def permission(api: str, method: str, args: list[ast.expr], watch: bool) -> Permission:
+        action, _, rest = method.partition("_")
+        verb = "watch" if watch else _VERBS[action]
+        if api == "custom":
+            # (group, version, [namespace,] plural, ...)
+            plural = args[3] if rest.startswith("namespaced_") else args[2]
+            resource = value(plural)
+            if rest.endswith("_status"):
+                resource += "/status"
+            return (value(args[0]), resource, verb)
+        kind = rest.removeprefix("namespaced_")
+        if kind not in _CORE_KINDS:
+            raise AssertionError(f"unknown core API method {method}: extend _CORE_KINDS")
+        return ("", _CORE_KINDS[kind], verb)
+
+    found: set[Permission] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        called = api_method(node.func)
+        if called is not None:
+            found.add(permission(*called, node.args, watch=False))
+            continue
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "stream" and node.args:
+            streamed = api_method(node.args[0])
+            if streamed is not None:
+                found.add(permission(*streamed, node.args[1:], watch=True))
+    return found
+
+
+def token_id(kubeconfig: Path) -> str:
+    """The jti of the ServiceAccount token in `kubeconfig`: the API server records it with
+    every request (user.extra credential-id), so one process's requests can be told apart
+    from other users of the same ServiceAccount."""
+    token = yaml.safe_load(kubeconfig.read_text())["users"][0]["user"]["token"]
+    payload = token.split(".")[1]
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    return str(claims["jti"])
+
+
+ADMIN_PASSWORD = "rbac-admin-password-0192"
+
+
+@pytest.fixture
+def platform_process(
+    cluster: Cluster,
+    installed: None,
+    operator: OperatorProcess,
+    tmp_path: Path,
+) -> Iterator[PlatformProcess]:
+    """The platform API as a process, on SQLite, under its ServiceAccount's own token."""
+    server = PlatformProcess(
+        cluster.kubeconfig,
+        cluster.kubectl_path,
+        tmp_path / "platform",
+        env={
+            "HUMANWORK_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'platform.db'}",
+            "HUMANWORK_ADMIN_PASSWORD": ADMIN_PASSWORD,
+            "HUMANWORK_JWT_SECRET": "rbac-jwt-secret-0123456789-0123456789",
+        },
+    )
+    server.start()
+    yield server
+    server.stop()
+    print(server.tail(40))
+
+
+def _ok(response: httpx.Response, status: int = 200) -> dict[str, Any]:
+    assert response.status_code == status, (response.status_code, response.text)
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def drive_every_platform_call(cluster: Cluster, http: httpx.Client, made: list[str]) -> None:
+    """Everything the platform does with Kubernetes: org namespaces (created, and read when
+    one exists), tasks (created, listed, read, watched, decided, archived) and the agent
+    side (tokens checked against the AgentInstance and the published keys and
+    revocations, a token refresh, a signed event read with the callback master key that
+    records the applied configuration). `made` collects the namespaces to delete."""
+    core = client.CoreV1Api(cluster.api)
+    admin = {
+        "Authorization": "Bearer "
+        + _ok(http.post("/auth/token", json={"username": "admin", "password": ADMIN_PASSWORD}))[
+            "access_token"
+        ]
+    }
+    suffix = uuid.uuid4().hex[:6]
+
+    # a namespace that exists for another org: the platform reads its labels and refuses
+    taken = f"org-taken-{suffix}"
+    core.create_namespace(
+        client.V1Namespace(
+            metadata=client.V1ObjectMeta(
+                name=taken, labels={"humanwork.io/org-id": str(uuid.uuid4())}
+            )
+        )
+    )
+    made.append(taken)
+    refused = http.post("/orgs", json={"slug": f"taken-{suffix}", "name": "T"}, headers=admin)
+    assert refused.status_code == 409, refused.text
+
+    org = _ok(http.post("/orgs", json={"slug": f"rbac-{suffix}", "name": "R"}, headers=admin), 201)
+    ns, org_id = org["namespace"], org["id"]
+    made.append(ns)
+    expert_password = f"expert-{suffix}-0123456789"
+    _ok(
+        http.post(
+            "/users",
+            json={
+                "username": f"expert-{suffix}",
+                "password": expert_password,
+                "role": "expert",
+                "org_ids": [org_id],
+            },
+            headers=admin,
+        ),
+        201,
+    )
+    expert = {
+        "Authorization": "Bearer "
+        + _ok(
+            http.post(
+                "/auth/token", json={"username": f"expert-{suffix}", "password": expert_password}
+            )
+        )["access_token"]
+    }
+    provision_agent(cluster, ns, org_id)
+    agent_token, callback_secret = agent_credentials(cluster, ns)
+
+    plan = {
+        "orgId": org_id,
+        "agentRef": "agent",
+        "description": "Reconcile October",
+        "steps": [
+            {
+                "id": "read",
+                "description": "Fetch October orders",
+                "kind": "action",
+                "tool": "amazon_query",
+                "parameters": {"month": "2026-10"},
+                "risk": "high",
+            }
+        ],
+    }
+    task = _ok(http.post("/agentic/tasks", json=plan, headers=admin), 201)
+    task_id = task["id"]
+    _ok(http.get("/agentic/tasks", params={"org_id": org_id}, headers=expert))
+
+    def decidable() -> bool:
+        items = _ok(http.get("/human-tasks", params={"org_id": org_id}, headers=expert))
+        return any(item["id"].startswith(task_id + "/") for item in items["items"])
+
+    assert eventually(decidable, timeout=30)  # the watch saw it, the operator set its phase
+    _ok(
+        http.post(
+            f"/agentic/tasks/{task_id}/steps/read/reject",
+            json={"feedback": "not this month"},
+            headers=expert,
+        )
+    )
+
+    def archived() -> bool:  # the platform archives the finished task, the operator removes it
+        return not _tasks(cluster, ns)
+
+    assert eventually(archived, timeout=30)
+    finished = _ok(http.get(f"/agentic/tasks/{task_id}", headers=expert))  # from the archive
+    assert finished["status"]["phase"] == "Rejected"
+
+    bearer = {"Authorization": f"Bearer {agent_token}"}
+    _ok(http.get("/v1/agent-api/whoami", headers=bearer))
+    wanted = get_instance(cluster, ns)["status"]["configHash"]
+    event = json.dumps(
+        {
+            "event_type": "config.applied",
+            "agent_id": f"{ns}/agent",
+            "org_id": org_id,
+            "task_id": "reconcile-october",
+            "step_id": None,
+            "timestamp": datetime.now(UTC).isoformat(),
+            "payload": {"configHash": wanted},
+            "idempotency_key": str(uuid.uuid4()),
+        }
+    ).encode()
+    signed = http.post(
+        "/v1/agent-events",
+        content=event,
+        headers={
+            "Content-Type": "application/json",
+            signing.SIGNATURE_HEADER: signing.sign(callback_secret, event, datetime.now(UTC)),
+        },
+    )
+    _ok(signed)
+    annotations = get_instance(cluster, ns)["metadata"]["annotations"]
+    assert annotations["humanwork.io/config-applied"] == wanted
+    _ok(http.post("/v1/agent-api/token/refresh", headers=bearer), 202)
+
+
+def test_the_platform_api_uses_exactly_the_permissions_it_is_granted(
+    cluster: Cluster, platform_process: PlatformProcess
+) -> None:
+    if not cluster.info:
+        pytest.skip("the API server's audit log is read on the local control plane only")
+    made: list[str] = []
+    try:
+        with httpx.Client(base_url=platform_process.url, timeout=60) as http:
+            drive_every_platform_call(cluster, http, made)
+    finally:
+        for name in made:
+            client.CoreV1Api(cluster.api).delete_namespace(name)
+    jti = token_id(platform_process.kubeconfig)
+    requests, refused = audit_requests(
+        _audit_log(cluster),
+        PLATFORM_USER,
+        lambda entry: (
+            entry["user"].get("extra", {}).get("authentication.kubernetes.io/credential-id")
+            == [f"JTI={jti}"]
+        ),
+    )
+    assert requests, f"no request of the platform's token {jti} in the audit log"
+    assert not refused, _describe(refused)
+    grants = rbac_grants(PLATFORM_RBAC, "humanwork-platform-api")
+    # every request is allowed by a grant, in its namespace and for its object names
+    uncovered = {r for r in requests if not any(g.allows(r) for g in grants)}
+    assert not uncovered, sorted(uncovered, key=str)
+    # every grant was used: nothing "just in case"
+    unused = {g for g in grants if not any(g.allows(r) for r in requests)}
+    assert not unused, sorted(unused, key=str)
+    # and the scenario made every call the code can make (a call added to the client
+    # without a step here would otherwise go unchecked)
+    in_code = calls_in_code()
+    assert in_code == {r.permission for r in requests}, (
+        sorted(in_code - {r.permission for r in requests}),
+        sorted({r.permission for r in requests} - in_code),
+    )
