@@ -232,3 +232,11 @@ def test_controls_follow_the_capabilities(page: Page, org: Org) -> None:
     expect(page).to_have_url(re.compile("/workspace/login"))
     page.goto(f"{org.url}/workspace/tasks")
     expect(page).to_have_url(re.compile("/workspace/login"))  # the token is gone
+
+    # the requester may not approve its own task: its row offers the details and Reject
+    login(page, org, org.requester)
+    row = page.locator("#queue-body tr")
+    expect(row).to_have_count(1)
+    expect(row.get_by_role("button", name=re.compile("^Approve"))).to_have_count(0)
+    expect(row.get_by_role("link", name=re.compile("^Details"))).to_be_visible()
+    expect(row.get_by_role("button", name=re.compile("^Reject"))).to_be_visible()

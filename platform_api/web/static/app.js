@@ -430,12 +430,14 @@
     row._check = check;
     row._select = el("td", { class: "col-select" }, check);
     const actions = el("div", { class: "row-actions" });
-    if (item.kind === "input") {
+    if (item.kind === "input" || item.requested_by === me.username) {
+      // an input step is answered in the detail view; a requester may not approve its own
+      const verb = item.kind === "input" && can("run.control") ? "Answer" : "Details";
       actions.append(el("a", {
         href: detailHref(item.id),
         class: "button-link",
-        text: "Answer…",
-        "aria-label": `Answer ${label(item)}`,
+        text: `${verb}…`,
+        "aria-label": `${verb} ${label(item)}`,
       }));
     } else {
       const approveButton = el("button", {
@@ -808,7 +810,8 @@
     if (data.archived) bits.push("archived");
     $("detail-meta").textContent = bits.join(" · ");
     $("prompt").textContent = data.prompt;
-    const deadline = data.deadline ? el("span", {},
+    const open = data.status === "pending" || data.status === "escalated";
+    const deadline = data.deadline && open ? el("span", {},
       el("time", { datetime: data.deadline, text: `${absolute(data.deadline)} · ${relative(data.deadline, now)}` }),
       data.near_deadline ? [" ", pill("due soon", "warn")] : null) : null;
     $("facts").replaceChildren(...facts([
@@ -839,7 +842,7 @@
     const open = data.status === "pending" || data.status === "escalated";
     if (!open) {
       const why = {
-        decided: "This step has its decision (see the plan below).",
+        decided: "This step has its decision (see the plan).",
         expired: "Task expired: the decision deadline passed, so this step can no longer be decided.",
         waiting: "An earlier step of this plan waits for its decision or execution first.",
         closed: `The task ended (${data.phase}) before this step was decided.`,
