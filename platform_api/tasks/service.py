@@ -432,9 +432,8 @@ async def decide(
             ) from None
         entry = after.step(step_id)
         model = read_model(AgenticTask.from_wire(written), now)
-        await _audit(
+        await record(
             session,
-            sessions,
             actor=principal.username,
             action=f"task.step.{verdict.value}",
             target=f"agentictask:{namespace}/{name}",
@@ -459,21 +458,6 @@ async def decide(
             False,
             _recorded(entry, idempotency_key),
         )
-
-
-async def _audit(
-    session: AsyncSession,
-    sessions: async_sessionmaker[AsyncSession] | None,
-    **event: Any,
-) -> None:
-    """Audit a decision written: in a short transaction of its own when `sessions` is
-    given (the org's chain is locked only for the append and its commit, not for the rest
-    of the request; the request writes nothing else), else in the request's."""
-    if sessions is None:
-        await record(session, **event)
-        return
-    async with sessions() as own, own.begin():
-        await record(own, **event)
 
 
 def _recorded(entry: StepStatus, idempotency_key: str) -> Decision | None:
