@@ -4,6 +4,8 @@
 #                   agent, in the foreground until Ctrl-C (UP_ARGS=--detach to leave it running)
 #   make demo       the demo agent plans the seed's example task: a plan waits in the queue
 #   make test       everything the CI runs, on a fresh machine
+#   make docs       regenerate the generated docs (OpenAPI, configuration tables)
+#   make images     build the container images (needs a Docker engine; none here)
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -77,8 +79,9 @@ test-unit: venv
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy -p humanwork_core -p agent_operator -p platform_api -p agent_image -p humanwork_dev
+	$(VENV)/bin/mypy -p humanwork_core -p agent_operator -p platform_api -p agent_image -p humanwork_dev -p kubectl_humanwork
 	$(VENV)/bin/lint-imports
+	$(PY) -m humanwork_dev.deployables --check
 
 format: venv
 	$(VENV)/bin/ruff check --fix .
@@ -89,3 +92,12 @@ bench: venv cluster-binaries
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+
+.PHONY: docs images
+docs: venv
+	$(PY) -m humanwork_dev.deployables
+
+images:
+	docker build -f Dockerfile.operator -t humanwork/operator:0.1.0 .
+	docker build -f Dockerfile.platform -t humanwork/platform-api:0.1.0 .
+	docker build -f Dockerfile.agent -t humanwork/agent:0.1.0 .

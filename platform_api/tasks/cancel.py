@@ -49,6 +49,7 @@ class CancelRequested(BaseModel):
         403,
         404,
         409,
+        422,
         503,
         codes={409: ("run_state_conflict", "the task is already Completed"), **UNAVAILABLE},
     ),
