@@ -24,7 +24,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from humanwork_core import taskflow
-from humanwork_core.resources import AgenticTask, StepState, Verdict
+from humanwork_core.resources import AgenticTask, StepState, TaskPhase, Verdict
 from platform_api.audit.service import record
 from platform_api.auth.dependencies import Principal
 from platform_api.conversations.repository import ConversationRepository
@@ -48,7 +48,9 @@ from platform_api.tasks import service
 from platform_api.tasks.service import org_of_namespace, phase_of, read_or_archived
 
 THREAD_MESSAGES = 200
-BULK_CONCURRENCY = 8
+BULK_CONCURRENCY = 4
+"""Items decided at once; each holds at most two database connections (its transaction,
+and a refused self-approval's audit row)."""
 BULK_ACTION = "task.bulk_resume"
 
 
@@ -61,8 +63,9 @@ def _status(task: AgenticTask, step_id: str, now: datetime) -> str:
         return "decided"
     if taskflow.is_expired(entry, task.spec.policy, now) or entry.state is StepState.EXPIRED:
         return "expired"
-    if phase_of(task, now).terminal:
-        return "expired" if phase_of(task, now).value == "Expired" else "closed"
+    phase = phase_of(task, now)
+    if phase.terminal:
+        return "expired" if phase is TaskPhase.EXPIRED else "closed"
     decidable = taskflow.decidable_step(task)
     if decidable is None or decidable.id != step_id:
         return "waiting"

@@ -15,7 +15,10 @@
 Both act only on tasks of orgs this platform knows, in their org's namespace. The watch
 relists on (re)start, so whatever finished while the platform was down is archived then.
 Work is queued per task and done by a few workers; a task changed again while queued is
-handled once, at its latest version, and never by two workers at once.
+handled once, at its latest version, and never by two workers at once. When the database
+or the API server fails, the task is tried again after `RETRY_SECONDS`; when the task
+changed meanwhile (a write refused by its resourceVersion precondition), its next change
+brings it back.
 """
 
 from __future__ import annotations
@@ -32,13 +35,14 @@ from humanwork_core import taskflow
 from humanwork_core.resources import AgenticTask
 from platform_api.archive.service import ARCHIVED_ANNOTATION, archive
 from platform_api.audit.service import record
-from platform_api.kube.client import KubeClient, KubeConflict, KubeError, KubeNotFound
+from platform_api.kube.client import KubeClient, KubeConflict, KubeNotFound
 from platform_api.tasks.orgs import OrgDirectory, OrgRef
 
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
 WORKERS = 4
+RETRY_SECONDS = 5.0
 
 
 def wants_auto_approval(task: AgenticTask, now: datetime) -> bool:
@@ -113,14 +117,24 @@ class TaskAutomation:
             self._busy.add(key)
             try:
                 await self.handle(task)
-            except (KubeError, OSError) as exc:
-                log.warning("task %s/%s: %s; will retry on its next change", *key, exc)
-            except Exception:
-                log.exception("task %s/%s: automation failed", *key)
+            except KubeConflict:
+                pass  # changed meanwhile: its next change brings it back
+            except Exception as exc:  # the database or the API server failed: try again
+                log.warning("task %s/%s: %s; retrying in %ss", *key, exc, RETRY_SECONDS)
+                self._retry(key, task)
             finally:
                 self._busy.discard(key)
                 if key in self._latest:  # changed again while being handled
                     self._queue.put_nowait(key)
+
+    def _retry(self, key: Key, task: AgenticTask) -> None:
+        def again() -> None:
+            if key not in self._latest:  # unless a newer version is queued already
+                self._latest[key] = task
+                if key not in self._busy:
+                    self._queue.put_nowait(key)
+
+        asyncio.get_running_loop().call_later(RETRY_SECONDS, again)
 
     async def _org(self, task: AgenticTask) -> OrgRef | None:
         try:
@@ -168,8 +182,8 @@ class TaskAutomation:
                     task.metadata.resource_version or "",
                     taskflow.owned_status(after, taskflow.Writer.PLATFORM_API),
                 )
-            except (KubeConflict, KubeNotFound):
-                return  # changed or gone meanwhile: its next change brings it back
+            except KubeNotFound:
+                return  # gone meanwhile
             decision = after.step(step.id).decision
             assert decision is not None
             await record(
