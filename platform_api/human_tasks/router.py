@@ -1,11 +1,12 @@
-"""`/human-tasks`: the review queue, answered from the watch-fed `DecisionIndex`, and
-`POST /human-tasks/{id}/resume`, which records the expert's answer.
+"""`/human-tasks`: the review queue, answered from the watch-fed `DecisionIndex`; the
+detail view of one waiting decision; `POST /human-tasks/{id}/resume`, which records the
+expert's answer; and `POST /human-tasks/bulk-resume`, which decides many at once.
 
-A human task's id is `<namespace>/<task name>/<step id>`; `GET /human-tasks/{id}` is its
-detail view and `POST /human-tasks/bulk-resume` decides many at once. Resuming is idempotent by the
+A human task's id is `<namespace>/<task name>/<step id>`. Resuming is idempotent by the
 `Idempotency-Key` header, kept where the decision itself is kept: in the task's status.
 A retry with the same key and body answers the identical body and writes nothing; the
-same key with a different body answers 422 `idempotency_conflict`.
+same key with a different body answers 422 `idempotency_conflict`. A bulk resume's answer
+is kept with its audit record (see `human_tasks.service`).
 """
 
 from __future__ import annotations
