@@ -14,7 +14,7 @@ from typing import Annotated
 from alembic import command
 from alembic.config import Config
 from fastapi import Depends, Request
-from sqlalchemy import Connection
+from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
@@ -56,9 +56,16 @@ def _downgrade(connection: Connection, revision: str) -> None:
     command.downgrade(cfg, revision)
 
 
+MIGRATION_LOCK = 0x68756D616E  # "human": the advisory lock key of schema migrations
+
+
 async def migrate(engine: AsyncEngine, revision: str = "head") -> None:
-    """Bring the database of `engine` up to `revision` (idempotent)."""
+    """Bring the database of `engine` up to `revision` (idempotent). On PostgreSQL the
+    upgrade holds a transaction-scoped advisory lock, so replicas (or init containers)
+    starting together migrate one after the other instead of racing."""
     async with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
         await conn.run_sync(_upgrade, revision)
 
 

@@ -36,6 +36,9 @@ _APPLY_OPTIONS: dict[str, Any] = {"_content_type": APPLY}
 _MERGE_OPTIONS: dict[str, Any] = {"_content_type": "application/merge-patch+json"}
 
 
+USER_AGENT = "humanwork-platform-api/0.1.0"
+
+
 class KubeError(Exception):
     """The Kubernetes API refused or failed a request."""
 
@@ -109,7 +112,9 @@ class KubeClient:
         else:
             config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
         cfg.connection_pool_maxsize = settings.kube_connections
-        return cls(client.ApiClient(cfg))
+        api = client.ApiClient(cfg)
+        api.user_agent = USER_AGENT  # names the platform in the API server's audit log
+        return cls(api)
 
     async def close(self) -> None:
         await self._api.close()

@@ -3,6 +3,7 @@ effects, the console script, password hashing, migrations from an empty database
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -214,3 +215,21 @@ def test_install_script_is_idempotent_here() -> None:
     done = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""  # binaries present: nothing to do, no apt-get
+
+
+async def test_replicas_starting_together_migrate_one_after_the_other(
+    postgres: PostgresServer,
+) -> None:
+    name = f"race_{uuid.uuid4().hex}"
+    url = await postgres.create_database(name)
+    engines = [make_engine(url) for _ in range(4)]
+    try:
+        await asyncio.gather(*(migrate(engine) for engine in engines))
+        async with engines[0].connect() as conn:
+            assert await conn.run_sync(_tables) == TABLES
+            version = (await conn.execute(text("SELECT version_num FROM alembic_version"))).all()
+        assert version == [("0002",)]
+    finally:
+        for engine in engines:
+            await engine.dispose()
+        await postgres.drop_database(name)
