@@ -19,6 +19,7 @@ from fastapi import FastAPI
 from platform_api.access.repository import AccessMapRepository
 from platform_api.agent_api.router import events_router as agent_events_router
 from platform_api.agent_api.router import router as agent_api_router
+from platform_api.agents.router import router as agents_router
 from platform_api.audit.router import router as audit_router
 from platform_api.audit.service import record
 from platform_api.auth.router import router as auth_router
@@ -72,6 +73,7 @@ TAGS = [
     {"name": "audit", "description": "The hash-chained audit log."},
     {"name": "conversations", "description": "Conversations and messages of an org."},
     {"name": "knowledge", "description": "What an org's agents may search."},
+    {"name": "agents", "description": "Signed commands to an org's agents."},
     {"name": "agent api", "description": "Called by agents, with their agent token only."},
     {"name": "health", "description": "Liveness."},
 ]
@@ -176,6 +178,7 @@ def create_app(settings: Settings, *, namespaces: OrgNamespaces | None = None) -
         agent_api_router,
         agent_events_router,
         knowledge_router,
+        agents_router,
         web_router,
     ):
         app.include_router(router)

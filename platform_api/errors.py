@@ -182,6 +182,20 @@ class ToolCallInProgress(PlatformError):
     headers: ClassVar[dict[str, str]] = {"Retry-After": "1"}
 
 
+class AgentUnreachable(PlatformError):
+    """The platform could not reach an org's agent."""
+
+    code = "agent_unreachable"
+    status_code = 502
+
+
+class AgentRefused(PlatformError):
+    """An org's agent refused a command; `details.agentCode` is its error code."""
+
+    code = "agent_refused"
+    status_code = 502
+
+
 class UnknownTool(PlatformError):
     """The tool proxy has no adapter for this tool."""
 

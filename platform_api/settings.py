@@ -7,6 +7,8 @@ a repr or a log line.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -63,6 +65,19 @@ class Settings(BaseSettings):
         default=None, description="the key id new integration credentials are encrypted with"
     )
 
+    agent_endpoints: dict[str, str] = Field(
+        default_factory=dict,
+        description="JSON `<namespace>/<name>` -> base URL of an agent, overriding its "
+        "AgentInstance's status.endpoint (for agents run as local processes in development)",
+    )
+    agent_endpoints_file: Path | None = Field(
+        default=None,
+        description="a JSON file of the same mapping, read on every command (development: "
+        "the local harness writes it as it starts agent processes)",
+    )
+    agent_timeout_seconds: float = Field(
+        default=60.0, gt=0, description="timeout of the platform's signed commands to agents"
+    )
     upstream_timeout_seconds: float = Field(
         default=10.0, gt=0, description="timeout of the tool proxy's calls to upstream APIs"
     )

@@ -47,11 +47,14 @@ def platform_server(
     import asyncio
 
     url = asyncio.run(postgres.create_database(f"e2e_{uuid.uuid4().hex[:10]}"))
+    workdir = tmp_path_factory.mktemp("platform-e2e")
+    (workdir / "agent-endpoints.json").write_text("{}")
     server = PlatformProcess(
         cluster.kubeconfig,
         cluster.kubectl_path,
-        tmp_path_factory.mktemp("platform-e2e"),
+        workdir,
         env={
+            "HUMANWORK_AGENT_ENDPOINTS_FILE": str(workdir / "agent-endpoints.json"),
             "HUMANWORK_DATABASE_URL": url,
             "HUMANWORK_ADMIN_PASSWORD": ADMIN_PASSWORD,
             "HUMANWORK_JWT_SECRET": JWT_SECRET,
@@ -86,6 +89,14 @@ class World:
     workdir: Path
 
     # --- the agent's command API (signed like the platform signs it) ---------------------
+
+    async def ask_platform(self, request: str = SEED_REQUEST, **fields: Any) -> httpx.Response:
+        """The requester asks the agent to plan through the platform (a signed command)."""
+        return await self.http.post(
+            f"{self.platform.url}/orgs/{self.org_id}/agents/agent/tasks",
+            json={"request": request, **fields},
+            headers=self.requester,
+        )
 
     async def plan(self, request: str = SEED_REQUEST, **fields: Any) -> dict[str, Any]:
         body = json.dumps({"request": request, "requester": "requester", **fields}).encode()
@@ -226,6 +237,10 @@ async def world(
             token, callback_secret = agent_credentials(cluster, namespace)
             agent = AgentProcess(cluster.kubeconfig, namespace, "agent", tmp_path / "agent", base)
             agent.start()
+            # tell the platform where this agent listens (its Service does not exist here)
+            endpoints = platform_server.workdir / "agent-endpoints.json"
+            known = json.loads(endpoints.read_text())
+            endpoints.write_text(json.dumps({**known, f"{namespace}/agent": agent.url}))
             world = World(
                 http=http,
                 cluster=cluster,

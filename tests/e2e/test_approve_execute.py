@@ -157,3 +157,42 @@ async def test_an_input_step_asks_the_expert_and_completes_with_the_provided_val
     task = await world.until(name, lambda t: phase(t) == "Completed")
     assert step_of(task, step["id"])["execution"]["result"] == {"input": note}
     assert world.shop.side_effects == [] and world.amazon.side_effects == []
+
+
+async def test_a_requester_asks_the_agent_through_the_platform(world: World) -> None:
+    asked = await world.ask_platform()
+    assert asked.status_code == 201, asked.text
+    planned = asked.json()
+    assert planned["created"] is True
+    assert [s["tool"] for s in planned["steps"]] == ["amazon", "shopify"]
+    namespace, name = planned["id"].split("/")
+    assert namespace == world.namespace
+    task = await world.task(name)
+    requester = task["spec"]["requestedBy"]
+    assert requester.startswith("req-")  # the platform's caller, as the agent was told
+
+    # the requester cannot approve its own plan; an expert can
+    own = await world.http.post(
+        f"{world.platform.url}/agentic/tasks/{planned['id']}/steps/{planned['steps'][0]['id']}"
+        "/approve",
+        json={},
+        headers=world.requester,
+    )
+    assert own.status_code == 403 and own.json()["code"] == "self_approval_forbidden"
+    assert (await world.decide(name, planned["steps"][0]["id"])).status_code == 200
+    await world.until(name, lambda t: execution_state(t, planned["steps"][0]["id"]) == "Succeeded")
+
+    unknown = await world.http.post(
+        f"{world.platform.url}/orgs/{world.org_id}/agents/nobody/tasks",
+        json={"request": "anything"},
+        headers=world.requester,
+    )
+    assert unknown.status_code == 404
+    viewer_like = await world.http.post(
+        f"{world.platform.url}/orgs/{world.org_id}/agents/agent/tasks",
+        json={"request": "anything"},
+        headers=world.expert2,  # an expert: tasks.decide, not run.control
+    )
+    assert viewer_like.status_code == 403
+    audit = [r for r in await world.audit("task.plan_requested") if name in r["target"]]
+    assert len(audit) == 1

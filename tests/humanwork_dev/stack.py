@@ -30,7 +30,6 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -139,6 +138,9 @@ def up(state: Path | None = None) -> dict[str, str]:
         )
         running["operator"] = proc.pid
         _wait_http("operator", f"http://127.0.0.1:{OPERATOR_HEALTH}/healthz", proc.pid)
+    (state / "agent-endpoints.json").write_text(
+        json.dumps({f"{DEMO_NAMESPACE}/agent": f"http://127.0.0.1:{AGENT_PORT}"})
+    )
     password_file = state / "admin-password"
     if not password_file.exists():
         password_file.write_text(
@@ -168,6 +170,8 @@ def up(state: Path | None = None) -> dict[str, str]:
                     {"local": _secret_file(state / "credentials-key", 32, b64=True)}
                 ),
                 "HUMANWORK_CREDENTIALS_ACTIVE_KEY": "local",
+                # the demo agent runs as a local process, not behind its Service
+                "HUMANWORK_AGENT_ENDPOINTS_FILE": str(state / "agent-endpoints.json"),
             },
         )
         running["platform"] = proc.pid
@@ -339,33 +343,26 @@ def _demo_org(state: Path, info: cluster.ClusterInfo, admin_password: str) -> st
 
 
 def demo(state: Path | None = None) -> dict[str, str]:
-    """Ask the demo agent to plan the seed's example (signed like the platform signs its
-    commands); the plan then waits in the review queue."""
-    from kubernetes import client, config
-
-    from humanwork_core import signing
-
+    """The admin asks the demo agent, through the platform API, to plan the seed's example;
+    the plan then waits in the review queue for the expert."""
     state = state or cluster.state_dir_default()
-    info = cluster.status(state)
-    if info is None:
+    if cluster.status(state) is None:
         raise cluster.ClusterError("the stack is not up: run `make up` first")
-    api = config.new_client_from_config(config_file=info.kubeconfig)  # type: ignore[no-untyped-call]
-    secret = client.CoreV1Api(api).read_namespaced_secret("agent-agent-callback", DEMO_NAMESPACE)
-    callback = base64.b64decode((secret.data or {})["secret"]).decode()
-    body = json.dumps({"request": SEED_REQUEST, "requester": "demo"}).encode()
-    r = httpx.post(
-        f"http://127.0.0.1:{AGENT_PORT}/v1/tasks",
-        content=body,
-        headers={
-            "Content-Type": "application/json",
-            signing.SIGNATURE_HEADER: signing.sign(callback, body, datetime.now(UTC)),
-        },
-        timeout=60,
-    )
-    if r.status_code not in (200, 201):
-        raise cluster.ClusterError(f"the agent refused the demo task: {r.status_code} {r.text}")
+    password = (state / "admin-password").read_text().strip()
+    with httpx.Client(base_url=f"http://127.0.0.1:{PLATFORM_PORT}", timeout=90) as http:
+        token = http.post("/auth/token", json={"username": "admin", "password": password})
+        token.raise_for_status()
+        admin = {"Authorization": f"Bearer {token.json()['access_token']}"}
+        orgs = http.get("/orgs", headers=admin).json()
+        items = orgs["items"] if isinstance(orgs, dict) else orgs
+        org_id = next(o["id"] for o in items if o["slug"] == DEMO_SLUG)
+        r = http.post(
+            f"/orgs/{org_id}/agents/agent/tasks", json={"request": SEED_REQUEST}, headers=admin
+        )
+    if r.status_code != 201:
+        raise cluster.ClusterError(f"the demo task was refused: {r.status_code} {r.text}")
     planned = r.json()
-    return {"task": f"{DEMO_NAMESPACE}/{planned['name']}", "summary": planned.get("summary", "")}
+    return {"task": planned["id"], "summary": planned.get("summary", "")}
 
 
 def down(state: Path | None = None) -> None:

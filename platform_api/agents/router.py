@@ -1,0 +1,198 @@
+"""`POST /orgs/{org_id}/agents/{name}/tasks` (capability `run.control`): ask an org's agent
+to plan a request. The plan comes back as an AgenticTask waiting in the review queue.
+
+The platform signs the command like every platform -> agent command: HMAC-SHA256 over the
+timestamp and the body with the instance's callback secret (derived from the master key,
+`humanwork_core.signing.derive_secret`), so an agent obeys only the platform. The agent is
+reached at its AgentInstance's `status.endpoint` (its Service) unless
+`HUMANWORK_AGENT_ENDPOINTS` (or the file `HUMANWORK_AGENT_ENDPOINTS_FILE`) names another
+URL for it (agents run as local processes in development). The requester recorded on the
+task is the caller; it therefore cannot approve the plan's steps itself. Audited as
+`task.plan_requested`.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import httpx
+from fastapi import APIRouter, Header, Path
+from pydantic import BaseModel, ConfigDict, Field
+
+from humanwork_core import signing
+from platform_api.agent_api.events import CALLBACK_KEY_CACHE
+from platform_api.audit.service import record
+from platform_api.auth.dependencies import OrgScope, require_in_org
+from platform_api.db import Session
+from platform_api.errors import (
+    AgentRefused,
+    AgentUnreachable,
+    KubernetesUnavailable,
+    NotFound,
+    error_responses,
+)
+from platform_api.kube.client import KubeNotFound
+from platform_api.models import Org
+from platform_api.settings import Settings
+from platform_api.state import PlatformDep
+
+router = APIRouter(prefix="/orgs/{org_id}/agents", tags=["agents"])
+
+
+class PlanRequest(BaseModel):
+    """What to ask the agent."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "request": "Reconcile all Amazon orders for October and update "
+                    "inventory in Shopify for any discrepancies"
+                }
+            ]
+        },
+    )
+
+    request: str = Field(min_length=1, max_length=4096)
+    conversationId: uuid.UUID | None = None
+    policy: dict[str, Any] | None = Field(
+        default=None, description="the task's approval policy (AgenticTask spec.policy)"
+    )
+
+
+class PlannedTask(BaseModel):
+    """The task the agent created."""
+
+    id: str = Field(description="`<namespace>/<name>`, the task's id in /agentic/tasks")
+    created: bool = Field(description="false when the Idempotency-Key named an earlier plan")
+    planner: str | None = None
+    summary: str = ""
+    steps: list[dict[str, Any]]
+
+
+def _override(settings: Settings, agent_id: str) -> str | None:
+    """The development override of an agent's URL, if any."""
+    if agent_id in settings.agent_endpoints:
+        return settings.agent_endpoints[agent_id]
+    if settings.agent_endpoints_file is not None:
+        try:
+            mapping = json.loads(settings.agent_endpoints_file.read_text())
+        except (OSError, ValueError):
+            return None
+        found = mapping.get(agent_id) if isinstance(mapping, dict) else None
+        return str(found) if found else None
+    return None
+
+
+@router.post(
+    "/{name}/tasks",
+    status_code=201,
+    summary="Ask an agent to plan a request",
+    description="Capability `run.control`, in one of the caller's orgs (404 otherwise, and "
+    "for an agent the org does not have). The platform sends the agent a signed command; "
+    "the agent creates the AgenticTask, whose steps then wait for experts. "
+    "`Idempotency-Key` is passed on: a retry names the same task. 502 `agent_unreachable` "
+    "when the agent cannot be reached, 502 `agent_refused` with the agent's error code in "
+    "`details` when it refuses.",
+    responses=error_responses(
+        401,
+        403,
+        404,
+        422,
+        502,
+        503,
+        codes={502: ("agent_unreachable", "the agent did not answer")},
+    ),
+)
+async def plan_task(
+    body: PlanRequest,
+    session: Session,
+    platform: PlatformDep,
+    scope: Annotated[OrgScope, require_in_org("run.control")],
+    name: Annotated[str, Path(max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")],
+    idempotency_key: Annotated[
+        str | None, Header(alias="Idempotency-Key", min_length=1, max_length=128)
+    ] = None,
+) -> PlannedTask:
+    kube = platform.kube
+    if kube is None:
+        raise KubernetesUnavailable("asking an agent needs the Kubernetes API")
+    org = await session.get(Org, scope.org_id)
+    if org is None:
+        raise NotFound("no such org")
+    try:
+        instance = await kube.get_agent_instance(org.namespace, name)
+    except KubeNotFound:
+        raise NotFound("no such agent") from None
+    if str((instance.get("spec") or {}).get("orgId")) != str(org.id):
+        raise NotFound("no such agent")
+    agent_id = f"{org.namespace}/{name}"
+    endpoint = _override(platform.settings, agent_id) or str(
+        (instance.get("status") or {}).get("endpoint") or ""
+    )
+    if not endpoint:
+        raise AgentUnreachable("the agent has no endpoint yet", agent=agent_id)
+    master = await CALLBACK_KEY_CACHE.get(kube)
+    if master is None:
+        raise AgentUnreachable("no callback key: the operator has not run", agent=agent_id)
+    secret = signing.derive_secret(
+        master, org.namespace, name, str(instance["metadata"].get("uid", ""))
+    )
+    command: dict[str, Any] = {"request": body.request, "requester": scope.principal.username}
+    if body.conversationId is not None:
+        command["conversationId"] = str(body.conversationId)
+    if body.policy is not None:
+        command["policy"] = body.policy
+    raw = json.dumps(command).encode()
+    headers = {
+        "Content-Type": "application/json",
+        signing.SIGNATURE_HEADER: signing.sign(secret, raw, datetime.now(UTC)),
+    }
+    if idempotency_key:
+        headers[signing.IDEMPOTENCY_HEADER] = idempotency_key
+    client = platform.http
+    if client is None:
+        raise AgentUnreachable("the platform's HTTP client is not running", agent=agent_id)
+    try:
+        answer = await client.post(
+            f"{endpoint.rstrip('/')}/v1/tasks",
+            content=raw,
+            headers=headers,
+            timeout=platform.settings.agent_timeout_seconds,
+        )
+    except httpx.HTTPError as exc:
+        raise AgentUnreachable(
+            "the agent did not answer", agent=agent_id, reason=type(exc).__name__
+        ) from None
+    if answer.status_code not in (200, 201):
+        try:
+            code = str(answer.json().get("code", "error"))
+        except ValueError:
+            code = "error"
+        raise AgentRefused(
+            "the agent refused the request",
+            agent=agent_id,
+            agentCode=code,
+            agentStatus=str(answer.status_code),
+        )
+    planned = answer.json()
+    task_id = f"{org.namespace}/{planned.get('name')}"
+    await record(
+        session,
+        actor=scope.principal.username,
+        action="task.plan_requested",
+        target=f"task:{task_id}",
+        org_id=org.id,
+        details={"agent": agent_id, "created": bool(planned.get("created", True))},
+    )
+    return PlannedTask(
+        id=task_id,
+        created=bool(planned.get("created", True)),
+        planner=planned.get("planner"),
+        summary=str(planned.get("summary") or ""),
+        steps=list(planned.get("steps") or []),
+    )
