@@ -219,6 +219,7 @@ def up(state: Path | None = None) -> dict[str, str]:
         )
         running["agent"] = proc.pid
         _wait_http("agent", f"http://127.0.0.1:{AGENT_PORT}/v1/health", proc.pid)
+        _configure_demo_agent(info)
     (state / "components.json").write_text(json.dumps(running, indent=2))
     return {
         "kubeconfig": info.kubeconfig,
@@ -340,6 +341,29 @@ def _demo_org(state: Path, info: cluster.ClusterInfo, admin_password: str) -> st
         stdout=subprocess.DEVNULL,
     )
     return password
+
+
+def _configure_demo_agent(info: cluster.ClusterInfo) -> None:
+    """Let the demo agent look up the stores (read-only, through the tool proxy) while it
+    plans, so the seed's example comes with the exact inventory correction to approve.
+    Sent like the platform sends commands: signed with the instance's callback secret."""
+    from kubernetes import client, config
+
+    from humanwork_core import signing
+
+    api = config.new_client_from_config(config_file=info.kubeconfig)  # type: ignore[no-untyped-call]
+    secret = client.CoreV1Api(api).read_namespaced_secret("agent-agent-callback", DEMO_NAMESPACE)
+    key = base64.b64decode((secret.data or {})["secret"]).decode()
+    body = json.dumps({"planningLookups": True}).encode()
+    httpx.post(
+        f"http://127.0.0.1:{AGENT_PORT}/v1/configure",
+        content=body,
+        headers={
+            "Content-Type": "application/json",
+            signing.SIGNATURE_HEADER: signing.sign(key, body, int(time.time())),
+        },
+        timeout=30,
+    ).raise_for_status()
 
 
 def demo(state: Path | None = None) -> dict[str, str]:

@@ -68,6 +68,13 @@ def test_up_demo_and_down(tmp_path: Path) -> None:
             time.sleep(0.5)
         assert waiting, queue
         assert waiting[0]["risk"] == "low"  # step 1 of the seed's plan: read Amazon's orders
+        # the demo agent looked the stores up while planning: step 2 is the exact correction
+        plan = httpx.get(
+            f"{base}/agentic/tasks/{task}", headers={"Authorization": f"Bearer {token}"}
+        ).json()["spec"]["steps"]
+        write = plan[-1]
+        assert write["tool"] == "shopify" and write["risk"] in ("high", "critical")
+        assert write["parameters"]["params"], write
 
         again = stack(state, "up", "--detach")  # idempotent: reuses what runs
         assert again.returncode == 0, again.stderr[-3000:]
