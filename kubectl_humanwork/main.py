@@ -6,6 +6,7 @@
     kubectl humanwork reject NS/TASK STEP --feedback TEXT
     kubectl humanwork bulk approve|reject ID...      one decision for many (ID: NS/TASK/STEP)
     kubectl humanwork watch NS/TASK                  print the task's transitions as they happen
+    kubectl humanwork cancel NS/TASK                 stop a task for good (run.control)
     kubectl humanwork login                          store a token in the config file
     kubectl humanwork whoami                         the caller's role, capabilities and orgs
 
@@ -312,6 +313,16 @@ def cmd_reject(client: Client, args: argparse.Namespace, out: TextIO, err: TextI
     return _decide(client, args, "reject", out)
 
 
+def cmd_cancel(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    namespace, name = _parts(args.task, (2,))
+    answer = client.call("POST", f"/agentic/tasks/{_path(namespace, name)}/cancel")
+    if args.output != "table":
+        output.dump(answer, args.output, out)
+        return 0
+    out.write(f"cancel requested for {namespace}/{name}: the operator stops it now\n")
+    return 0
+
+
 def cmd_bulk(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for item in args.ids:
         _parts(item, (3,))
@@ -539,6 +550,10 @@ def parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=0, help="give up after this many seconds (default never)"
     )
     watch.set_defaults(run=cmd_watch)
+
+    cancel = sub.add_parser("cancel", parents=[common], help="stop a task for good")
+    cancel.add_argument("task", metavar="TASK", help="NAMESPACE/NAME")
+    cancel.set_defaults(run=cmd_cancel)
 
     login = sub.add_parser("login", parents=[common], help="store a token in the config file")
     login.add_argument("--username", "-u")

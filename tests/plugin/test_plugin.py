@@ -373,3 +373,17 @@ def test_configuration_and_connection_errors(org: Org) -> None:
         stderr=err,
     )
     assert code == 4 and "cannot reach the platform API" in err.getvalue()
+
+
+def test_cancel_stops_a_task_and_needs_run_control(org: Org) -> None:
+    made = org.task()
+    refused = run(org, org.expert, "cancel", made["id"])  # an expert: no run.control
+    assert refused.code == 1 and "error: forbidden (HTTP 403)" in refused.err
+    done = run(org, org.lead, "cancel", made["id"], "-o", "json")
+    assert done.code == 0, done.err
+    assert json.loads(done.out)["id"] == made["id"]
+    org.wait(made["id"], lambda t: t["phase"] == "Cancelled")
+    again = run(org, org.lead, "cancel", made["id"])
+    assert again.code == 1 and "run_state_conflict (HTTP 409)" in again.err
+    wrong = run(org, org.lead, "cancel", f"{made['id']}/extra")
+    assert wrong.code == 2 and "expected NAMESPACE/NAME" in wrong.err
