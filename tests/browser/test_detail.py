@@ -189,3 +189,21 @@ def test_a_decision_in_the_detail_view_past_the_deadline(page: Page, org: Org) -
     )
     expect(page.locator("#decide-body")).to_contain_text("Task expired")
     expect(page.locator("#facts .pill").first).to_have_text("expired")
+
+
+def test_a_lead_cancels_a_task_from_the_detail_view(page: Page, org: Org) -> None:
+    made = org.task()
+    detail = f"/workspace/tasks/{made['id']}/refund"
+    login(page, org, org.expert, detail)  # tasks.decide only: no cancel control
+    panel = page.locator("#decide")
+    expect(panel.get_by_role("button", name="Approve", exact=True)).to_be_visible()
+    expect(panel.get_by_role("button", name="Cancel task")).to_have_count(0)
+    page.get_by_role("button", name="Log out").click()
+
+    login(page, org, org.lead, detail)
+    page.once("dialog", lambda dialog: dialog.accept())
+    panel.get_by_role("button", name="Cancel task").click()
+    expect(page.locator("#notice")).to_contain_text("Cancel requested")
+    org.wait(made["id"], lambda t: t["phase"] == "Cancelled")
+    expect(panel).to_contain_text("The task ended (Cancelled)", timeout=15_000)
+    expect(panel.get_by_role("button", name="Cancel task")).to_have_count(0)

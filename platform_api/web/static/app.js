@@ -834,6 +834,23 @@
   }
 
   function renderPanel(data) {
+    renderDecision(data);
+    const live = data.phase === "PendingApproval" || data.phase === "InProgress";
+    if (!live || !can("run.control")) return; // no control the user may not use
+    const [namespace, name] = data.task_id.split("/").map(encodeURIComponent);
+    const cancelButton = el("button", { type: "button", class: "danger", text: "Cancel task" });
+    cancelButton.addEventListener("click", async () => {
+      if (!window.confirm("Cancel this task for good? No further step will run.")) return;
+      await submitDecision(
+        () => call("POST", `/agentic/tasks/${namespace}/${name}/cancel`),
+        cancelButton,
+        "Cancel requested: the task stops.",
+      );
+    });
+    $("decide-body").append(el("div", { class: "actions cancel-task" }, cancelButton));
+  }
+
+  function renderDecision(data) {
     const panel = $("decide");
     const body = $("decide-body");
     const step = data.plan.find((s) => s.id === data.step_id);
