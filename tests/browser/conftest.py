@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Error, Page, sync_playwright
 
-from humanwork_dev.postgres import PostgresServer
-from humanwork_dev.processes import OperatorProcess, PlatformProcess
-from tests.browser.support import Org, org_fixture, start_platform
+from humanwork_dev.processes import PlatformProcess
+from tests.browser.support import Org, org_fixture
 from tests.conftest import Cluster
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
@@ -42,7 +41,7 @@ def chromium_executable() -> str:
 
 
 @pytest.fixture(scope="module")
-def browser(workspace_server: PlatformProcess) -> Iterator[Browser]:
+def browser(platform_server: PlatformProcess) -> Iterator[Browser]:
     """Chromium for one test module. Playwright's sync API keeps an event loop running on
     this thread while it is open, so it is closed before the next module's (asyncio) tests,
     and the session fixtures it needs are set up before it."""
@@ -56,20 +55,9 @@ def browser(workspace_server: PlatformProcess) -> Iterator[Browser]:
         launched.close()
 
 
-@pytest.fixture(scope="session")
-def workspace_server(
-    cluster: Cluster,
-    installed: None,
-    operator: OperatorProcess,
-    postgres: PostgresServer,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[PlatformProcess]:
-    yield from start_platform(cluster, postgres, tmp_path_factory.mktemp("platform-web"))
-
-
 @pytest.fixture
-def org(workspace_server: PlatformProcess, cluster: Cluster) -> Iterator[Org]:
-    yield from org_fixture(workspace_server, cluster)
+def org(platform_server: PlatformProcess, cluster: Cluster) -> Iterator[Org]:
+    yield from org_fixture(platform_server, cluster)
 
 
 @pytest.fixture

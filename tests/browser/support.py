@@ -8,23 +8,18 @@ sync API, which must not run inside an asyncio loop.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
 from kubernetes import client as kclient
 
-from humanwork_dev.postgres import PostgresServer
 from humanwork_dev.processes import PlatformProcess
 from tests.conftest import Cluster
-from tests.platform.conftest import ADMIN_PASSWORD, CREDENTIALS_KEY, JWT_SECRET
+from tests.platform.conftest import ADMIN_PASSWORD
 
 T = TypeVar("T")
 
@@ -36,34 +31,6 @@ STEP = {
     "parameters": {"order": 1042, "amount": "49.90", "notify": True},
     "risk": "high",
 }
-
-
-def start_platform(
-    cluster: Cluster, postgres: PostgresServer, workdir: Path
-) -> Iterator[PlatformProcess]:
-    """A platform API process on its own database; stopped when the iterator closes."""
-    # in a thread of its own: Playwright's sync API keeps an event loop on this one
-    name = f"web_{uuid.uuid4().hex[:10]}"
-    with ThreadPoolExecutor(1) as pool:
-        url = pool.submit(asyncio.run, postgres.create_database(name)).result()
-    server = PlatformProcess(
-        cluster.kubeconfig,
-        cluster.kubectl_path,
-        workdir,
-        env={
-            "HUMANWORK_DATABASE_URL": url,
-            "HUMANWORK_ADMIN_PASSWORD": ADMIN_PASSWORD,
-            "HUMANWORK_JWT_SECRET": JWT_SECRET,
-            "HUMANWORK_CREDENTIALS_KEYS": json.dumps({"k1": CREDENTIALS_KEY}),
-            "HUMANWORK_CREDENTIALS_ACTIVE_KEY": "k1",
-        },
-    )
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-        print(server.tail(60))
 
 
 def until(read: Callable[[], T], check: Callable[[T], bool], within: float = 30) -> T:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,50 +22,16 @@ import httpx
 import pytest
 
 from humanwork_core import signing
-from humanwork_dev.postgres import PostgresServer
-from humanwork_dev.processes import AgentProcess, OperatorProcess, PlatformProcess
+from humanwork_dev.processes import AgentProcess, PlatformProcess
 from tests.agents import agent_credentials, provision_agent
 from tests.conftest import Cluster
 from tests.fakes.amazon import FakeAmazon
 from tests.fakes.shopify import FakeShopify
-from tests.platform.conftest import ADMIN_PASSWORD, CREDENTIALS_KEY, JWT_SECRET
+from tests.platform.conftest import ADMIN_PASSWORD
 
 SEED_REQUEST = (
     "Reconcile all Amazon orders for October and update inventory in Shopify for any discrepancies"
 )
-
-
-@pytest.fixture(scope="session")
-def platform_server(
-    cluster: Cluster,
-    installed: None,
-    operator: OperatorProcess,
-    postgres: PostgresServer,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[PlatformProcess]:
-    """The platform API as a process on its own PostgreSQL database."""
-    import asyncio
-
-    url = asyncio.run(postgres.create_database(f"e2e_{uuid.uuid4().hex[:10]}"))
-    workdir = tmp_path_factory.mktemp("platform-e2e")
-    (workdir / "agent-endpoints.json").write_text("{}")
-    server = PlatformProcess(
-        cluster.kubeconfig,
-        cluster.kubectl_path,
-        workdir,
-        env={
-            "HUMANWORK_AGENT_ENDPOINTS_FILE": str(workdir / "agent-endpoints.json"),
-            "HUMANWORK_DATABASE_URL": url,
-            "HUMANWORK_ADMIN_PASSWORD": ADMIN_PASSWORD,
-            "HUMANWORK_JWT_SECRET": JWT_SECRET,
-            "HUMANWORK_CREDENTIALS_KEYS": json.dumps({"k1": CREDENTIALS_KEY}),
-            "HUMANWORK_CREDENTIALS_ACTIVE_KEY": "k1",
-        },
-    )
-    server.start()
-    yield server
-    server.stop()
-    print(server.tail(80))
 
 
 @dataclass

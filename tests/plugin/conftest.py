@@ -7,23 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from humanwork_dev.postgres import PostgresServer
-from humanwork_dev.processes import OperatorProcess, PlatformProcess
-from tests.browser.support import Org, org_fixture, start_platform
+from humanwork_dev.processes import PlatformProcess
+from tests.browser.support import Org, org_fixture
 from tests.conftest import Cluster
 
 
-@pytest.fixture(scope="session")
-def plugin_server(
-    cluster: Cluster,
-    installed: None,
-    operator: OperatorProcess,
-    postgres: PostgresServer,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[PlatformProcess]:
-    yield from start_platform(cluster, postgres, tmp_path_factory.mktemp("platform-plugin"))
-
-
 @pytest.fixture
-def org(plugin_server: PlatformProcess, cluster: Cluster) -> Iterator[Org]:
-    yield from org_fixture(plugin_server, cluster)
+def org(platform_server: PlatformProcess, cluster: Cluster) -> Iterator[Org]:
+    yield from org_fixture(platform_server, cluster)
