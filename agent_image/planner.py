@@ -1064,6 +1064,23 @@ def _flag(confidence: float, risk: Risk, threshold: float) -> bool:
     return confidence < threshold or risk in (Risk.HIGH, Risk.CRITICAL)
 
 
+def offline_reply(
+    message: str, config: AgentConfig, matches: Sequence[Match], mode: Mode, risk: Risk
+) -> Reply:
+    """The offline responder's whole reply (see :func:`offline_reply_text`)."""
+    text, confidence, used = offline_reply_text(message, config, matches, mode)
+    return Reply(
+        reply=text,
+        confidence=confidence,
+        risk_level=risk,
+        flag_for_review=_flag(confidence, risk, config.confidence_threshold),
+        model=OFFLINE_MODEL,
+        mode=mode,
+        responder="offline",
+        corrections_used=used,
+    )
+
+
 def offline_reply_text(
     message: str, config: AgentConfig, matches: Sequence[Match], mode: Mode
 ) -> tuple[str, float, tuple[str, ...]]:
@@ -1220,17 +1237,7 @@ class Responder:
                 )
             except LLMError as exc:
                 self.gate.failed(exc)
-        text, confidence, used = offline_reply_text(message, config, matches, mode)
-        return Reply(
-            reply=text,
-            confidence=confidence,
-            risk_level=risk,
-            flag_for_review=_flag(confidence, risk, config.confidence_threshold),
-            model=OFFLINE_MODEL,
-            mode=mode,
-            responder="offline",
-            corrections_used=used,
-        )
+        return offline_reply(message, config, matches, mode, risk)
 
     async def _llm_reply(
         self,
@@ -1348,16 +1355,7 @@ class Responder:
                     corrections_used=tuple(m.correction.id for m in matches),
                 )
                 return
-        text, confidence, used = offline_reply_text(message, config, matches, mode)
-        for piece in re.findall(r"\S+\s*", text):
+        reply = offline_reply(message, config, matches, mode, risk)
+        for piece in re.findall(r"\S+\s*", reply.reply):
             yield piece
-        yield Reply(
-            reply=text,
-            confidence=confidence,
-            risk_level=risk,
-            flag_for_review=_flag(confidence, risk, config.confidence_threshold),
-            model=OFFLINE_MODEL,
-            mode=mode,
-            responder="offline",
-            corrections_used=used,
-        )
+        yield reply
