@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import shutil
 import signal
 import statistics
@@ -39,6 +38,7 @@ from kubernetes import client, config
 
 from humanwork_dev import cluster
 from humanwork_dev.postgres import PostgresServer
+from humanwork_dev.processes import PlatformProcess
 
 REPO = Path(__file__).resolve().parents[1]
 PASSWORD = "bench-password-0123456789"
@@ -61,41 +61,6 @@ def _login(http: httpx.Client, username: str) -> dict[str, str]:
     r = http.post("/auth/token", json={"username": username, "password": PASSWORD})
     r.raise_for_status()
     return {"Authorization": f"Bearer {r.json()['access_token']}"}
-
-
-def _start_platform(
-    info: cluster.ClusterInfo, database_url: str, state: Path
-) -> tuple[subprocess.Popen[bytes], str]:
-    kubeconfig = cluster.token_kubeconfig(
-        info.kubeconfig,
-        info.kubectl,
-        "humanwork-system",
-        "humanwork-platform-api",
-        state / "platform.kubeconfig",
-    )
-    port = cluster.free_port()
-    env = {
-        **os.environ,
-        "HUMANWORK_DATABASE_URL": database_url,
-        "HUMANWORK_ADMIN_PASSWORD": PASSWORD,
-        "HUMANWORK_JWT_SECRET": "bench-jwt-secret-0123456789-0123456789",
-        "HUMANWORK_KUBECONFIG": str(kubeconfig),
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "platform_api.main", "serve", "--port", str(port)],
-        env=env,
-        stdout=(state / "platform.log").open("ab"),
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                return proc, base
-        except httpx.HTTPError:
-            time.sleep(0.3)
-    raise RuntimeError(f"the platform did not start; see {state / 'platform.log'}")
 
 
 async def _approve_all(
@@ -139,7 +104,7 @@ def main() -> None:
         info = cluster.up(state / "cluster")
         postgres = PostgresServer()
         postgres.start()
-        platform: subprocess.Popen[bytes] | None = None
+        platform: PlatformProcess | None = None
         try:
             for path in ("crds", "manifests/base/policies", "manifests/base/platform"):
                 subprocess.run(
@@ -156,12 +121,21 @@ def main() -> None:
                 )
             time.sleep(2)  # admission policies become active
             database_url = asyncio.run(postgres.create_database("bench"))
-            platform, base = _start_platform(info, database_url, state)
-            _run(args, info, base, platform.pid)
+            platform = PlatformProcess(
+                info.kubeconfig,
+                info.kubectl,
+                state / "platform",
+                env={
+                    "HUMANWORK_DATABASE_URL": database_url,
+                    "HUMANWORK_ADMIN_PASSWORD": PASSWORD,
+                    "HUMANWORK_JWT_SECRET": "bench-jwt-secret-0123456789-0123456789",
+                },
+            )
+            platform.start()
+            _run(args, info, platform.url, platform.pid)
         finally:
             if platform is not None:
-                platform.terminate()
-                platform.wait(20)
+                platform.stop()
             postgres.stop()
             cluster.down(state / "cluster")
 
