@@ -25,7 +25,7 @@ from humanwork_dev import cluster as local
 PINNED_VERSION = "v1.37.2"
 
 # one of each session fixture for every folder: the stack (resources, operator) and PostgreSQL
-pytest_plugins = ["tests.fixtures.stack", "tests.fixtures.database"]
+pytest_plugins = ["tests.fixtures.database", "tests.fixtures.stack"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
