@@ -8,9 +8,10 @@ to it (`AGENT_DEFAULT_MODE=agentic`, or `defaultMode` in the configuration); oth
 Risk: every step carries a level, from the seed's table: read-only or informational is
 low; minor, reversible writes are medium; significant writes that are hard to reverse are
 high; destructive, financial or compliance-sensitive ones are critical. The level is the
-highest of what the step's action says (:data:`TOOL_CATALOG` knows every action the
+highest of what the step's action says (the action catalog knows every action the
 platform's tool proxy accepts) and what its words say. A language model's plan may
-override it, within a floor: a side-effecting action is never below medium.
+override it, within a floor: never below the action catalog's minimum
+(`humanwork_core.catalog`, which the platform and the CRD enforce as well).
 
 Pure functions, no I/O.
 """
@@ -18,10 +19,10 @@ Pure functions, no I/O.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable
 from enum import StrEnum
 
+from humanwork_core import catalog
 from humanwork_core.resources import Risk
 
 
@@ -89,132 +90,13 @@ def choose_mode(message: str, default_mode: str | None = None) -> Mode:
 
 
 # --- tools -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Action:
-    """One action of a tool the platform's proxy runs, with the params it takes (the
-    proxy refuses a missing required one and any other)."""
-
-    name: str
-    side_effect: bool
-    risk: Risk
-    description: str
-    required: tuple[str, ...] = ()
-    optional: tuple[str, ...] = ()
-
-    @property
-    def params(self) -> tuple[str, ...]:
-        return self.required + self.optional
-
-
-@dataclass(frozen=True)
-class Tool:
-    """A tool of the platform's proxy (`POST /v1/agent-api/tools/{name}`)."""
-
-    name: str
-    description: str
-    actions: Mapping[str, Action]
-
-
-def _tool(name: str, description: str, *actions: Action) -> Tool:
-    return Tool(name, description, {a.name: a for a in actions})
-
-
-TOOL_CATALOG: Mapping[str, Tool] = {
-    "shopify": _tool(
-        "shopify",
-        "Shopify Admin API of the org's store",
-        Action(
-            "listOrders",
-            False,
-            Risk.LOW,
-            "List orders; status open|closed|cancelled|any, created_at_min/max ISO 8601",
-            optional=("status", "created_at_min", "created_at_max", "limit"),
-        ),
-        Action("getOrder", False, Risk.LOW, "One order by numeric id", required=("id",)),
-        Action(
-            "listProducts",
-            False,
-            Risk.LOW,
-            "List products with their variants (sku, inventory_item_id)",
-            optional=("ids", "limit"),
-        ),
-        Action(
-            "getInventoryLevels",
-            False,
-            Risk.LOW,
-            "Inventory levels of inventory_item_ids and/or location_ids (lists of ids)",
-            optional=("inventory_item_ids", "location_ids"),
-        ),
-        Action(
-            "setInventoryLevel",
-            True,
-            Risk.HIGH,
-            "Set the available quantity of an inventory item at a location",
-            required=("location_id", "inventory_item_id", "available"),
-        ),
-        Action(
-            "adjustInventoryLevel",
-            True,
-            Risk.HIGH,
-            "Change the available quantity of an inventory item at a location by a non-zero amount",
-            required=("location_id", "inventory_item_id", "available_adjustment"),
-        ),
-    ),
-    "amazon": _tool(
-        "amazon",
-        "Amazon Selling Partner API of the org's seller account",
-        Action(
-            "listOrders",
-            False,
-            Risk.LOW,
-            "Orders created in a period; CreatedAfter (required), CreatedBefore ISO 8601",
-            required=("CreatedAfter",),
-            optional=("CreatedBefore", "OrderStatuses", "MarketplaceIds"),
-        ),
-        Action("getOrder", False, Risk.LOW, "One order", required=("orderId",)),
-        Action(
-            "getOrderItems",
-            False,
-            Risk.LOW,
-            "An order's items with SellerSKU and QuantityOrdered",
-            required=("orderId",),
-        ),
-        Action(
-            "updateListingQuantity",
-            True,
-            Risk.HIGH,
-            "Set the quantity a seller-fulfilled listing offers (sku, quantity >= 0)",
-            required=("sku", "quantity"),
-            optional=("sellerId", "productType", "MarketplaceIds"),
-        ),
-    ),
-}
-"""Every tool and action the platform's tool proxy accepts (platform_api/tools/upstreams)."""
-
-TOOL_ALIASES: Mapping[str, str] = {"shopify_query": "shopify", "amazon_query": "amazon"}
-"""The seeds' tool names (`shopify_query`) for the proxy's (`shopify`)."""
-
-
-def tool_name(name: str) -> str:
-    """The proxy's name of a tool, whatever spelling the configuration or a model used."""
-    key = name.strip().lower()
-    return TOOL_ALIASES.get(key, key)
-
-
-def find_action(tool: str | None, action: str | None) -> Action | None:
-    """The catalogue entry of `tool`.`action`, or None when unknown."""
-    if tool is None or action is None:
-        return None
-    entry = TOOL_CATALOG.get(tool_name(tool))
-    return entry.actions.get(action) if entry else None
+# The tools and actions are those of the one action catalog (humanwork_core.catalog).
 
 
 def enabled_tools(configured: Iterable[str]) -> tuple[str, ...]:
     """The proxy's names of the configured tools (all known tools when none are listed)."""
-    names = sorted({tool_name(t) for t in configured})
-    return tuple(names) if names else tuple(sorted(TOOL_CATALOG))
+    names = sorted({catalog.tool_name(t) for t in configured})
+    return tuple(names) if names else tuple(sorted(catalog.TOOLS))
 
 
 # --- risk ------------------------------------------------------------------------------------
@@ -312,12 +194,6 @@ def risk_of_text(text: str) -> Risk:
     return Risk.LOW
 
 
-def highest(*risks: Risk | None) -> Risk:
-    """The highest of the given levels (low when none)."""
-    present = [r for r in risks if r is not None]
-    return max(present, key=lambda r: r.rank) if present else Risk.LOW
-
-
 def classify_step(
     tool: str | None,
     action: str | None,
@@ -331,21 +207,22 @@ def classify_step(
     action keeps its own level, so a description that merely mentions a later write
     ("fetch orders to update inventory") does not raise it.
 
-    With `override` (a language model's judgement): that level, except that a
-    side-effecting action is never below medium.
+    With `override` (a language model's judgement): that level, never below the
+    catalog's minimum for a known action (a write is at least high), and an unknown
+    action whose name sounds like a write never below medium.
     """
-    known = find_action(tool, action)
+    known = catalog.find(tool, action)
     if override is not None:
         chosen = Risk(str(override).lower())
-        if known is not None and known.side_effect:
-            return highest(chosen, Risk.MEDIUM)
+        if known is not None:
+            return catalog.higher(chosen, known.min_risk)
         if known is None and action and risk_of_text(action) is not Risk.LOW:
-            return highest(chosen, Risk.MEDIUM)
+            return catalog.higher(chosen, Risk.MEDIUM)
         return chosen
     if known is not None and not known.side_effect:
-        return known.risk
-    return highest(
-        known.risk if known else None,
+        return known.min_risk
+    return catalog.higher(
+        known.min_risk if known else None,
         risk_of_text(action) if action else None,
         risk_of_text(description),
     )

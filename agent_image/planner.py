@@ -47,16 +47,14 @@ from pydantic import ValidationError
 
 from agent_image.corrections import CorrectionStore, Match
 from agent_image.dispatch import (
-    TOOL_CATALOG,
     Mode,
     choose_mode,
     classify_step,
     enabled_tools,
-    find_action,
     risk_of_message,
-    tool_name,
 )
 from agent_image.llm import Completion, Delta, LLMClient, LLMError
+from humanwork_core import catalog
 from humanwork_core.resources import Risk, Step, StepKind
 
 LOG = logging.getLogger("humanwork.agent.planner")
@@ -395,7 +393,7 @@ def _clause_steps(
 
 
 def _writes(draft: _Draft) -> bool:
-    action = find_action(draft.tool, draft.action)
+    action = catalog.find(draft.tool, draft.action)
     return action is not None and action.side_effect
 
 
@@ -541,7 +539,7 @@ class _Lookups:
 async def _resolve_sku(draft: _Draft, lookups: _Lookups | None) -> list[_Draft]:
     """Fill a SKU-named Shopify step with the ids the proxy needs."""
     assert draft.sku is not None
-    required = find_action(draft.tool, draft.action)
+    required = catalog.find(draft.tool, draft.action)
     names = ", ".join(required.required) if required else ""
     try:
         if lookups is None:
@@ -832,7 +830,7 @@ PLAN_SCHEMA: dict[str, Any] = {
 def _catalog_text(tools: Sequence[str]) -> str:
     lines = []
     for name in tools:
-        tool = TOOL_CATALOG.get(name)
+        tool = catalog.TOOLS.get(name)
         if tool is None:
             continue
         lines.append(f"- tool `{name}` ({tool.description}):")
@@ -856,7 +854,7 @@ def plan_prompt(config: AgentConfig, request: str, feedback: str | None, now: da
         "content or choose. Give each step a risk: low (read-only), medium (minor "
         "reversible write), high (significant write), critical (destructive, financial, "
         "compliance). Today is "
-        f"{now.date().isoformat()}.\n\nTools:\n{_catalog_text(sorted(TOOL_CATALOG))}"
+        f"{now.date().isoformat()}.\n\nTools:\n{_catalog_text(sorted(catalog.TOOLS))}"
         + (
             f"\n\nThe expert rejected the previous plan with this feedback: {feedback}"
             if feedback
@@ -908,19 +906,20 @@ def validate_plan(data: Any, *, tools: Sequence[str] = ()) -> tuple[tuple[Step, 
         except ValueError:
             raise PlanError(f"step {number} has an unknown risk {risk_value!r}") from None
         if kind is StepKind.ACTION:
-            tool = tool_name(str(raw.get("tool") or ""))
-            if tool not in TOOL_CATALOG:
+            tool = catalog.tool_name(str(raw.get("tool") or ""))
+            if tool not in catalog.TOOLS:
                 raise PlanError(f"step {number} names an unknown tool {raw.get('tool')!r}")
-            known = find_action(tool, str(action or ""))
+            known = catalog.find(tool, str(action or ""))
             if known is None:
                 raise PlanError(f"step {number}: {tool} has no action {action!r}")
             if not isinstance(params, Mapping):
                 raise PlanError(f"step {number}: params must be an object")
-            unknown = sorted(str(p) for p in params if p not in known.params)
+            unknown = sorted(str(p) for p in params if p not in known.param_names)
             missing = [p for p in known.required if params.get(p) is None]
             if unknown or missing:
+                takes = ", ".join(known.param_names) or "no params"
                 raise PlanError(
-                    f"step {number}: {tool}.{action} takes {', '.join(known.params) or 'no params'}"
+                    f"step {number}: {tool}.{action} takes {takes}"
                     f" (unknown {unknown}, missing {missing})"
                 )
             drafts.append(_Draft(description, tool, str(action), dict(params), risk=risk))
@@ -1114,7 +1113,7 @@ def chat_functions(tools: Sequence[str]) -> list[dict[str, Any]]:
     """The read-only actions of the enabled tools, as functions for domain mode."""
     functions = []
     for name in tools:
-        tool = TOOL_CATALOG.get(name)
+        tool = catalog.TOOLS.get(name)
         for action in tool.actions.values() if tool else ():
             if action.side_effect:
                 continue
@@ -1204,7 +1203,7 @@ class Responder:
         results = []
         for call in completion.tool_calls:
             tool, _, action = call.name.partition("__")
-            known = find_action(tool, action)
+            known = catalog.find(tool, action)
             if known is None or known.side_effect or self.tool_runner is None:
                 outcome: dict[str, Any] = {
                     "error": "not available in a chat reply: changes need a task that an "

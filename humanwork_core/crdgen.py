@@ -125,6 +125,13 @@ class _Converter:
             out["description"] = node["description"]
             out["type"] = "object"
             out["x-kubernetes-preserve-unknown-fields"] = True
+            if "properties" in node:  # known fields of an otherwise free-form object
+                out["properties"] = {
+                    name: self.convert(
+                        sub, path=f"{path}.{name}", in_status=in_status, needs_description=True
+                    )
+                    for name, sub in node["properties"].items()
+                }
             return out
         if node.get("x-kubernetes-int-or-string"):
             out["description"] = node["description"]

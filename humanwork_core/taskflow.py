@@ -15,7 +15,9 @@ admission policies in manifests/base/policies/ enforce the same partition.
 The rules: only the first undecided step can be decided, and only once every earlier step
 executed; a rejection halts the task; a step needs as many approvals from distinct experts
 as its risk requires (a decision is recorded once, never changed); only low and medium
-risk actions listed in the policy auto-approve (none by default); a missed deadline
+risk read-only actions auto-approve, and only where the org opted in and the task asks
+(:mod:`humanwork_core.policy`; none by default); a step's risk is never below the action
+catalog's minimum for its action (:func:`humanwork_core.policy.effective_risk`); a missed deadline
 escalates (the step stays decidable with a new deadline) until the budget is spent, then
 the step and the task expire; a step executes only when approved and after every earlier
 step executed; terminal phases never change. A decision is bound to the exact step the
@@ -36,6 +38,8 @@ from typing import Any
 from pydantic import JsonValue
 
 from .errors import HumanworkError
+from .policy import OrgPolicy, auto_approves, effective_risk
+from .policy import required_approvals as _quorum
 from .resources import (
     AgenticTask,
     AgenticTaskStatus,
@@ -142,6 +146,13 @@ class InvalidDecision(TaskFlowError):
     code = "invalid_decision"
 
 
+class EditChangesAction(TaskFlowError):
+    """An edit may amend an action's parameters, not swap the action for another one (whose
+    risk and quorum the approvers did not weigh): a different action is a new plan."""
+
+    code = "edit_changes_action"
+
+
 class DuplicateApprover(TaskFlowError):
     """This expert already approved the step; further approvals must come from others."""
 
@@ -239,9 +250,10 @@ def step_hash(step: Step) -> str:
 # --- reading the state ---------------------------------------------------------------------
 
 
-def required_approvals(policy: TaskPolicy, risk: Risk) -> int:
-    """How many distinct experts must approve a step of this risk."""
-    return policy.required_approvals.for_risk(risk)
+def required_approvals(task: AgenticTask, step: Step, org: OrgPolicy) -> int:
+    """How many distinct experts must approve `step`: the stricter of the org's and the
+    task's quorum for the step's effective risk (never below what the org set)."""
+    return _quorum(org, task.spec.policy, effective_risk(step))
 
 
 def is_approved(entry: StepStatus) -> bool:
@@ -361,7 +373,7 @@ def highest_pending_risk(task: AgenticTask, now: datetime) -> Risk | None:
     if derive_phase(task, now).terminal:
         return None
     status = task.current_status()
-    pending = [s.risk for s in task.spec.steps if not is_executed(status.step(s.id))]
+    pending = [effective_risk(s) for s in task.spec.steps if not is_executed(status.step(s.id))]
     return max(pending, key=lambda risk: risk.rank) if pending else None
 
 
@@ -472,6 +484,16 @@ def _check_verdict(step: Step, request: DecisionRequest) -> None:
         )
     if verdict is Verdict.EDIT and request.parameters is None:
         raise InvalidDecision("an edit carries the amended parameters", step_id=step.id)
+    edited = request.parameters
+    if (
+        verdict is Verdict.EDIT
+        and edited is not None
+        and (edited.get("action") != step.parameters.get("action"))
+    ):
+        raise EditChangesAction(
+            "an edit keeps the step's action; a different action needs a new plan",
+            step_id=step.id,
+        )
     if verdict is Verdict.PROVIDE:
         if step.options is not None:
             raise InvalidDecision(
@@ -489,14 +511,20 @@ def _check_verdict(step: Step, request: DecisionRequest) -> None:
 
 
 def decide(
-    task: AgenticTask, step_id: str, request: DecisionRequest, now: datetime
+    task: AgenticTask,
+    step_id: str,
+    request: DecisionRequest,
+    now: datetime,
+    *,
+    org: OrgPolicy,
 ) -> AgenticTaskStatus:
     """Record an expert's decision on a step; returns the new status.
 
     Only `approvals` and `decision` of that step change. A retry with the same
     idempotency key returns the status unchanged. A rejection is the decision at once; a
     positive verdict is recorded as an approval, and becomes the decision when the
-    step's risk has its required number of distinct approvers.
+    step has the distinct approvers :func:`required_approvals` asks for (the org's
+    policy and the task's, for the step's effective risk).
     """
     step = _find_step(task, step_id)
     status = task.current_status()
@@ -543,18 +571,17 @@ def decide(
         )
     approvals = (*entry.approvals, decision)
     update: dict[str, object] = {"approvals": approvals}
-    if len(approvals) >= required_approvals(task.spec.policy, step.risk):
+    if len(approvals) >= required_approvals(task, step, org):
         update["decision"] = decision
     return status.with_step(entry.model_copy(update=update))
 
 
-def auto_approve(task: AgenticTask, now: datetime) -> AgenticTaskStatus | None:
-    """The status with the decidable step approved by policy, or None when the policy does
-    not cover it (only action steps of a risk listed in `spec.policy.autoApprove`)."""
+def auto_approve(task: AgenticTask, now: datetime, *, org: OrgPolicy) -> AgenticTaskStatus | None:
+    """The status with the decidable step approved by policy, or None when the policies do
+    not cover it (:func:`humanwork_core.policy.auto_approves`: a read-only action of the
+    catalog, effective risk low, the org opted in and the task asks for it)."""
     step = decidable_step(task)
-    if step is None or step.kind is not StepKind.ACTION:
-        return None
-    if step.risk not in task.spec.policy.auto_approve:
+    if step is None or not auto_approves(org, task.spec.policy, step):
         return None
     status = task.current_status()
     entry = status.step(step.id)

@@ -83,6 +83,8 @@ class Org(Base):
     name: Mapped[str] = mapped_column(String(200))
     namespace: Mapped[str] = mapped_column(String(63), unique=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    approval_policy: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    """The org's `OrgPolicy` (wire form); null for the strict default."""
 
 
 class User(Base):

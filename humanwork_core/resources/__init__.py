@@ -5,6 +5,7 @@ CustomResourceDefinitions in crds/, and every component reads and writes the res
 through them.
 """
 
+from ..risk import Risk
 from .agentictask import (
     AgenticTask,
     AgenticTaskSpec,
@@ -15,7 +16,6 @@ from .agentictask import (
     Execution,
     ExecutionState,
     RequiredApprovals,
-    Risk,
     Step,
     StepKind,
     StepState,

@@ -16,6 +16,8 @@ from typing import Annotated, ClassVar, Self
 
 from pydantic import AwareDatetime, ConfigDict, Field, JsonValue, model_validator
 
+from .. import catalog
+from ..risk import Risk
 from .common import (
     DNS_LABEL_PATTERN,
     NAME_PATTERN,
@@ -38,20 +40,6 @@ DAY_SECONDS = 86_400
 
 FreeForm = dict[str, JsonValue]
 """A JSON object of any shape (tool parameters, provided input, execution results)."""
-
-
-class Risk(StrEnum):
-    """Risk level of a step, from read-only (low) to destructive or financial (critical)."""
-
-    LOW = "low"
-    MEDIUM = "medium"
-    HIGH = "high"
-    CRITICAL = "critical"
-
-    @property
-    def rank(self) -> int:
-        """0 for low up to 3 for critical."""
-        return list(Risk).index(self)
 
 
 class StepKind(StrEnum):
@@ -172,15 +160,17 @@ class TaskPolicy(ResourceModel):
 
     auto_approve: tuple[Risk, ...] = Field(
         default=(),
-        description="Risk levels whose action steps are approved without a human (default "
-        "none); only low and medium may be listed.",
-        max_length=2,
+        description="Risk levels whose action steps may be approved without a human: only "
+        "low, and only for read-only actions of the action catalog in an org whose policy "
+        "opted in (GET /orgs/{orgId}/policy); the task can make the org's bar stricter, never "
+        "looser. Default none.",
+        max_length=1,
         json_schema_extra=k8s(
             list_type="set",
             rules=[
                 cel(
-                    "self.all(r, r == 'low' || r == 'medium')",
-                    "only low and medium risk steps may be auto-approved; high and critical "
+                    "self.all(r, r == 'low')",
+                    "only low risk steps may be auto-approved; medium, high and critical "
                     "steps always need a human decision",
                 )
             ],
@@ -206,11 +196,37 @@ class TaskPolicy(ResourceModel):
 
     @model_validator(mode="after")
     def _auto_approve(self) -> Self:
-        if any(r in (Risk.HIGH, Risk.CRITICAL) for r in self.auto_approve):
-            raise ValueError("only low and medium risk steps may be auto-approved")
+        if any(r is not Risk.LOW for r in self.auto_approve):
+            raise ValueError("only low risk steps may be auto-approved")
         if len(set(self.auto_approve)) != len(self.auto_approve):
             raise ValueError("autoApprove lists each risk level once")
         return self
+
+
+def _catalog_risk_rules() -> list[dict[str, str]]:
+    """One CEL rule per risk level above low: a step calling an action of the catalog with
+    that minimum risk declares at least that risk (generated from humanwork_core.catalog)."""
+    rules = []
+    levels = list(Risk)
+    for minimum in levels[1:]:
+        by_tool = catalog.side_effect_actions(minimum)
+        if not by_tool:
+            continue
+        allowed = ", ".join(f"'{r.value}'" for r in levels[minimum.rank :])
+        calls = " || ".join(
+            f"(self.tool == '{tool}' && self.parameters.action in [{', '.join(map(repr, names))}])"
+            for tool, names in sorted(by_tool.items())
+        )
+        rules.append(
+            cel(
+                f"!(has(self.tool) && has(self.parameters.action) && ({calls})) "
+                f"|| self.risk in [{allowed}]",
+                f"this action's risk is at least {minimum.value} (the action catalog's minimum; "
+                "GET /tools lists it)",
+                field_path=".risk",
+            )
+        )
+    return rules
 
 
 class Step(ResourceModel):
@@ -224,6 +240,7 @@ class Step(ResourceModel):
                     "an action step names the tool it calls",
                     field_path=".tool",
                 ),
+                *_catalog_risk_rules(),
                 cel(
                     "!has(self.options) || self.kind == 'input'",
                     "only input steps have options",
@@ -257,10 +274,23 @@ class Step(ResourceModel):
     )
     parameters: FreeForm = Field(
         default_factory=dict,
-        description="Tool parameters, a free-form JSON object.",
-        json_schema_extra=k8s(preserve_unknown_fields=True),
+        description="Tool parameters, a JSON object: `action` (an action of the tool, see "
+        "`GET /tools`) and that action's `params`.",
+        json_schema_extra={
+            **k8s(preserve_unknown_fields=True),
+            "properties": {
+                "action": {
+                    "type": "string",
+                    "maxLength": 100,
+                    "description": "The action of the tool the step calls.",
+                }
+            },
+        },
     )
-    risk: Risk = Field(description="Risk level: low, medium, high or critical.")
+    risk: Risk = Field(
+        description="Risk level: low, medium, high or critical; never below the action "
+        "catalog's minimum for the step's action (writes are at least high)."
+    )
     options: tuple[Option, ...] | None = Field(
         default=None,
         description="Choices offered by a select-type input step (at least two).",

@@ -261,7 +261,7 @@ async def call_tool(proxy: Proxy, agent: Agent, tool: str, body: ToolCallIn) -> 
             raise ToolNotPermitted(f"the org has not enabled {tool!r}", tool=tool)
     params = body.params
     key = body.idempotencyKey
-    if spec.side_effecting:
+    if spec.side_effect:
         if not body.idempotencyKey:
             raise InvalidToolParams("a side-effecting action needs an idempotencyKey")
         task, approved = await _check_approval(proxy, agent, tool, body, now)
@@ -343,7 +343,7 @@ async def call_tool(proxy: Proxy, agent: Agent, tool: str, body: ToolCallIn) -> 
                 "step": body.step,
                 "idempotency_key": key,
                 "agent_idempotency_key": body.idempotencyKey,
-                "side_effecting": spec.side_effecting,
+                "side_effecting": spec.side_effect,
                 "duration_ms": elapsed_ms,
                 "result_summary": _summary(result) if error is None else {},
                 "error": error.code if error is not None else None,
@@ -356,7 +356,7 @@ async def call_tool(proxy: Proxy, agent: Agent, tool: str, body: ToolCallIn) -> 
         action=body.action,
         result=result,
         replayed=False,
-        sideEffecting=spec.side_effecting,
+        sideEffecting=spec.side_effect,
     )
 
 

@@ -34,6 +34,7 @@ from datetime import UTC, datetime, timedelta
 from pydantic import ValidationError
 
 from humanwork_core import taskflow
+from humanwork_core.policy import effective_risk
 from humanwork_core.resources import AgenticTask, Step, StepState
 from platform_api.human_tasks.schemas import HumanTask
 from platform_api.kube.client import KubeClient, KubeError
@@ -104,7 +105,7 @@ def _row(key: Key, task: AgenticTask, step: Step, raw: dict[str, object]) -> Row
         step_description=step.description,
         kind=step.kind.value,
         tool=step.tool,
-        risk=step.risk.value,
+        risk=effective_risk(step).value,
         status="escalated" if entry.escalations > 0 else "pending",
         deadline=entry.deadline,
         escalations=entry.escalations,

@@ -24,6 +24,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from humanwork_core import taskflow
+from humanwork_core.policy import OrgPolicy, effective_risk
 from humanwork_core.resources import AgenticTask, StepState, TaskPhase, Verdict
 from platform_api.audit.service import record
 from platform_api.auth.dependencies import Principal
@@ -43,6 +44,7 @@ from platform_api.human_tasks.schemas import (
 )
 from platform_api.kube.client import KubeClient, KubeError, KubeUnreachable
 from platform_api.models import AuditRecord
+from platform_api.orgs.repository import OrgRepository
 from platform_api.state import Platform
 from platform_api.tasks import service
 from platform_api.tasks.service import org_of_namespace, phase_of, read_or_archived
@@ -72,7 +74,7 @@ def _status(task: AgenticTask, step_id: str, now: datetime) -> str:
     return "escalated" if entry.escalations > 0 else "pending"
 
 
-def _plan(task: AgenticTask) -> list[PlanStep]:
+def _plan(task: AgenticTask, org_policy: OrgPolicy) -> list[PlanStep]:
     status = task.current_status()
     steps = []
     for step in task.spec.steps:
@@ -85,13 +87,13 @@ def _plan(task: AgenticTask) -> list[PlanStep]:
                 kind=step.kind.value,
                 tool=step.tool,
                 parameters=dict(step.parameters),
-                risk=step.risk.value,
+                risk=effective_risk(step).value,
                 options=list(step.options) if step.options is not None else None,
                 step_hash=taskflow.step_hash(step),
                 state=entry.state.value if entry.state else None,
                 deadline=entry.deadline,
                 escalations=entry.escalations,
-                required_approvals=taskflow.required_approvals(task.spec.policy, step.risk),
+                required_approvals=taskflow.required_approvals(task, step, org_policy),
                 approvals=[a.to_wire() for a in entry.approvals],
                 decision=entry.decision.to_wire() if entry.decision else None,
                 execution=StepExecution(
@@ -167,7 +169,7 @@ async def detail(
         prompt=task.spec.description,
         requested_by=task.spec.requested_by,
         step_id=step_id,
-        risk=step.risk.value,
+        risk=effective_risk(step).value,
         status=status,  # type: ignore[arg-type]
         phase=phase_of(task, now).value,
         deadline=entry.deadline,
@@ -176,7 +178,7 @@ async def detail(
         and entry.deadline - now <= near,
         escalations=entry.escalations,
         archived=archived,
-        plan=_plan(task),
+        plan=_plan(task, await OrgRepository(session).policy(org.id)),
         conversation=await _thread(session, task, org.id),
     )
 

@@ -9,6 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from humanwork_core.policy import STRICT, OrgPolicy
 from platform_api.errors import Conflict
 from platform_api.models import Org
 
@@ -42,3 +43,9 @@ class OrgRepository:
         if org_id not in org_ids:
             return None
         return await self.session.get(Org, org_id)
+
+    async def policy(self, org_id: uuid.UUID) -> OrgPolicy:
+        """The org's approval policy, read now (never cached: a change applies at once);
+        the strict default for an org that set none, or that does not exist."""
+        stored = await self.session.scalar(select(Org.approval_policy).where(Org.id == org_id))
+        return OrgPolicy.model_validate(stored) if stored else STRICT

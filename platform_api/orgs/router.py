@@ -1,4 +1,5 @@
-"""`/orgs`: create an org (admin), list the caller's orgs, read one."""
+"""`/orgs`: create an org (admin), list the caller's orgs, read one, read and set its
+approval policy (`policy.manage`)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, status
 
+from humanwork_core.policy import OrgPolicy
 from platform_api.auth.dependencies import OrgScope, Principal, require, require_in_org
 from platform_api.db import Session
 from platform_api.errors import error_responses
 from platform_api.orgs import service
+from platform_api.orgs.repository import OrgRepository
 from platform_api.orgs.schemas import OrgCreate, OrgRead
 from platform_api.state import PlatformDep
 
@@ -59,3 +62,36 @@ async def get_org(
     session: Session, scope: Annotated[OrgScope, require_in_org("tasks.read")]
 ) -> OrgRead:
     return OrgRead.model_validate(await service.get_org(session, scope))
+
+
+@router.get(
+    "/{org_id}/policy",
+    response_model=OrgPolicy,
+    summary="Read an org's approval policy",
+    description="Capability `tasks.read`. Whether low-risk read-only steps may auto-approve "
+    "and the least quorum per risk; an org that set none has the strict default (no "
+    "auto-approval, one approval, two for critical). A task's own policy can only be stricter.",
+    responses=error_responses(401, 403, 404, 422),
+)
+async def get_policy(
+    session: Session, scope: Annotated[OrgScope, require_in_org("tasks.read")]
+) -> OrgPolicy:
+    org = await service.get_org(session, scope)
+    return await OrgRepository(session).policy(org.id)
+
+
+@router.put(
+    "/{org_id}/policy",
+    response_model=OrgPolicy,
+    summary="Set an org's approval policy",
+    description="Capability `policy.manage` (agents and requesters never hold it). Replaces "
+    "the policy; applies to every later decision and auto-approval at once; audited "
+    "(`org.policy.updated`, before and after).",
+    responses=error_responses(401, 403, 404, 422),
+)
+async def put_policy(
+    body: OrgPolicy,
+    session: Session,
+    scope: Annotated[OrgScope, require_in_org("policy.manage")],
+) -> OrgPolicy:
+    return await service.set_policy(session, scope, body)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from humanwork_core.policy import OrgPolicy
 from platform_api.audit.service import record
 from platform_api.auth.dependencies import OrgScope, Principal
 from platform_api.errors import Conflict, NotFound
@@ -38,6 +39,26 @@ async def create_org(
 async def list_orgs(session: AsyncSession, principal: Principal) -> list[Org]:
     """The caller's orgs."""
     return await OrgRepository(session).list_in(principal.org_ids)
+
+
+async def set_policy(session: AsyncSession, scope: OrgScope, policy: OrgPolicy) -> OrgPolicy:
+    """Replace the org's approval policy; audited with the policy before and after."""
+    org = await get_org(session, scope)
+    before = await OrgRepository(session).policy(org.id)
+    org.approval_policy = policy.model_dump(mode="json", by_alias=True)
+    await session.flush()
+    await record(
+        session,
+        actor=scope.principal.username,
+        action="org.policy.updated",
+        target=f"org:{org.slug}",
+        org_id=org.id,
+        details={
+            "before": before.model_dump(mode="json", by_alias=True),
+            "after": policy.model_dump(mode="json", by_alias=True),
+        },
+    )
+    return policy
 
 
 async def get_org(session: AsyncSession, scope: OrgScope) -> Org:

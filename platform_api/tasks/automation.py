@@ -2,8 +2,9 @@
 
 - **Auto-approval by policy.** Only the platform's identity may write decisions (the
   admission policies), so the platform applies `taskflow.auto_approve`: when a task's
-  decidable step is an action whose risk its policy lists in `autoApprove` (low or medium
-  only; the default policy lists none, so nothing is ever auto-approved by default), the
+  decidable step calls a read-only action of the catalog, its effective risk is low, the
+  org's policy (read from the database now) opted in and the task's `autoApprove` lists
+  low (`humanwork_core.policy`; by default nothing is ever auto-approved), the
   decision is written with approver `policy:auto-approve`, under the same
   resourceVersion precondition as an expert's, and audited (`task.step.auto_approve`).
 - **Archiving.** When a task reaches a terminal phase (Completed, Rejected, Failed,
@@ -32,24 +33,29 @@ from datetime import UTC, datetime
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from humanwork_core import taskflow
+from humanwork_core.policy import OrgPolicy, effective_risk
 from humanwork_core.resources import AgenticTask
 from platform_api.archive.service import ARCHIVED_ANNOTATION, archive
 from platform_api.audit.service import record
 from platform_api.kube.client import KubeClient, KubeConflict, KubeNotFound
+from platform_api.orgs.repository import OrgRepository
 from platform_api.tasks.orgs import OrgDirectory, OrgRef
 
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
+OPTED_IN = OrgPolicy(auto_approve_low=True)
+"""The loosest org policy: what the cheap pre-check assumes before reading the org's."""
 WORKERS = 4
 RETRY_SECONDS = 5.0
 
 
 def wants_auto_approval(task: AgenticTask, now: datetime) -> bool:
-    """Whether the task's policy approves its decidable step now (cheap when it cannot)."""
+    """Whether the task's own policy could let its decidable step auto-approve now, were
+    the org to allow it (cheap; the org's policy is read from the database when handled)."""
     if not task.spec.policy.auto_approve:
         return False
-    return taskflow.auto_approve(task, now) is not None
+    return taskflow.auto_approve(task, now, org=OPTED_IN) is not None
 
 
 class TaskAutomation:
@@ -168,7 +174,9 @@ class TaskAutomation:
 
     async def _auto_approve(self, task: AgenticTask, org: OrgRef) -> None:
         now = datetime.now(UTC)
-        after = taskflow.auto_approve(task, now)
+        async with self._sessions() as session:
+            org_policy = await OrgRepository(session).policy(org.id)
+        after = taskflow.auto_approve(task, now, org=org_policy)
         if after is None:
             return
         step = taskflow.decidable_step(task)
@@ -194,12 +202,13 @@ class TaskAutomation:
                 org_id=org.id,
                 details={
                     "step_id": step.id,
-                    "risk": step.risk.value,
+                    "risk": effective_risk(step).value,
                     "verdict": decision.verdict.value,
                     "at": now.isoformat(),
                     "idempotency_key": decision.idempotency_key,
                     "step_hash": decision.step_hash,
                     "policy": [risk.value for risk in task.spec.policy.auto_approve],
+                    "org_policy": org_policy.model_dump(mode="json", by_alias=True),
                     "uid": task.metadata.uid,
                 },
             )

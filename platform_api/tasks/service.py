@@ -60,6 +60,7 @@ from platform_api.kube.client import (
     KubeNotFound,
 )
 from platform_api.models import Org
+from platform_api.orgs.repository import OrgRepository
 from platform_api.tasks.orgs import OrgDirectory, OrgRef
 from platform_api.tasks.schemas import PhaseFilter, TaskCreate, TaskRead, TaskSummary
 
@@ -346,6 +347,7 @@ async def decide(
     resourceVersion precondition fails and the task is read afresh, without counting
     against `retries`."""
     org = await org_of_namespace(session, principal, namespace, index.orgs if index else None)
+    org_policy = await OrgRepository(session).policy(org.id)
     attempt = 0
     cached = index.task(namespace, name) if index is not None else None
     if cached is not None and cached.spec.org_id != str(org.id):
@@ -382,12 +384,12 @@ async def decide(
         now = _now()
         before = task.current_status()
         try:
-            after = taskflow.decide(task, step_id, request, now)
+            after = taskflow.decide(task, step_id, request, now, org=org_policy)
         except taskflow.TaskFlowError as exc:
             if from_cache:  # the watch's copy may lag: judge on the current version
                 continue
             raise _platform_error(exc) from None
-        required = taskflow.required_approvals(task.spec.policy, step.risk)
+        required = taskflow.required_approvals(task, step, org_policy)
         if after == before and from_cache:
             continue  # a replay is answered from the current version
         if after == before:  # a retry of a decision already recorded

@@ -20,6 +20,7 @@ from typing import Any
 from kubernetes import client
 
 from humanwork_core import taskflow
+from humanwork_core.policy import STRICT
 from humanwork_core.resources import (
     API_VERSION,
     GROUP,
@@ -394,7 +395,7 @@ def platform_decide(
         idempotency_key=uuid.uuid4().hex,
         feedback="looks right" if verdict is Verdict.APPROVE else "wrong month",
     )
-    status = taskflow.decide(task, step_id, request, now())
+    status = taskflow.decide(task, step_id, request, now(), org=STRICT)
     body = taskflow.owned_status(status, taskflow.Writer.PLATFORM_API)
     return contract.as_(PLATFORM).apply_status(name, body)
 

@@ -25,6 +25,7 @@ import yaml
 from kubernetes import client
 
 from humanwork_core import taskflow
+from humanwork_core.policy import STRICT
 from humanwork_core.resources import (
     GROUP,
     VERSION,
@@ -1326,6 +1327,7 @@ def test_platform_writes_a_select_decision_on_an_input_step(contract: Contract) 
             selection="leipzig",
         ),
         now(),
+        org=STRICT,
     )
     written = contract.as_(PLATFORM).apply_status(
         name, taskflow.owned_status(status, taskflow.Writer.PLATFORM_API)

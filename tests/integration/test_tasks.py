@@ -15,6 +15,7 @@ import pytest
 from kubernetes import client
 
 from humanwork_core import taskflow
+from humanwork_core.policy import STRICT
 from humanwork_core.resources import AgenticTask, Verdict
 from humanwork_dev.processes import PLATFORM_NS
 from tests.conftest import Cluster
@@ -133,7 +134,7 @@ def approve(platform: Writer, task: AgenticTask, step_id: str, verdict: Verdict)
         idempotency_key=uuid.uuid4().hex,
         feedback="not now" if verdict is Verdict.REJECT else None,
     )
-    platform.apply(task, taskflow.decide(task, step_id, request, now()))
+    platform.apply(task, taskflow.decide(task, step_id, request, now(), org=STRICT))
 
 
 def execute(agent: Writer, cluster: Cluster, task: AgenticTask, step_id: str) -> None:

@@ -17,9 +17,9 @@ from agent_image.dispatch import (
     choose_mode,
     classify_step,
     risk_of_text,
-    tool_name,
 )
 from agent_image.llm import LLMClient
+from humanwork_core.catalog import tool_name
 from agent_image.planner import (
     AgentConfig,
     LLMGate,
@@ -161,9 +161,9 @@ def test_step_risk_from_the_action_and_the_models_override() -> None:
     )
     assert classify_step("shopify", "adjustInventoryLevel", "Adjust stock") is Risk.HIGH
     assert classify_step("shopify", "setInventoryLevel", "Refund and set") is Risk.CRITICAL
-    # the model may raise or lower a level, but a write never goes below medium
+    # the model may raise or lower a level, but never below the action catalog's minimum
     assert classify_step("shopify", "listOrders", "x", override="high") is Risk.HIGH
-    assert classify_step("shopify", "setInventoryLevel", "x", override="low") is Risk.MEDIUM
+    assert classify_step("shopify", "setInventoryLevel", "x", override="low") is Risk.HIGH
     assert classify_step("shopify", "setInventoryLevel", "x", override="critical") is Risk.CRITICAL
     assert tool_name("shopify_query") == "shopify" and tool_name("Amazon") == "amazon"
 
@@ -398,7 +398,8 @@ async def test_the_models_plan_is_used_and_audited(fake: FakeOpenAI, gate: LLMGa
     planner = Planner(gate, audit)
     plan = await planner.plan("Fix the mug stock in Shopify", CONFIG, now=NOW)
     assert plan.planner == "llm" and plan.summary == "check then fix"
-    assert [s.risk for s in plan.steps] == [Risk.LOW, Risk.MEDIUM]
+    # the model said medium for the write: raised to the action catalog's minimum
+    assert [s.risk for s in plan.steps] == [Risk.LOW, Risk.HIGH]
     assert audited == ["plan:openai/gpt-4o"]
     sent = fake.requests[0].body
     assert sent["model"] == "openai/gpt-4o"

@@ -12,6 +12,7 @@ import yaml
 from pydantic import ValidationError
 
 from humanwork_core import taskflow as tf
+from humanwork_core.policy import STRICT
 from humanwork_core.resources import (
     ORG_ID_LABEL,
     AgenticTask,
@@ -475,11 +476,13 @@ def test_policies_let_each_writer_write_its_own_part_and_nothing_else() -> None:
         step_hash=tf.step_hash(read),
         idempotency_key="k",
     )
-    decided = tf.owned_status(tf.decide(task, "read", request, T0), tf.Writer.PLATFORM_API)
+    decided = tf.owned_status(
+        tf.decide(task, "read", request, T0, org=STRICT), tf.Writer.PLATFORM_API
+    )
     assert _status_write(task, decided, PLATFORM_API) == []
     assert _status_write(task, decided, agent)
     assert _status_write(task, decided, OPERATOR)
-    task = task.model_copy(update={"status": tf.decide(task, "read", request, T0)})
+    task = task.model_copy(update={"status": tf.decide(task, "read", request, T0, org=STRICT)})
     started = tf.owned_status(tf.start_execution(task, "read", T0), tf.Writer.AGENT)
     assert _status_write(task, started, agent) == []
     assert _status_write(task, started, PLATFORM_API)

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from humanwork_core import taskflow as tf
+from humanwork_core.policy import STRICT, OrgPolicy, effective_risk
 from humanwork_core.resources import (
     AgenticTask,
     AgenticTaskStatus,
@@ -43,7 +44,7 @@ def approve(task: AgenticTask, step_id: str, by: str = "alice", key: str | None 
         step_hash=tf.step_hash(step),
         idempotency_key=key or f"{step_id}-{by}",
     )
-    return with_status(task, tf.decide(task, step_id, request, T0))
+    return with_status(task, tf.decide(task, step_id, request, T0, org=STRICT))
 
 
 def run(task: AgenticTask, step_id: str, error: str | None = None) -> AgenticTask:
@@ -121,7 +122,7 @@ def test_only_the_first_undecided_step_is_decidable() -> None:
     write = task.step(WRITE)
     assert write is not None
     with pytest.raises(tf.StepNotDecidable) as caught:
-        tf.decide(task, WRITE, request_for(write, Verdict.APPROVE), T0)
+        tf.decide(task, WRITE, request_for(write, Verdict.APPROVE), T0, org=STRICT)
     assert caught.value.code == "step_not_decidable"
 
 
@@ -131,7 +132,7 @@ def test_next_step_is_decidable_only_after_the_previous_executed() -> None:
     write = task.step(WRITE)
     assert write is not None
     with pytest.raises(tf.StepNotDecidable):
-        tf.decide(task, WRITE, request_for(write, Verdict.APPROVE), T0)
+        tf.decide(task, WRITE, request_for(write, Verdict.APPROVE), T0, org=STRICT)
     task = run(task, READ)
     decidable = tf.decidable_step(task)
     assert decidable is not None and decidable.id == WRITE
@@ -153,14 +154,14 @@ def test_approval_records_the_decision_and_touches_nothing_else() -> None:
 
 def test_unknown_step_is_refused() -> None:
     with pytest.raises(tf.StepNotFound):
-        tf.decide(make_task(), "nope", request_for(action("nope"), Verdict.APPROVE), T0)
+        tf.decide(make_task(), "nope", request_for(action("nope"), Verdict.APPROVE), T0, org=STRICT)
 
 
 def test_decision_on_another_version_of_the_step_is_refused() -> None:
     task = make_task()
     stale = action(READ, parameters={"action": "something else"})
     with pytest.raises(tf.StepHashMismatch) as caught:
-        tf.decide(task, READ, request_for(stale, Verdict.APPROVE), T0)
+        tf.decide(task, READ, request_for(stale, Verdict.APPROVE), T0, org=STRICT)
     assert caught.value.code == "step_hash_mismatch"
 
 
@@ -170,7 +171,9 @@ def test_rejection_halts_the_task() -> None:
     assert read is not None
     rejected = with_status(
         task,
-        tf.decide(task, READ, request_for(read, Verdict.REJECT, feedback="wrong month"), T0),
+        tf.decide(
+            task, READ, request_for(read, Verdict.REJECT, feedback="wrong month"), T0, org=STRICT
+        ),
     )
     entry = rejected.current_status().step(READ)
     assert entry.decision is not None and entry.decision.feedback == "wrong month"
@@ -181,7 +184,7 @@ def test_rejection_halts_the_task() -> None:
     with pytest.raises(tf.TaskTerminal):
         tf.start_execution(rejected, READ, T0)
     with pytest.raises(tf.TaskTerminal) as caught:
-        tf.decide(rejected, READ, request_for(read, Verdict.APPROVE, by="bob"), T0)
+        tf.decide(rejected, READ, request_for(read, Verdict.APPROVE, by="bob"), T0, org=STRICT)
     assert caught.value.code == "task_terminal"
 
 
@@ -190,7 +193,7 @@ def test_a_decided_step_cannot_be_decided_again() -> None:
     read = task.step(READ)
     assert read is not None
     with pytest.raises(tf.StepAlreadyDecided):
-        tf.decide(task, READ, request_for(read, Verdict.REJECT, by="bob"), T0)
+        tf.decide(task, READ, request_for(read, Verdict.REJECT, by="bob"), T0, org=STRICT)
 
 
 def test_a_retried_decision_is_a_no_op_and_a_reused_key_is_refused() -> None:
@@ -203,7 +206,7 @@ def test_a_retried_decision_is_a_no_op_and_a_reused_key_is_refused() -> None:
         verdict=Verdict.REJECT, by="alice", step_hash=tf.step_hash(read), idempotency_key="k-1"
     )
     with pytest.raises(tf.IdempotencyConflict):
-        tf.decide(task, READ, reused, T0)
+        tf.decide(task, READ, reused, T0, org=STRICT)
 
 
 def test_critical_steps_need_two_distinct_approvers() -> None:
@@ -225,10 +228,55 @@ def test_critical_steps_need_two_distinct_approvers() -> None:
 
 
 def test_quorum_is_configurable_per_risk() -> None:
-    policy = TaskPolicy(required_approvals=RequiredApprovals(low=3))
-    assert tf.required_approvals(policy, Risk.LOW) == 3
-    assert tf.required_approvals(TaskPolicy(), Risk.CRITICAL) == 2
-    assert tf.required_approvals(TaskPolicy(), Risk.HIGH) == 1
+    low = make_task(action("read"), policy=TaskPolicy(required_approvals=RequiredApprovals(low=3)))
+    assert tf.required_approvals(low, low.spec.steps[0], STRICT) == 3
+    critical = make_task(action("wipe", Risk.CRITICAL))
+    assert tf.required_approvals(critical, critical.spec.steps[0], STRICT) == 2
+    high = make_task(action("write", Risk.HIGH))
+    assert tf.required_approvals(high, high.spec.steps[0], STRICT) == 1
+
+
+def test_the_org_quorum_is_a_floor_the_task_cannot_lower() -> None:
+    org = OrgPolicy(required_approvals=RequiredApprovals(high=2))
+    task = make_task(action("write", Risk.HIGH))
+    step = task.spec.steps[0]
+    assert tf.required_approvals(task, step, org) == 2
+    once = with_status(
+        task, tf.decide(task, "write", request_for(step, Verdict.APPROVE), T0, org=org)
+    )
+    assert once.current_status().step("write").decision is None  # a second expert is needed
+    stricter = make_task(
+        action("write", Risk.HIGH),
+        policy=TaskPolicy(required_approvals=RequiredApprovals(high=3)),
+    )
+    assert tf.required_approvals(stricter, stricter.spec.steps[0], org) == 3
+
+
+def test_quorum_follows_the_catalog_risk_not_the_declared_one() -> None:
+    """A write declared low (only possible around the API server's CEL rule) still needs
+    the quorum of its catalog minimum."""
+    org = OrgPolicy(required_approvals=RequiredApprovals(high=2))
+    write = action(
+        "adjust", Risk.LOW, tool="shopify", parameters={"action": "adjustInventoryLevel"}
+    )
+    task = make_task(write)
+    assert effective_risk(write) is Risk.HIGH
+    assert tf.required_approvals(task, write, org) == 2
+    assert tf.highest_pending_risk(task, T0) is Risk.HIGH
+
+
+def test_an_edit_cannot_swap_the_action() -> None:
+    read = action("look", tool="shopify", parameters={"action": "getOrder", "params": {"id": 1}})
+    task = make_task(read)
+    swapped = {"action": "adjustInventoryLevel", "params": {"available_adjustment": -30}}
+    with pytest.raises(tf.EditChangesAction) as caught:
+        tf.decide(task, "look", request_for(read, Verdict.EDIT, parameters=swapped), T0, org=STRICT)
+    assert caught.value.code == "edit_changes_action"
+    same = {"action": "getOrder", "params": {"id": 2}}
+    edited = tf.decide(
+        task, "look", request_for(read, Verdict.EDIT, parameters=same), T0, org=STRICT
+    )
+    assert edited.step("look").decision is not None
 
 
 def test_approvals_must_agree_on_the_amendment() -> None:
@@ -237,12 +285,22 @@ def test_approvals_must_agree_on_the_amendment() -> None:
     assert drop is not None
     edited = with_status(
         task,
-        tf.decide(task, "drop", request_for(drop, Verdict.EDIT, parameters={"n": 1}), T0),
+        tf.decide(
+            task,
+            "drop",
+            request_for(drop, Verdict.EDIT, parameters={"action": "drop", "n": 1}),
+            T0,
+            org=STRICT,
+        ),
     )
     with pytest.raises(tf.ApprovalConflict):
-        tf.decide(edited, "drop", request_for(drop, Verdict.APPROVE, by="bob"), T0)
+        tf.decide(edited, "drop", request_for(drop, Verdict.APPROVE, by="bob"), T0, org=STRICT)
     agreed = tf.decide(
-        edited, "drop", request_for(drop, Verdict.EDIT, by="bob", parameters={"n": 1.0}), T0
+        edited,
+        "drop",
+        request_for(drop, Verdict.EDIT, by="bob", parameters={"action": "drop", "n": 1.0}),
+        T0,
+        org=STRICT,
     )
     assert agreed.step("drop").decision is not None
 
@@ -262,7 +320,7 @@ def test_approvals_must_agree_on_the_amendment() -> None:
 def test_verdicts_must_fit_the_step(step: Step, verdict: Verdict, fields: dict[str, Any]) -> None:
     task = make_task(step)
     with pytest.raises(tf.InvalidDecision) as caught:
-        tf.decide(task, "a", request_for(step, verdict, **fields), T0)
+        tf.decide(task, "a", request_for(step, verdict, **fields), T0, org=STRICT)
     assert caught.value.code == "invalid_decision"
 
 
@@ -271,33 +329,49 @@ def test_select_and_provide_decide_input_steps() -> None:
     ask = input_step("ask")
     task = make_task(choose, ask)
     task = with_status(
-        task, tf.decide(task, "choose", request_for(choose, Verdict.SELECT, selection="lifo"), T0)
+        task,
+        tf.decide(
+            task, "choose", request_for(choose, Verdict.SELECT, selection="lifo"), T0, org=STRICT
+        ),
     )
     decision = task.current_status().step("choose").decision
     assert decision is not None and decision.selection == "lifo"
     task = run(task, "choose")
     task = with_status(
-        task, tf.decide(task, "ask", request_for(ask, Verdict.PROVIDE, input={"sku": "A1"}), T0)
+        task,
+        tf.decide(
+            task, "ask", request_for(ask, Verdict.PROVIDE, input={"sku": "A1"}), T0, org=STRICT
+        ),
     )
     decision = task.current_status().step("ask").decision
     assert decision is not None and decision.input == {"sku": "A1"}
 
 
 def test_edit_changes_what_the_tool_may_be_called_with() -> None:
-    task = make_task(action("adjust", parameters={"qty": 14}))
+    task = make_task(action("adjust", parameters={"action": "adjust", "qty": 14}))
     adjust = task.step("adjust")
     assert adjust is not None
     task = with_status(
         task,
-        tf.decide(task, "adjust", request_for(adjust, Verdict.EDIT, parameters={"qty": 7}), T0),
+        tf.decide(
+            task,
+            "adjust",
+            request_for(adjust, Verdict.EDIT, parameters={"action": "adjust", "qty": 7}),
+            T0,
+            org=STRICT,
+        ),
     )
     assert tf.authorize_tool_call(
-        task, "adjust", tool="shopify_query", parameters={"qty": 7}, now=T0
-    ) == {"qty": 7}
+        task, "adjust", tool="shopify_query", parameters={"action": "adjust", "qty": 7}, now=T0
+    ) == {"action": "adjust", "qty": 7}
     with pytest.raises(tf.ToolCallMismatch):
-        tf.authorize_tool_call(task, "adjust", tool="shopify_query", parameters={"qty": 14}, now=T0)
+        tf.authorize_tool_call(
+            task, "adjust", tool="shopify_query", parameters={"action": "adjust", "qty": 14}, now=T0
+        )
     with pytest.raises(tf.ToolCallMismatch):
-        tf.authorize_tool_call(task, "adjust", tool="amazon_query", parameters={"qty": 7}, now=T0)
+        tf.authorize_tool_call(
+            task, "adjust", tool="amazon_query", parameters={"action": "adjust", "qty": 7}, now=T0
+        )
 
 
 def test_tool_calls_need_an_approval_and_order() -> None:
@@ -317,21 +391,60 @@ def test_tool_calls_need_an_approval_and_order() -> None:
 # --- auto-approval -------------------------------------------------------------------------
 
 
+OPTED_IN = OrgPolicy(auto_approve_low=True)
+CATALOG_READ = {"action": "getOrder", "params": {"id": 1}}
+
+
 def test_nothing_auto_approves_by_default() -> None:
-    assert tf.auto_approve(make_task(), T0) is None
+    assert tf.auto_approve(make_task(), T0, org=STRICT) is None
+    read = action("read", tool="shopify", parameters=CATALOG_READ)
+    asked = make_task(read, policy=TaskPolicy(auto_approve=(Risk.LOW,)))
+    assert tf.auto_approve(asked, T0, org=STRICT) is None  # the org did not opt in
+    assert tf.auto_approve(make_task(read), T0, org=OPTED_IN) is None  # the task did not ask
 
 
-def test_policy_auto_approves_listed_risks_of_actions_only() -> None:
+def test_policy_auto_approves_catalog_reads_where_org_and_task_agree() -> None:
     policy = TaskPolicy(auto_approve=(Risk.LOW,))
-    task = make_task(action("read"), action("write", Risk.HIGH), policy=policy)
-    status = tf.auto_approve(task, T0)
+    read = action("read", tool="shopify", parameters=CATALOG_READ)
+    write = action(
+        "write",
+        Risk.HIGH,
+        tool="shopify",
+        parameters={"action": "setInventoryLevel", "params": {"available": 1}},
+    )
+    task = make_task(read, write, policy=policy)
+    status = tf.auto_approve(task, T0, org=OPTED_IN)
     assert status is not None
     decision = status.step("read").decision
     assert decision is not None and decision.by == tf.AUTO_APPROVER
     assert decision.step_hash == tf.step_hash(task.spec.steps[0])
     task = run(with_status(task, status), "read")
-    assert tf.auto_approve(task, T0) is None  # the high-risk write waits for a human
-    assert tf.auto_approve(make_task(input_step("ask"), policy=policy), T0) is None
+    assert tf.auto_approve(task, T0, org=OPTED_IN) is None  # the write waits for a human
+    assert tf.auto_approve(make_task(input_step("ask"), policy=policy), T0, org=OPTED_IN) is None
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        # the issue's attack: a write declared low
+        action(
+            "w",
+            Risk.LOW,
+            tool="shopify",
+            parameters={
+                "action": "adjustInventoryLevel",
+                "params": {"available_adjustment": -30},
+            },
+        ),
+        action("u", Risk.LOW, tool="shopify", parameters={"action": "noSuchAction"}),
+        action("t", Risk.LOW, tool="unknown_tool", parameters={"action": "getOrder"}),
+        action("m", Risk.MEDIUM, tool="shopify", parameters=CATALOG_READ),
+    ],
+    ids=["write-declared-low", "unknown-action", "unknown-tool", "read-declared-medium"],
+)
+def test_only_known_reads_of_effective_low_risk_auto_approve(step: Step) -> None:
+    task = make_task(step, policy=TaskPolicy(auto_approve=(Risk.LOW,)))
+    assert tf.auto_approve(task, T0, org=OPTED_IN) is None
 
 
 def test_high_risk_cannot_be_auto_approved_and_the_name_is_reserved() -> None:
@@ -341,7 +454,9 @@ def test_high_risk_cannot_be_auto_approved_and_the_name_is_reserved() -> None:
     read = task.step(READ)
     assert read is not None
     with pytest.raises(tf.InvalidDecision):
-        tf.decide(task, READ, request_for(read, Verdict.APPROVE, by=tf.AUTO_APPROVER), T0)
+        tf.decide(
+            task, READ, request_for(read, Verdict.APPROVE, by=tf.AUTO_APPROVER), T0, org=STRICT
+        )
 
 
 # --- deadlines, escalation, expiry ---------------------------------------------------------
@@ -398,9 +513,13 @@ def test_deciding_past_the_last_deadline_is_refused_before_the_operator_notices(
     read = task.step(READ)
     assert read is not None
     with pytest.raises(tf.HumanTaskExpired):
-        tf.decide(task, READ, request_for(read, Verdict.APPROVE), T0 + timedelta(seconds=60))
+        tf.decide(
+            task, READ, request_for(read, Verdict.APPROVE), T0 + timedelta(seconds=60), org=STRICT
+        )
     assert tf.derive_phase(task, T0 + timedelta(seconds=60)) is TaskPhase.EXPIRED
-    in_time = tf.decide(task, READ, request_for(read, Verdict.APPROVE), T0 + timedelta(seconds=59))
+    in_time = tf.decide(
+        task, READ, request_for(read, Verdict.APPROVE), T0 + timedelta(seconds=59), org=STRICT
+    )
     assert in_time.step(READ).decision is not None
 
 
@@ -525,6 +644,7 @@ def test_error_codes_are_stable_and_distinct() -> None:
         "step_not_executable",
         "execution_conflict",
         "tool_call_mismatch",
+        "edit_changes_action",
     } == codes
     assert len(codes) == len(tf.TaskFlowError.__subclasses__())
     error = tf.HumanTaskExpired("too late", step_id="s1")
@@ -538,6 +658,15 @@ def test_error_codes_are_stable_and_distinct() -> None:
 # --- property-based tests ------------------------------------------------------------------
 
 APPROVERS = ("alice", "bob", "carol")
+CATALOG_CALLS: tuple[dict[str, Any], ...] = (
+    {"action": "getOrder", "params": {"id": 1}},
+    {"action": "setInventoryLevel", "params": {"available": 1}},
+)
+ORG_POLICIES = (
+    STRICT,
+    OrgPolicy(auto_approve_low=True),
+    OrgPolicy(auto_approve_low=True, required_approvals=RequiredApprovals(low=2, high=2)),
+)
 
 
 @st.composite
@@ -554,6 +683,7 @@ def plans(draw: st.DrawFn) -> AgenticTask:
                     st.integers(-5, 5) | st.text(max_size=3),
                     max_size=3,
                 )
+                | st.sampled_from(CATALOG_CALLS)  # reads and writes of the action catalog
             )
             steps.append(action(step_id, risk, parameters=parameters))
         else:
@@ -567,7 +697,7 @@ def plans(draw: st.DrawFn) -> AgenticTask:
                 input_step(step_id, options=tuple(options) if options else None, risk=risk)
             )
     policy = TaskPolicy(
-        auto_approve=tuple(draw(st.lists(st.sampled_from([Risk.LOW, Risk.MEDIUM]), unique=True))),
+        auto_approve=tuple(draw(st.lists(st.sampled_from([Risk.LOW]), unique=True))),
         decision_deadline_seconds=draw(st.integers(60, 600)),
         escalation=EscalationPolicy(
             interval_seconds=draw(st.integers(60, 600)), max_escalations=draw(st.integers(0, 2))
@@ -607,10 +737,12 @@ class TaskMachine(RuleBasedStateMachine):
         self.now = T0
         self.keys = 0
         self.forged: set[str] = set()
+        self.org = STRICT
 
-    @initialize(task=plans())
-    def start(self, task: AgenticTask) -> None:
+    @initialize(task=plans(), org=st.sampled_from(ORG_POLICIES))
+    def start(self, task: AgenticTask, org: OrgPolicy) -> None:
         self.task = with_status(task, tf.tick(task, self.now))
+        self.org = org
 
     def _target(self, index: int | None, pick: Step | None) -> Step:
         if index is None and pick is not None:
@@ -674,7 +806,7 @@ class TaskMachine(RuleBasedStateMachine):
                 idempotency_key=key,
                 selection="nope",
             )
-        self._apply(lambda: tf.decide(self.task, step.id, request, self.now))
+        self._apply(lambda: tf.decide(self.task, step.id, request, self.now, org=self.org))
 
     @rule()
     def progress(self) -> None:
@@ -694,7 +826,7 @@ class TaskMachine(RuleBasedStateMachine):
             by = next(a for a in APPROVERS if a not in used)
             self.keys += 1
             request = honest_request(decidable, by, f"key-{self.keys}")
-            self._apply(lambda: tf.decide(self.task, decidable.id, request, self.now))
+            self._apply(lambda: tf.decide(self.task, decidable.id, request, self.now, org=self.org))
 
     @rule(index=st.integers(0, 9))
     def forge_decision(self, index: int) -> None:
@@ -711,7 +843,7 @@ class TaskMachine(RuleBasedStateMachine):
             return
         approvals = tuple(
             honest_request(step, by, f"forged-{by}").to_decision(self.now)
-            for by in APPROVERS[: tf.required_approvals(self.task.spec.policy, step.risk)]
+            for by in APPROVERS[: tf.required_approvals(self.task, step, self.org)]
         )
         self.forged.add(step.id)
         forged = entry.model_copy(update={"approvals": approvals, "decision": approvals[-1]})
@@ -719,7 +851,7 @@ class TaskMachine(RuleBasedStateMachine):
 
     @rule()
     def auto(self) -> None:
-        self._apply(lambda: tf.auto_approve(self.task, self.now))
+        self._apply(lambda: tf.auto_approve(self.task, self.now, org=self.org))
 
     @rule(index=st.none() | st.integers(0, 9))
     def start_execution(self, index: int | None) -> None:
@@ -757,7 +889,10 @@ class TaskMachine(RuleBasedStateMachine):
             assert entry.decision is not None and entry.decision.verdict.positive
             assert entry.decision.step_hash == tf.step_hash(step)
             if entry.decision.by != tf.AUTO_APPROVER:
-                assert len(entry.approvals) >= tf.required_approvals(policy, step.risk)
+                assert len(entry.approvals) >= tf.required_approvals(self.task, step, self.org)
+            else:  # only reads of the catalog, effective risk low, where both opted in
+                assert self.org.auto_approve_low and Risk.LOW in policy.auto_approve
+                assert effective_risk(step) is Risk.LOW
 
     @invariant()
     def steps_execute_in_order(self) -> None:
@@ -830,12 +965,15 @@ def test_a_plan_approved_and_executed_step_by_step_completes(
     task = with_status(task, tf.tick(task, now))
     for step in task.spec.steps:
         assert tf.current_step(task) == step.id
-        needed = tf.required_approvals(task.spec.policy, step.risk)
+        needed = tf.required_approvals(task, step, STRICT)
         for by in approvers[:needed]:
             decidable = tf.decidable_step(task)
             assert decidable is not None and decidable.id == step.id
             task = with_status(
-                task, tf.decide(task, step.id, honest_request(step, by, f"{step.id}-{by}"), now)
+                task,
+                tf.decide(
+                    task, step.id, honest_request(step, by, f"{step.id}-{by}"), now, org=STRICT
+                ),
             )
             assert tf.derive_phase(task, now) is not TaskPhase.COMPLETED
         executable = tf.executable_step(task)
@@ -855,13 +993,15 @@ def test_a_rejection_anywhere_leaves_later_steps_untouched(
     for step in task.spec.steps:
         if step.id == target.id:
             break
-        for approver in APPROVERS[: tf.required_approvals(task.spec.policy, step.risk)]:
+        for approver in APPROVERS[: tf.required_approvals(task, step, STRICT)]:
             task = with_status(
-                task, tf.decide(task, step.id, honest_request(step, approver, approver), T0)
+                task,
+                tf.decide(task, step.id, honest_request(step, approver, approver), T0, org=STRICT),
             )
         task = run(task, step.id)
     task = with_status(
-        task, tf.decide(task, target.id, honest_request(target, by, "no", reject=True), T0)
+        task,
+        tf.decide(task, target.id, honest_request(target, by, "no", reject=True), T0, org=STRICT),
     )
     status = tf.tick(task, T0)
     assert status.phase is TaskPhase.REJECTED
@@ -871,7 +1011,7 @@ def test_a_rejection_anywhere_leaves_later_steps_untouched(
         later_step = task.step(step_id)
         assert later_step is not None
         with pytest.raises(tf.TaskTerminal):
-            tf.decide(task, step_id, honest_request(later_step, by, "later"), T0)
+            tf.decide(task, step_id, honest_request(later_step, by, "later"), T0, org=STRICT)
 
 
 def test_status_of_an_unknown_step_is_empty() -> None:

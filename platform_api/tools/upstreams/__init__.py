@@ -2,12 +2,12 @@
 agent's behalf with the org's decrypted credentials.
 
 `POST /v1/agent-api/tools/{tool}` looks up `adapter_for(tool)`, checks the action's
-`ActionSpec` (a side-effecting one needs an approved step), decrypts the org's
-integration of type `adapter.integration_type` and awaits `adapter.call(...)`. The
-adapter validates the action and parameters, calls the upstream (timeouts, retries of
-idempotent GETs only) and returns a result with every credential removed (`sanitise`).
-Failures are `UpstreamError`s carrying a stable `code` and the HTTP `status` the proxy
-should answer with; none of them carries a credential.
+entry in the action catalog (`humanwork_core.catalog`; a side-effecting one needs an
+approved step), decrypts the org's integration of type `adapter.integration_type` and
+awaits `adapter.call(...)`. The adapter validates the action and parameters, calls the
+upstream (timeouts, retries of idempotent GETs only) and returns a result with every
+credential removed (`sanitise`). Failures are `UpstreamError`s carrying a stable `code`
+and the HTTP `status` the proxy should answer with; none of them carries a credential.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from functools import cache
 from platform_api.tools.upstreams.amazon import AmazonAdapter
 from platform_api.tools.upstreams.base import (
     REDACTED,
-    ActionSpec,
     Adapter,
     InvalidParams,
     MissingCredentials,
@@ -31,7 +30,6 @@ from platform_api.tools.upstreams.shopify import ShopifyAdapter
 
 __all__ = [
     "REDACTED",
-    "ActionSpec",
     "Adapter",
     "AmazonAdapter",
     "InvalidParams",

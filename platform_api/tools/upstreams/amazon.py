@@ -19,18 +19,17 @@ import hashlib
 import json
 import time
 from collections.abc import Mapping
-from types import MappingProxyType
 from typing import Any, ClassVar
 from urllib.parse import quote
 
 import httpx
 
+from humanwork_core import catalog
 from platform_api.tools.upstreams.base import (
     DEFAULT_BACKOFF,
     DEFAULT_MAX_PAGES,
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT,
-    ActionSpec,
     Adapter,
     Exchange,
     InvalidParams,
@@ -64,56 +63,12 @@ ORDER_STATUSES = (
     "Unfulfillable",
 )
 
-ACTIONS: Mapping[str, ActionSpec] = MappingProxyType(
-    {
-        spec.name: spec
-        for spec in (
-            ActionSpec(
-                name="listOrders",
-                side_effecting=False,
-                description="Orders created in a period (GET /orders/v0/orders), every page "
-                "up to the bound. CreatedAfter (required) and CreatedBefore: ISO 8601; "
-                "OrderStatuses: list; MarketplaceIds: list (default the integration's "
-                "marketplaceId). Returns {orders, pages, truncated, nextToken}.",
-                required_params=("CreatedAfter",),
-                optional_params=("CreatedBefore", "OrderStatuses", "MarketplaceIds"),
-            ),
-            ActionSpec(
-                name="getOrder",
-                side_effecting=False,
-                description="One order (GET /orders/v0/orders/{orderId}). Returns {order}.",
-                required_params=("orderId",),
-            ),
-            ActionSpec(
-                name="getOrderItems",
-                side_effecting=False,
-                description="An order's items with SellerSKU and QuantityOrdered (GET "
-                "/orders/v0/orders/{orderId}/orderItems), every page up to the bound. "
-                "Returns {orderId, orderItems, pages, truncated, nextToken}.",
-                required_params=("orderId",),
-            ),
-            ActionSpec(
-                name="updateListingQuantity",
-                side_effecting=True,
-                description="Set the quantity a seller-fulfilled listing offers (PATCH "
-                "/listings/2021-08-01/items/{sellerId}/{sku}, fulfillment_availability). "
-                "sku, quantity (>= 0); sellerId (default the integration's sellerId); "
-                "productType (default PRODUCT); MarketplaceIds. Returns {sku, status, "
-                "submissionId, issues}.",
-                required_params=("sku", "quantity"),
-                optional_params=("sellerId", "productType", "MarketplaceIds"),
-            ),
-        )
-    }
-)
-
 
 class AmazonAdapter(Adapter):
     """Amazon Selling Partner API (orders, order items, listing quantity)."""
 
     tool: ClassVar[str] = "amazon"
     integration_type: ClassVar[str] = "amazon"
-    actions: ClassVar[Mapping[str, ActionSpec]] = ACTIONS
     public_credential_fields: ClassVar[frozenset[str]] = frozenset(
         {
             "marketplaceId",
@@ -272,7 +227,7 @@ class AmazonAdapter(Adapter):
 
     async def perform(
         self,
-        spec: ActionSpec,
+        spec: catalog.Action,
         params: dict[str, Any],
         credentials: Mapping[str, Any],
         exchange: Exchange,

@@ -1,5 +1,5 @@
-"""What every upstream adapter shares: the action catalogue entry, the error hierarchy,
-the sanitiser, parameter checks, and one HTTP exchange with bounded retries.
+"""What every upstream adapter shares: its actions (from humanwork_core.catalog), the error
+hierarchy, the sanitiser, parameter checks, and one HTTP exchange with bounded retries.
 
 An adapter never lets a credential out: results and error details go through
 `sanitise`, error messages are built from the tool, action and status only, and the
@@ -21,6 +21,8 @@ from typing import Any, ClassVar
 from urllib.parse import quote, urlsplit
 
 import httpx
+
+from humanwork_core import catalog
 
 log = logging.getLogger(__name__)
 
@@ -44,33 +46,6 @@ SECRET_KEY_FRAGMENTS = (
     "apikey",
     "secret",
 )
-
-
-@dataclass(frozen=True)
-class ActionSpec:
-    """One action a tool offers through the proxy.
-
-    `name` is camelCase as the agents send it (`getOrder`); `side_effecting` is True
-    for anything that changes the upstream (the proxy then demands an approved step);
-    `required_params` must all be present, `optional_params` may be; any other
-    parameter is refused.
-    """
-
-    name: str
-    side_effecting: bool
-    description: str
-    required_params: tuple[str, ...]
-    optional_params: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """The spec as JSON-ready data (for a tool catalogue endpoint)."""
-        return {
-            "name": self.name,
-            "sideEffecting": self.side_effecting,
-            "description": self.description,
-            "requiredParams": list(self.required_params),
-            "optionalParams": list(self.optional_params),
-        }
 
 
 class UpstreamError(Exception):
@@ -511,7 +486,8 @@ class Exchange:
 class Adapter(ABC):
     """One upstream tool behind the proxy.
 
-    Subclasses set `tool`, `integration_type` and `actions`, list the credential fields
+    Subclasses set `tool` (a tool of the action catalog, whose actions the adapter
+    serves) and `integration_type`, list the credential fields
     that are not secret in `public_credential_fields`, and implement `perform`.
     `call` checks the action and parameters, works out the secrets, performs the action
     and hands back a sanitised result.
@@ -519,7 +495,6 @@ class Adapter(ABC):
 
     tool: ClassVar[str]
     integration_type: ClassVar[str]
-    actions: ClassVar[Mapping[str, ActionSpec]]
     # credential fields whose values are not secret (hosts, ids, versions); every other
     # field's value is kept out of results, errors and logs
     public_credential_fields: ClassVar[frozenset[str]] = frozenset()
@@ -539,7 +514,12 @@ class Adapter(ABC):
         self.policy = HttpPolicy(timeout=timeout, max_retries=max_retries, backoff=backoff)
         self.max_pages = max_pages
 
-    def spec(self, action: str) -> ActionSpec:
+    @property
+    def actions(self) -> Mapping[str, catalog.Action]:
+        """The tool's actions, from the action catalog."""
+        return catalog.TOOLS[self.tool].actions
+
+    def spec(self, action: str) -> catalog.Action:
         """The spec of `action`; UnknownAction (listing the known ones) otherwise."""
         spec = self.actions.get(action) if isinstance(action, str) else None
         if spec is None:
@@ -549,19 +529,19 @@ class Adapter(ABC):
             )
         return spec
 
-    def check_params(self, spec: ActionSpec, params: Any) -> dict[str, Any]:
+    def check_params(self, spec: catalog.Action, params: Any) -> dict[str, Any]:
         """The parameters as a dict; InvalidParams when one is missing or unknown."""
         if params is None:
             params = {}
         if not isinstance(params, Mapping):
             raise InvalidParams("params must be an object", details={"action": spec.name})
-        missing = [p for p in spec.required_params if params.get(p) is None]
+        missing = [p for p in spec.required if params.get(p) is None]
         if missing:
             raise InvalidParams(
                 f"{spec.name} needs {', '.join(missing)}",
                 details={"action": spec.name, "missing": missing},
             )
-        allowed = set(spec.required_params) | set(spec.optional_params)
+        allowed = set(spec.param_names)
         unknown = sorted(str(p)[:100] for p in params if p not in allowed)
         if unknown:
             raise InvalidParams(
@@ -627,7 +607,7 @@ class Adapter(ABC):
     @abstractmethod
     async def perform(
         self,
-        spec: ActionSpec,
+        spec: catalog.Action,
         params: dict[str, Any],
         credentials: Mapping[str, Any],
         exchange: Exchange,

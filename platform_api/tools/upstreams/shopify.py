@@ -18,14 +18,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any, ClassVar, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
+from humanwork_core import catalog
 from platform_api.tools.upstreams.base import (
-    ActionSpec,
     Adapter,
     Exchange,
     InvalidParams,
@@ -48,79 +47,6 @@ ID_PATTERN = r"[1-9]\d{0,19}"
 DOMAIN_PATTERN = r"[A-Za-z0-9][A-Za-z0-9.-]{0,253}"
 VERSION_PATTERN = r"\d{4}-\d{2}|unstable"
 
-ACTIONS: Mapping[str, ActionSpec] = MappingProxyType(
-    {
-        spec.name: spec
-        for spec in (
-            ActionSpec(
-                name="listOrders",
-                side_effecting=False,
-                description="List orders (GET orders.json), all pages up to the bound. "
-                "status: open|closed|cancelled|any (default any); created_at_min/"
-                "created_at_max: ISO 8601; limit: page size 1-250 (default 250). Returns "
-                "{orders, pages, truncated, nextPageInfo}.",
-                required_params=(),
-                optional_params=("status", "created_at_min", "created_at_max", "limit"),
-            ),
-            ActionSpec(
-                name="getOrder",
-                side_effecting=False,
-                description="One order by its numeric id (GET orders/{id}.json). Returns {order}.",
-                required_params=("id",),
-            ),
-            ActionSpec(
-                name="listProducts",
-                side_effecting=False,
-                description="List products with their variants (sku, inventory_item_id) "
-                "(GET products.json), all pages up to the bound. ids: product ids; limit: "
-                "page size 1-250. Returns {products, pages, truncated, nextPageInfo}.",
-                required_params=(),
-                optional_params=("ids", "limit"),
-            ),
-            ActionSpec(
-                name="getInventoryLevels",
-                side_effecting=False,
-                description="Inventory levels (GET inventory_levels.json) of "
-                "inventory_item_ids, location_ids and/or sku (a SKU or a list, resolved "
-                "through the products); at least one; lists of up to 50. Returns "
-                "{inventory_levels} (and {skus: {sku: inventory_item_id}} with sku).",
-                required_params=(),
-                optional_params=("inventory_item_ids", "location_ids", "sku"),
-            ),
-            ActionSpec(
-                name="setInventoryLevel",
-                side_effecting=True,
-                description="Set the available quantity of an inventory item at a location "
-                "(POST inventory_levels/set.json). available; inventory_item_id or sku; "
-                "location_id (default the integration's locationId, else the shop's "
-                "primary location); reason: free text, not sent. Returns {inventory_level}.",
-                required_params=("available",),
-                optional_params=("inventory_item_id", "sku", "location_id", "reason"),
-            ),
-            ActionSpec(
-                name="adjustInventoryLevel",
-                side_effecting=True,
-                description="Change available quantities by non-zero deltas (POST "
-                "inventory_levels/adjust.json, one per change). Either available_adjustment "
-                "with inventory_item_id or sku (and location_id, defaulted as for "
-                "setInventoryLevel), returning {inventory_level}; or adjustments: a list of "
-                "up to 50 {sku or inventory_item_id, delta, location_id?}, all resolved "
-                "before the first change, returning {inventory_levels, adjustments}. "
-                "reason and reconcile (where the numbers came from) are kept, not sent.",
-                required_params=(),
-                optional_params=(
-                    "inventory_item_id",
-                    "sku",
-                    "location_id",
-                    "available_adjustment",
-                    "adjustments",
-                    "reason",
-                    "reconcile",
-                ),
-            ),
-        )
-    }
-)
 _T = TypeVar("_T")
 MAX_ADJUSTMENTS = 50
 ADJUSTMENT_FIELDS = ("sku", "inventory_item_id", "location_id", "delta")
@@ -161,7 +87,6 @@ class ShopifyAdapter(Adapter):
 
     tool: ClassVar[str] = "shopify"
     integration_type: ClassVar[str] = "shopify"
-    actions: ClassVar[Mapping[str, ActionSpec]] = ACTIONS
     public_credential_fields: ClassVar[frozenset[str]] = frozenset(
         {
             "shopDomain",
@@ -200,7 +125,7 @@ class ShopifyAdapter(Adapter):
 
     async def perform(
         self,
-        spec: ActionSpec,
+        spec: catalog.Action,
         params: dict[str, Any],
         credentials: Mapping[str, Any],
         exchange: Exchange,
