@@ -1124,7 +1124,7 @@ def chat_functions(tools: Sequence[str]) -> list[dict[str, Any]]:
                         "name": f"{name}__{action.name}",
                         "description": f"{tool.description if tool else name}: "
                         f"{action.description}",
-                        "parameters": {"type": "object", "additionalProperties": True},
+                        "parameters": action.json_schema(),
                     },
                 }
             )

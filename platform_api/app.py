@@ -42,6 +42,7 @@ from platform_api.state import Platform
 from platform_api.tasks.automation import TaskAutomation
 from platform_api.tasks.cancel import router as task_cancel_router
 from platform_api.tasks.router import router as tasks_router
+from platform_api.tools.catalog_router import router as catalog_router
 from platform_api.tools.router import router as tools_router
 from platform_api.users.router import router as users_router
 from platform_api.users.service import ensure_admin
@@ -168,6 +169,7 @@ def create_app(settings: Settings, *, namespaces: OrgNamespaces | None = None) -
         auth_router,
         orgs_router,
         users_router,
+        catalog_router,
         tools_router,
         integrations_router,
         audit_router,

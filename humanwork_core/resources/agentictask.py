@@ -164,7 +164,7 @@ class TaskPolicy(ResourceModel):
         "low, and only for read-only actions of the action catalog in an org whose policy "
         "opted in (GET /orgs/{orgId}/policy); the task can make the org's bar stricter, never "
         "looser. Default none.",
-        max_length=1,
+        max_length=4,
         json_schema_extra=k8s(
             list_type="set",
             rules=[

@@ -645,8 +645,8 @@ REFUSALS = [
             AGENT,
             create(put("spec.policy", {"autoApprove": ["low", "high"]})),
             422,
-            "spec.policy.autoApprove: Invalid value: only low and medium risk steps may be "
-            "auto-approved; high and critical steps always need a human decision",
+            "spec.policy.autoApprove: Invalid value: only low risk steps may be "
+            "auto-approved; medium, high and critical steps always need a human decision",
         ),
         id="create-auto-approve-high-risk",
     ),

@@ -15,9 +15,10 @@ from typing import Any
 import httpx
 import pytest
 
+from humanwork_core import catalog as action_catalog
+from humanwork_core.resources import Risk
 from platform_api.tools.upstreams import (
     REDACTED,
-    ActionSpec,
     AmazonAdapter,
     InvalidParams,
     MissingCredentials,
@@ -112,7 +113,7 @@ def test_known_tools_and_their_adapters() -> None:
         "setInventoryLevel",
         "adjustInventoryLevel",
     }
-    assert {n for n, s in shop_adapter.actions.items() if s.side_effecting} == {
+    assert {n for n, s in shop_adapter.actions.items() if s.side_effect} == {
         "setInventoryLevel",
         "adjustInventoryLevel",
     }
@@ -122,11 +123,13 @@ def test_known_tools_and_their_adapters() -> None:
         "getOrderItems",
         "updateListingQuantity",
     }
-    assert {n for n, s in amazon_one.actions.items() if s.side_effecting} == {
-        "updateListingQuantity"
-    }
+    assert {n for n, s in amazon_one.actions.items() if s.side_effect} == {"updateListingQuantity"}
     spec = shop_adapter.actions["getOrder"]
-    assert isinstance(spec, ActionSpec) and spec.required_params == ("id",) and spec.description
+    assert spec is action_catalog.TOOLS["shopify"].actions["getOrder"]  # one catalog, no copy
+    assert spec.required == ("id",) and spec.description and spec.min_risk is Risk.LOW
+    tools = action_catalog.TOOLS.values()
+    writes = [a for t in tools for a in t.actions.values() if a.side_effect]
+    assert writes and all(a.min_risk.rank >= Risk.HIGH.rank for a in writes)
 
 
 def test_unknown_tool() -> None:

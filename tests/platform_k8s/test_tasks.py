@@ -312,13 +312,94 @@ async def test_another_orgs_user_finds_nothing(
 PLAN_BODY: dict[str, Any] = {"agentRef": "shop", "description": "d", "steps": PLAN_STEPS}
 
 
-LOW = {"id": "look", "description": "Look up order 17", "tool": "shopify_query", "risk": "low"}
+CATALOG_READ = {"action": "getOrder", "params": {"id": 17}}
+LOW = {
+    "id": "look",
+    "description": "Look up order 17",
+    "tool": "shopify_query",
+    "parameters": CATALOG_READ,
+    "risk": "low",
+}
 MEDIUM = {**LOW, "id": "tag", "description": "Tag order 17", "risk": "medium"}
+UNKNOWN = {**LOW, "id": "poke", "parameters": {"action": "pokeOrder"}}
 
 
-async def test_the_policy_auto_approves_low_risk_and_the_default_never(
+async def settled(tasks: TaskApi, caller: Any, task_id: str) -> dict[str, Any]:
+    """The task once the operator ticked it and the platform's watch saw every change."""
+    await tasks.until(caller, task_id, ticked)
+    await asyncio.sleep(1.5)
+    task: dict[str, Any] = (await tasks.get(caller, task_id)).json()
+    return task
+
+
+async def test_the_org_policy_is_set_by_policy_manage_only_and_audited(
+    orgs: Orgs, client: httpx.AsyncClient
+) -> None:
+    path = f"/orgs/{orgs.org_a}/policy"
+    r = await client.get(path, headers=orgs.viewer.headers)
+    assert r.status_code == 200 and r.json()["autoApproveLow"] is False
+    assert r.json()["requiredApprovals"] == {"low": 1, "medium": 1, "high": 1, "critical": 2}
+    looser = {"autoApproveLow": True}
+    for caller in (orgs.requester, orgs.expert, orgs.viewer):  # run.control is not enough
+        r = await client.put(path, json=looser, headers=caller.headers)
+        assert r.status_code == 403 and r.json()["code"] == "forbidden", r.text
+    r = await client.put(path, json=looser, headers=orgs.admin_b.headers)  # another org's admin
+    assert r.status_code == 404, r.text
+    r = await client.put(path, json={"autoApproveLow": "yes please"}, headers=orgs.admin_a.headers)
+    assert r.status_code == 422 and r.json()["code"] == "validation_failed"
+    assert (await client.get(path, headers=orgs.viewer.headers)).json()["autoApproveLow"] is False
+    policy = {"autoApproveLow": True, "requiredApprovals": {"high": 2}}
+    r = await client.put(path, json=policy, headers=orgs.admin_a.headers)
+    assert r.status_code == 200, r.text
+    assert r.json()["requiredApprovals"]["high"] == 2
+    audit = await client.get(
+        "/audit",
+        params={"org": orgs.org_a, "action": "org.policy.updated"},
+        headers=orgs.admin_a.headers,
+    )
+    [row] = audit.json()["items"]
+    assert row["actor"] == orgs.admin_a.username
+    assert row["details"]["before"]["autoApproveLow"] is False
+    assert row["details"]["after"]["autoApproveLow"] is True
+
+
+async def test_the_org_quorum_binds_a_task_that_asks_for_less(
+    tasks: TaskApi, orgs: Orgs, client: httpx.AsyncClient
+) -> None:
+    r = await client.put(
+        f"/orgs/{orgs.org_a}/policy",
+        json={"requiredApprovals": {"high": 2}},
+        headers=orgs.admin_a.headers,
+    )
+    assert r.status_code == 200, r.text
+    made = await tasks.create(
+        orgs.requester,
+        orgs.org_a,
+        steps=[{**PLAN_STEPS[0], "id": "refund"}],
+        policy={"requiredApprovals": {"high": 1}},
+    )
+    await tasks.until(orgs.expert, made["id"], ticked)
+    first = await tasks.decide(orgs.expert, made["id"], "refund")
+    assert first.status_code == 200, first.text
+    assert first.json()["decided"] is False and first.json()["required_approvals"] == 2
+    second = await tasks.decide(orgs.expert2, made["id"], "refund")
+    assert second.status_code == 200 and second.json()["decided"] is True, second.text
+
+
+async def test_auto_approval_needs_the_org_to_opt_in_and_a_catalog_read(
     tasks: TaskApi, orgs: Orgs, client: httpx.AsyncClient, cluster: Cluster
 ) -> None:
+    # the task asks, the org did not opt in: a human decides
+    asked = await tasks.create(
+        orgs.requester, orgs.org_a, steps=[LOW], policy={"autoApprove": ["low"]}
+    )
+    waiting = await settled(tasks, orgs.viewer, asked["id"])
+    assert not waiting["status"]["steps"][0].get("decision"), waiting
+    r = await client.put(
+        f"/orgs/{orgs.org_a}/policy", json={"autoApproveLow": True}, headers=orgs.admin_a.headers
+    )
+    assert r.status_code == 200, r.text
+
     allowed = await tasks.create(
         orgs.requester,
         orgs.org_a,
@@ -328,6 +409,9 @@ async def test_the_policy_auto_approves_low_risk_and_the_default_never(
     default = await tasks.create(orgs.requester, orgs.org_a, steps=[LOW])
     not_listed = await tasks.create(
         orgs.requester, orgs.org_a, steps=[MEDIUM], policy={"autoApprove": ["low"]}
+    )
+    unknown = await tasks.create(
+        orgs.requester, orgs.org_a, steps=[UNKNOWN], policy={"autoApprove": ["low"]}
     )
 
     task = await tasks.until(
@@ -350,18 +434,17 @@ async def test_the_policy_auto_approves_low_risk_and_the_default_never(
         ("policy:auto-approve", f"agentictask:{allowed['id']}")
     ]
     assert rows[0]["details"]["step_id"] == "look" and rows[0]["details"]["risk"] == "low"
+    assert rows[0]["details"]["org_policy"]["autoApproveLow"] is True
 
-    # the default policy (and a risk the policy does not list) waits for a human
-    for made in (default, not_listed):
-        waiting = await tasks.until(
-            orgs.viewer, made["id"], lambda t: bool(t["status"].get("nextDeadline"))
-        )
-        await asyncio.sleep(1.5)  # the watch saw every change by now
-        waiting = (await tasks.get(orgs.viewer, made["id"])).json()
+    # the task's default policy, a risk above low and an action outside the catalog wait
+    for made in (default, not_listed, unknown):
+        waiting = await settled(tasks, orgs.viewer, made["id"])
         assert not waiting["status"]["steps"][0].get("decision"), waiting
         assert waiting["phase"] == "PendingApproval"
     queue = await client.get("/human-tasks", headers=orgs.viewer.headers)
-    assert {i["task_id"] for i in queue.json()["items"]} == {default["id"], not_listed["id"]}
+    assert {default["id"], not_listed["id"], unknown["id"]} <= {
+        i["task_id"] for i in queue.json()["items"]
+    }
     # an expert decides them as usual
     r = await tasks.decide(orgs.expert, default["id"], "look")
     assert r.status_code == 200, r.text

@@ -19,7 +19,6 @@ from agent_image.dispatch import (
     risk_of_text,
 )
 from agent_image.llm import LLMClient
-from humanwork_core.catalog import tool_name
 from agent_image.planner import (
     AgentConfig,
     LLMGate,
@@ -31,6 +30,7 @@ from agent_image.planner import (
     validate_plan,
 )
 from humanwork_core import taskflow
+from humanwork_core.catalog import tool_name
 from humanwork_core.resources import AgenticTaskSpec, Risk, StepKind
 from tests.fakes import catalog
 from tests.fakes.openai_server import FakeOpenAI

@@ -227,6 +227,10 @@ def test_cel_rules_for_the_plan() -> None:
     assert "self.kind != 'action' || has(self.tool)" in step
     policy = rules_at(task, ".spec.policy.autoApprove")
     assert any("high and critical" in message for message in policy.values())
+    risk = {r["rule"]: r for r in resolve(task, ".spec.steps")["items"]["x-kubernetes-validations"]}
+    floor = [r for r in risk if "adjustInventoryLevel" in r]
+    assert len(floor) == 1 and "self.risk in ['high', 'critical']" in floor[0]
+    assert risk[floor[0]]["fieldPath"] == ".risk"
     token = rules_at(root_schema(AgentInstance), ".spec.token")
     assert any("self.rotateBeforeSeconds < self.ttlSeconds" in rule for rule in token)
     name_rules = rules_at(root_schema(AgentInstance), "")
