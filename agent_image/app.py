@@ -60,8 +60,11 @@ from agent_image.events import EventSender
 from agent_image.executor import run_executor
 from agent_image.kube import KubeClient, KubeConflict, KubeError, KubeUnreachable
 from agent_image.llm import Completion, LLMClient, llm_configured
-from agent_image.planner import AgentConfig, LLMGate, Plan, Planner, Reply, Responder
+from agent_image.planning.config import AgentConfig, LLMGate
+from agent_image.planning.drafts import Plan
+from agent_image.planning.llm import Planner
 from agent_image.platform import PlatformClient, PlatformError
+from agent_image.responder import Reply, Responder
 from agent_image.settings import AgentSettings
 from humanwork_core import signing
 from humanwork_core.resources import AgenticTaskSpec, TaskPhase

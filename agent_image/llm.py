@@ -10,7 +10,7 @@ carries its usage and latency so that an `llm.called` event can report model, to
 cost estimate and latency.
 
 :func:`llm_configured` says whether a base URL is usable at all; when it is not the agent
-plans and answers offline (see :mod:`agent_image.planner`).
+plans and answers offline (see :mod:`agent_image.planning` and :mod:`agent_image.responder`).
 """
 
 from __future__ import annotations

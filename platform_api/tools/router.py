@@ -34,7 +34,8 @@ async def list_tool_permissions(
     response_model=ToolPermissionRead,
     summary="Enable or disable a tool",
     description="Capability `tools.manage`, in one of the caller's orgs (404 otherwise). "
-    "Creates or replaces the permission; audited.",
+    "Creates or replaces the permission of a tool of the action catalog (`GET /tools`; an "
+    "alias names its tool; any other: 404 `unknown_tool`); audited.",
     responses=error_responses(401, 403, 404, 422),
 )
 async def put_tool_permission(

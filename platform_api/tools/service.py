@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from humanwork_core import catalog
 from platform_api.audit.service import record
 from platform_api.auth.dependencies import OrgScope
+from platform_api.errors import UnknownTool
 from platform_api.models import ToolPermission, utcnow
 from platform_api.tools.repository import ToolPermissionRepository
 from platform_api.tools.schemas import ToolPermissionUpdate
@@ -18,7 +20,12 @@ async def list_permissions(session: AsyncSession, scope: OrgScope) -> list[ToolP
 async def set_permission(
     session: AsyncSession, scope: OrgScope, tool: str, body: ToolPermissionUpdate
 ) -> ToolPermission:
-    """Create or replace the permission of `tool` in the caller's org."""
+    """Create or replace the permission of `tool` (a tool of the action catalog, by its
+    name or an alias) in the caller's org; UnknownTool for any other."""
+    known = catalog.find_tool(tool)
+    if known is None:
+        raise UnknownTool(f"no such tool {tool!r}; GET /tools lists them", tool=tool)
+    tool = known.name
     repo = ToolPermissionRepository(session)
     permission = await repo.get(scope.org_id, tool)
     before = None if permission is None else permission.enabled

@@ -35,7 +35,7 @@ async def tampering(db: AsyncEngine) -> AsyncIterator[AsyncConnection]:
 async def _toggle(client: httpx.AsyncClient, orgs: TwoOrgs, times: int) -> None:
     for i in range(times):
         r = await client.put(
-            f"/orgs/{orgs.org_a}/tool-permissions/tool-{i}",
+            f"/orgs/{orgs.org_a}/tool-permissions/{('shopify', 'amazon')[i % 2]}",
             json={"enabled": i % 2 == 0},
             headers=orgs.admin_a.headers,
         )
@@ -52,7 +52,9 @@ async def test_audit_lists_the_callers_orgs_newest_first(
     items = page["items"]
     assert {i["org_id"] for i in items} == {two_orgs.org_a}
     assert [i["action"] for i in items[:3]] == ["tool_permission.updated"] * 3
-    assert [i["target"] for i in items[:3]] == ["tool:tool-2", "tool:tool-1", "tool:tool-0"]
+    assert [i["target"] for i in items[:3]] == ["tool:shopify", "tool:amazon", "tool:shopify"]
+    # the third toggle found shopify enabled by the first: newest first
+    assert [i["details"]["previously_enabled"] for i in items[:3]] == [True, None, None]
     assert [i["at"] for i in items] == sorted((i["at"] for i in items), reverse=True)
     seqs = sorted(i["seq"] for i in items)
     assert seqs == list(range(1, len(items) + 1))

@@ -149,6 +149,7 @@ async def test_me_reports_capabilities_of_each_default_role(
             "agents.manage",
             "audit.read",
             "orgs.manage",
+            "policy.manage",
             "run.control",
             "tasks.decide",
             "tasks.read",

@@ -74,7 +74,14 @@ async def test_tool_permission_validation(client: httpx.AsyncClient, two_orgs: T
     ]:
         r = await client.put(f"/orgs/{org}/tool-permissions/{tool}", json=body, headers=h)
         assert r.status_code == 422 and r.json()["code"] == "validation_failed", (tool, body)
+    # only tools of the action catalog; an alias names its tool
+    r = await client.put(f"/orgs/{org}/tool-permissions/stripe", json={"enabled": True}, headers=h)
+    assert r.status_code == 404 and r.json()["code"] == "unknown_tool", r.text
     assert (await client.get(f"/orgs/{org}/tool-permissions", headers=h)).json() == []
+    r = await client.put(
+        f"/orgs/{org}/tool-permissions/shopify_query", json={"enabled": True}, headers=h
+    )
+    assert r.status_code == 200 and r.json()["tool"] == "shopify", r.text
 
 
 async def test_credentials_are_stored_encrypted_and_bound_to_org_and_type(

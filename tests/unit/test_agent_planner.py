@@ -19,16 +19,11 @@ from agent_image.dispatch import (
     risk_of_text,
 )
 from agent_image.llm import LLMClient
-from agent_image.planner import (
-    AgentConfig,
-    LLMGate,
-    PlanError,
-    Planner,
-    is_reconciliation,
-    offline_plan,
-    parse_period,
-    validate_plan,
-)
+from agent_image.planning.config import AgentConfig, LLMGate
+from agent_image.planning.drafts import PlanError
+from agent_image.planning.llm import Planner, validate_plan
+from agent_image.planning.offline import is_reconciliation, offline_plan
+from agent_image.planning.periods import parse_period
 from humanwork_core import taskflow
 from humanwork_core.catalog import tool_name
 from humanwork_core.resources import AgenticTaskSpec, Risk, StepKind
