@@ -27,6 +27,7 @@ import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -105,122 +106,69 @@ def _wait_http(name: str, url: str, pid: int, timeout: float = 60.0, accept: int
     raise cluster.ClusterError(f"{name} did not answer {url} within {timeout:.0f}s")
 
 
+class _Starts:
+    """The components this `up` starts, recorded in `components.json` the moment each one
+    is spawned (so `make down` finds them whatever happens next); on a failure, `abort`
+    stops them again."""
+
+    def __init__(self, state: Path) -> None:
+        self.state = state
+        self.running = {k: v for k, v in _components(state).items() if _alive(v)}
+        self.started: list[str] = []
+
+    def spawn(self, name: str, args: list[str], env: dict[str, str], ports: tuple[int, ...]) -> int:
+        for port in ports:
+            _check_port(port, name)
+        proc = cluster.spawn(name, args, self.state / "logs", env=env)
+        self.running[name] = proc.pid
+        self.started.append(name)
+        self.record()
+        return proc.pid
+
+    def record(self) -> None:
+        (self.state / "components.json").write_text(json.dumps(self.running, indent=2))
+
+    def abort(self) -> list[str]:
+        stopped = list(reversed(self.started))
+        for name in stopped:
+            cluster.stop_process(self.running.pop(name))
+        self.record()
+        return stopped
+
+
+def _check_port(port: int, name: str) -> None:
+    """A clear error when another process holds a port a component needs."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            raise cluster.ClusterError(
+                f"port {port} ({name}) is taken by another process: stop it (`make down` "
+                "stops whatever an earlier `make up` left running) or set "
+                "HUMANWORK_STACK_PORT_OFFSET"
+            ) from None
+
+
 def up(state: Path | None = None) -> dict[str, str]:
-    """Start whatever of the stack is not running; return what the user needs to know."""
+    """Start whatever of the stack is not running; return what the user needs to know.
+    A start that fails part-way stops the components it started and says why."""
     state = state or cluster.state_dir_default()
     info = cluster.up(state)
     _install(info)
-    running = {k: v for k, v in _components(state).items() if _alive(v)}
-    logs = state / "logs"
-    if "operator" not in running:
-        kubeconfig = cluster.token_kubeconfig(
-            info.kubeconfig,
-            info.kubectl,
-            "humanwork-system",
-            "humanwork-operator",
-            state / "operator.kubeconfig",
-        )
-        proc = cluster.spawn(
-            "operator",
-            [
-                sys.executable,
-                "-m",
-                "agent_operator",
-                "--liveness",
-                f"http://127.0.0.1:{OPERATOR_HEALTH}/healthz",
-            ],
-            logs,
-            env={
-                "KUBECONFIG": str(kubeconfig),
-                "HUMANWORK_OPERATOR_METRICS_PORT": str(OPERATOR_METRICS),
-                "HUMANWORK_OPERATOR_METRICS_ADDRESS": "127.0.0.1",
-            },
-        )
-        running["operator"] = proc.pid
-        _wait_http("operator", f"http://127.0.0.1:{OPERATOR_HEALTH}/healthz", proc.pid)
-    (state / "agent-endpoints.json").write_text(
-        json.dumps({f"{DEMO_NAMESPACE}/agent": f"http://127.0.0.1:{AGENT_PORT}"})
-    )
-    password_file = state / "admin-password"
-    if not password_file.exists():
-        password_file.write_text(
-            os.environ.get("HUMANWORK_ADMIN_PASSWORD") or secrets.token_urlsafe(18)
-        )
-        password_file.chmod(0o600)
-    if "platform" not in running:
-        kubeconfig = cluster.token_kubeconfig(
-            info.kubeconfig,
-            info.kubectl,
-            "humanwork-system",
-            "humanwork-platform-api",
-            state / "platform.kubeconfig",
-        )
-        proc = cluster.spawn(
-            "platform",
-            [sys.executable, "-m", "platform_api.main", "serve", "--port", str(PLATFORM_PORT)],
-            logs,
-            env={
-                "HUMANWORK_KUBECONFIG": str(kubeconfig),
-                "HUMANWORK_DATABASE_URL": os.environ.get(
-                    "HUMANWORK_DATABASE_URL", f"sqlite+aiosqlite:///{state / 'platform.db'}"
-                ),
-                "HUMANWORK_ADMIN_PASSWORD": password_file.read_text().strip(),
-                "HUMANWORK_JWT_SECRET": _secret_file(state / "jwt-secret", 32),
-                "HUMANWORK_CREDENTIALS_KEYS": json.dumps(
-                    {"local": _secret_file(state / "credentials-key", 32, b64=True)}
-                ),
-                "HUMANWORK_CREDENTIALS_ACTIVE_KEY": "local",
-                # the demo agent runs as a local process, not behind its Service
-                "HUMANWORK_AGENT_ENDPOINTS_FILE": str(state / "agent-endpoints.json"),
-            },
-        )
-        running["platform"] = proc.pid
-        _wait_http("platform", f"http://127.0.0.1:{PLATFORM_PORT}/healthz", proc.pid)
-    if "fakes" not in running:
-        proc = cluster.spawn(
-            "fakes",
-            [
-                sys.executable,
-                "-m",
-                "tests.fakes",
-                "--shopify-port",
-                str(SHOPIFY_PORT),
-                "--amazon-port",
-                str(AMAZON_PORT),
-                "--credentials",
-                str(state / "fake-credentials.json"),
-            ],
-            logs,
-            env={"PYTHONPATH": str(cluster.REPO)},
-        )
-        running["fakes"] = proc.pid
-        deadline = time.monotonic() + 30
-        while not (state / "fake-credentials.json").exists():
-            if not _alive(proc.pid) or time.monotonic() > deadline:
-                raise cluster.ClusterError("the fake upstreams did not start; see logs/fakes.log")
-            time.sleep(0.2)
-    (state / "components.json").write_text(json.dumps(running, indent=2))
-    expert_password = _demo_org(state, info, password_file.read_text().strip())
-    if "agent" not in running:
-        proc = cluster.spawn(
-            "agent",
-            [
-                sys.executable,
-                "-m",
-                "humanwork_dev.runagent",
-                f"{DEMO_NAMESPACE}/agent",
-                "--platform-url",
-                f"http://127.0.0.1:{PLATFORM_PORT}",
-                "--port",
-                str(AGENT_PORT),
-            ],
-            logs,
-            env={"KUBECONFIG": info.kubeconfig},
-        )
-        running["agent"] = proc.pid
-        _wait_http("agent", f"http://127.0.0.1:{AGENT_PORT}/v1/health", proc.pid)
-        _configure_demo_agent(info)
-    (state / "components.json").write_text(json.dumps(running, indent=2))
+    (state / "logs").mkdir(parents=True, exist_ok=True)
+    starts = _Starts(state)
+    try:
+        password_file = _admin_password(state)
+        _start_operator(starts, info)
+        _start_platform(starts, info, password_file)
+        _start_fakes(starts)
+        expert_password = _demo_org(state, info, password_file.read_text().strip())
+        _start_agent(starts, info)
+    except (Exception, KeyboardInterrupt) as exc:
+        stopped = starts.abort()
+        note = f" (stopped what this start began: {', '.join(stopped)})" if stopped else ""
+        raise cluster.ClusterError(f"{exc}{note}; logs in {state / 'logs'}") from exc
     return {
         "kubeconfig": info.kubeconfig,
         "bin_dir": info.bin_dir,
@@ -229,6 +177,128 @@ def up(state: Path | None = None) -> dict[str, str]:
         "admin_password_file": str(password_file),
         "expert_password": expert_password,
     }
+
+
+def _admin_password(state: Path) -> Path:
+    password_file = state / "admin-password"
+    if not password_file.exists():
+        password_file.write_text(
+            os.environ.get("HUMANWORK_ADMIN_PASSWORD") or secrets.token_urlsafe(18)
+        )
+        password_file.chmod(0o600)
+    return password_file
+
+
+def _start_operator(starts: _Starts, info: cluster.ClusterInfo) -> None:
+    if "operator" in starts.running:
+        return
+    kubeconfig = cluster.token_kubeconfig(
+        info.kubeconfig,
+        info.kubectl,
+        "humanwork-system",
+        "humanwork-operator",
+        starts.state / "operator.kubeconfig",
+    )
+    pid = starts.spawn(
+        "operator",
+        [
+            sys.executable,
+            "-m",
+            "agent_operator",
+            "--liveness",
+            f"http://127.0.0.1:{OPERATOR_HEALTH}/healthz",
+        ],
+        {
+            "KUBECONFIG": str(kubeconfig),
+            "HUMANWORK_OPERATOR_METRICS_PORT": str(OPERATOR_METRICS),
+            "HUMANWORK_OPERATOR_METRICS_ADDRESS": "127.0.0.1",
+        },
+        (OPERATOR_HEALTH, OPERATOR_METRICS),
+    )
+    _wait_http("operator", f"http://127.0.0.1:{OPERATOR_HEALTH}/healthz", pid)
+
+
+def _start_platform(starts: _Starts, info: cluster.ClusterInfo, password_file: Path) -> None:
+    state = starts.state
+    (state / "agent-endpoints.json").write_text(
+        json.dumps({f"{DEMO_NAMESPACE}/agent": f"http://127.0.0.1:{AGENT_PORT}"})
+    )
+    if "platform" in starts.running:
+        return
+    kubeconfig = cluster.token_kubeconfig(
+        info.kubeconfig,
+        info.kubectl,
+        "humanwork-system",
+        "humanwork-platform-api",
+        state / "platform.kubeconfig",
+    )
+    env = {
+        "HUMANWORK_KUBECONFIG": str(kubeconfig),
+        "HUMANWORK_DATABASE_URL": os.environ.get(
+            "HUMANWORK_DATABASE_URL", f"sqlite+aiosqlite:///{state / 'platform.db'}"
+        ),
+        "HUMANWORK_ADMIN_PASSWORD": password_file.read_text().strip(),
+        "HUMANWORK_JWT_SECRET": _secret_file(state / "jwt-secret", 32),
+        "HUMANWORK_CREDENTIALS_KEYS": json.dumps(
+            {"local": _secret_file(state / "credentials-key", 32, b64=True)}
+        ),
+        "HUMANWORK_CREDENTIALS_ACTIVE_KEY": "local",
+        # the demo agent runs as a local process, not behind its Service
+        "HUMANWORK_AGENT_ENDPOINTS_FILE": str(state / "agent-endpoints.json"),
+    }
+    args = [sys.executable, "-m", "platform_api.main", "serve", "--port", str(PLATFORM_PORT)]
+    pid = starts.spawn("platform", args, env, (PLATFORM_PORT,))
+    _wait_http("platform", f"http://127.0.0.1:{PLATFORM_PORT}/healthz", pid)
+
+
+def _start_fakes(starts: _Starts) -> None:
+    if "fakes" in starts.running:
+        return
+    credentials = starts.state / "fake-credentials.json"
+    credentials.unlink(missing_ok=True)
+    pid = starts.spawn(
+        "fakes",
+        [
+            sys.executable,
+            "-m",
+            "tests.fakes",
+            "--shopify-port",
+            str(SHOPIFY_PORT),
+            "--amazon-port",
+            str(AMAZON_PORT),
+            "--credentials",
+            str(credentials),
+        ],
+        {"PYTHONPATH": str(cluster.REPO)},
+        (SHOPIFY_PORT, AMAZON_PORT),
+    )
+    deadline = time.monotonic() + 30
+    while not credentials.exists():
+        if not _alive(pid) or time.monotonic() > deadline:
+            raise cluster.ClusterError("the fake upstreams did not start; see logs/fakes.log")
+        time.sleep(0.2)
+
+
+def _start_agent(starts: _Starts, info: cluster.ClusterInfo) -> None:
+    if "agent" in starts.running:
+        return
+    pid = starts.spawn(
+        "agent",
+        [
+            sys.executable,
+            "-m",
+            "humanwork_dev.runagent",
+            f"{DEMO_NAMESPACE}/agent",
+            "--platform-url",
+            f"http://127.0.0.1:{PLATFORM_PORT}",
+            "--port",
+            str(AGENT_PORT),
+        ],
+        {"KUBECONFIG": info.kubeconfig},
+        (AGENT_PORT,),
+    )
+    _wait_http("agent", f"http://127.0.0.1:{AGENT_PORT}/v1/health", pid)
+    _configure_demo_agent(info)
 
 
 def _secret_file(path: Path, size: int, *, b64: bool = False) -> str:
@@ -370,8 +440,7 @@ def demo(state: Path | None = None) -> dict[str, str]:
     """The admin asks the demo agent, through the platform API, to plan the seed's example;
     the plan then waits in the review queue for the expert."""
     state = state or cluster.state_dir_default()
-    if cluster.status(state) is None:
-        raise cluster.ClusterError("the stack is not up: run `make up` first")
+    _require_ready(state)
     password = (state / "admin-password").read_text().strip()
     with httpx.Client(base_url=f"http://127.0.0.1:{PLATFORM_PORT}", timeout=90) as http:
         token = http.post("/auth/token", json={"username": "admin", "password": password})
@@ -379,7 +448,9 @@ def demo(state: Path | None = None) -> dict[str, str]:
         admin = {"Authorization": f"Bearer {token.json()['access_token']}"}
         orgs = http.get("/orgs", headers=admin).json()
         items = orgs["items"] if isinstance(orgs, dict) else orgs
-        org_id = next(o["id"] for o in items if o["slug"] == DEMO_SLUG)
+        org_id = next((o["id"] for o in items if o["slug"] == DEMO_SLUG), None)
+        if org_id is None:
+            raise cluster.ClusterError(NOT_READY)
         r = http.post(
             f"/orgs/{org_id}/agents/agent/tasks", json={"request": SEED_REQUEST}, headers=admin
         )
@@ -387,6 +458,23 @@ def demo(state: Path | None = None) -> dict[str, str]:
         raise cluster.ClusterError(f"the demo task was refused: {r.status_code} {r.text}")
     planned = r.json()
     return {"task": planned["id"], "summary": planned.get("summary", "")}
+
+
+NOT_READY = "the stack is not ready: run `make up` and wait until it prints 'humanwork is up'"
+
+
+def _require_ready(state: Path) -> None:
+    """`make demo` before `make up` finished: say so instead of a traceback."""
+    if cluster.status(state) is None or not (state / "admin-password").exists():
+        raise cluster.ClusterError(NOT_READY)
+    components = _components(state)
+    missing = [
+        name
+        for name in ("operator", "platform", "fakes", "agent")
+        if not components.get(name) or not _alive(components[name])
+    ]
+    if missing:
+        raise cluster.ClusterError(f"{NOT_READY} (not running: {', '.join(missing)})")
 
 
 def down(state: Path | None = None) -> None:
@@ -457,9 +545,15 @@ def _foreground(state: Path) -> None:
     print("running; Ctrl-C stops everything", file=sys.stderr, flush=True)
     while not stopping:
         time.sleep(0.5)
+        if not (state / "components.json").exists():
+            print("stopped from elsewhere (`make down`)", file=sys.stderr, flush=True)
+            return
         dead = [k for k, v in _components(state).items() if not _alive(v)]
         if dead:
-            print(f"stopped unexpectedly: {', '.join(dead)} (see .cluster/logs/)", file=sys.stderr)
+            print(
+                f"stopped unexpectedly: {', '.join(dead)} (see {state / 'logs'}/)",
+                file=sys.stderr,
+            )
             break
     print("stopping ...", file=sys.stderr, flush=True)
     down(state)

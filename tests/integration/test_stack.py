@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -17,20 +18,32 @@ import httpx
 OFFSET = 300  # ports 8300, 8380, ... beside a developer's own `make up`
 
 
-def stack(state: Path, *args: str, timeout: float = 400) -> subprocess.CompletedProcess[str]:
+def stack_env(state: Path, offset: int) -> dict[str, str]:
     env = {
         **os.environ,
         "HUMANWORK_CLUSTER_DIR": str(state),
-        "HUMANWORK_STACK_PORT_OFFSET": str(OFFSET),
+        "HUMANWORK_STACK_PORT_OFFSET": str(offset),
     }
     env.pop("KUBECONFIG", None)
+    return env
+
+
+def stack(
+    state: Path, *args: str, timeout: float = 400, offset: int = OFFSET
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "humanwork_dev.stack", *args],
-        env=env,
+        env=stack_env(state, offset),
         capture_output=True,
         text=True,
         timeout=timeout,
     )
+
+
+def refused(port: int) -> bool:
+    """Nothing listens on the port any more."""
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) != 0
 
 
 def test_up_demo_and_down(tmp_path: Path) -> None:
@@ -83,3 +96,56 @@ def test_up_demo_and_down(tmp_path: Path) -> None:
         down = stack(state, "down")
         assert down.returncode == 0, down.stderr[-2000:]
     assert not state.exists() or not (state / "components.json").exists()
+
+
+def test_a_failed_start_stops_what_it_started_and_down_reaches_the_foreground(
+    tmp_path: Path,
+) -> None:
+    """The issue's report: a `make up` that failed part-way left the platform and the
+    fakes running, `make down` missed them and the next `up` hit their ports; `make down`
+    from another terminal left the foreground `up` waiting; `make demo` too early raised a
+    traceback."""
+    state, offset = tmp_path / "stack", OFFSET + 20
+    agent_port = 8081 + offset
+    blocker = socket.socket()
+    blocker.bind(("127.0.0.1", agent_port))
+    blocker.listen()
+    try:
+        failed = stack(state, "up", "--detach", offset=offset)
+        assert failed.returncode == 1, failed.stderr[-3000:]
+        assert f"port {agent_port} (agent) is taken by another process" in failed.stderr
+        assert "stopped what this start began: fakes, platform, operator" in failed.stderr
+        assert "Traceback" not in failed.stderr
+        assert json.loads(stack(state, "status", offset=offset).stdout)["components"] == {}
+        for port in (8000 + offset, 8080 + offset, 8091 + offset, 8092 + offset):
+            assert refused(port), port
+        demo = stack(state, "demo", offset=offset, timeout=60)
+        assert demo.returncode == 1 and "the stack is not ready" in demo.stderr, demo.stderr
+        assert "Traceback" not in demo.stderr
+    finally:
+        blocker.close()
+    foreground = subprocess.Popen(
+        [sys.executable, "-m", "humanwork_dev.stack", "up"],
+        env=stack_env(state, offset),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert foreground.stderr is not None
+        lines: list[str] = []
+        for line in foreground.stderr:
+            lines.append(line)
+            if line.startswith("running;"):
+                break
+        assert any("humanwork is up" in line for line in lines), "".join(lines)[-3000:]
+        down = stack(state, "down", offset=offset)
+        assert down.returncode == 0, down.stderr[-2000:]
+        rest = foreground.stderr.read()
+        assert foreground.wait(timeout=30) == 0
+        assert "stopped from elsewhere" in rest, rest
+    finally:
+        if foreground.poll() is None:
+            foreground.kill()
+            stack(state, "down", offset=offset)
+    assert refused(8000 + offset) and refused(agent_port)
