@@ -13,6 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from humanwork_core.runtime_config import AgentRuntimeConfig
+
 LOG = logging.getLogger("humanwork.agent")
 
 
@@ -34,6 +38,10 @@ def load(path: Path) -> LoadedConfig:
     data = json.loads(raw)
     if not isinstance(data, dict):
         raise ValueError(f"{path} holds no JSON object")
+    try:
+        AgentRuntimeConfig.model_validate(data)
+    except ValidationError as exc:  # a ValueError: the holder keeps what was running
+        raise ValueError(f"{path} is not an agent configuration: {exc}") from None
     return LoadedConfig(data=data, config_hash=hashlib.sha256(raw).hexdigest())
 
 

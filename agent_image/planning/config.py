@@ -6,13 +6,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent_image.dispatch import (
     enabled_tools,
 )
 from agent_image.llm import Completion, LLMClient
+from humanwork_core.runtime_config import AgentRuntimeConfig
 
 LOG = logging.getLogger("humanwork.agent.planner")
 
@@ -30,56 +31,44 @@ MAX_DESCRIPTION = 4096
 
 @dataclass(frozen=True)
 class AgentConfig:
-    """A typed view of the agent's effective configuration (`config.json` from the
-    ConfigMap, with the platform's `POST /v1/configure` overlay on top). Accepts the
-    operator's camelCase keys and the seed's snake_case ones."""
+    """The agent's effective configuration: `config.json` from the ConfigMap with the
+    platform's `POST /v1/configure` overlay on top, parsed with the model the operator
+    writes it with (`humanwork_core.runtime_config`), its hash, and the environment's
+    default mode. Raises pydantic's ValidationError for data that is not a configuration."""
 
     data: Mapping[str, Any]
     config_hash: str = ""
     default_mode_env: str | None = None
+    runtime: AgentRuntimeConfig = field(init=False)
 
-    def _get(self, *names: str, within: Mapping[str, Any] | None = None) -> Any:
-        source = self.data if within is None else within
-        for name in names:
-            if name in source and source[name] is not None:
-                return source[name]
-        return None
-
-    @property
-    def specialist(self) -> Mapping[str, Any]:
-        value = self._get("specialist")
-        return value if isinstance(value, Mapping) else {}
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "runtime", AgentRuntimeConfig.model_validate(dict(self.data)))
 
     @property
     def specialist_name(self) -> str:
-        return str(self._get("name", within=self.specialist) or "the assistant")
+        return self.runtime.specialist.name
 
     @property
     def system_prompt(self) -> str:
-        prompt = self._get("systemPrompt", "system_prompt", within=self.specialist)
-        return str(prompt or f"You are {self.specialist_name}, an operations specialist.")
+        prompt = self.runtime.specialist.system_prompt
+        return prompt or f"You are {self.specialist_name}, an operations specialist."
 
     @property
     def model(self) -> str:
-        return str(self._get("model") or "")
+        return self.runtime.model
 
     @property
     def temperature(self) -> float | None:
-        value = self._get("temperature")
-        return float(value) if isinstance(value, int | float) else None
+        return self.runtime.temperature
 
     @property
     def confidence_threshold(self) -> float:
-        """0 to 1 (the configuration says 0 to 100; a value of at most 1 is a fraction)."""
-        value = self._get("confidenceThreshold", "confidence_threshold")
-        if not isinstance(value, int | float):
-            return 0.7
-        return float(value) if value <= 1 else float(value) / 100
+        """0 to 1 (the configuration says percent)."""
+        return self.runtime.threshold_fraction
 
     @property
     def enabled_tools(self) -> tuple[str, ...]:
-        value = self._get("enabledTools", "enabled_tools")
-        return tuple(str(v) for v in value) if isinstance(value, list | tuple) else ()
+        return self.runtime.enabled_tools
 
     @property
     def tools(self) -> tuple[str, ...]:
@@ -88,18 +77,16 @@ class AgentConfig:
 
     @property
     def max_concurrent_tasks(self) -> int:
-        value = self._get("maxConcurrentTasks", "max_concurrent_tasks")
-        return int(value) if isinstance(value, int) and value > 0 else 3
+        return self.runtime.max_concurrent_tasks
 
     @property
     def planning_lookups(self) -> bool:
         """Whether the planner may make read-only tool calls while planning."""
-        return self._get("planningLookups", "planning_lookups") is True
+        return self.runtime.planning_lookups
 
     @property
     def default_mode(self) -> str | None:
-        value = self._get("defaultMode", "default_mode")
-        return str(value) if value else self.default_mode_env
+        return self.runtime.default_mode or self.default_mode_env
 
 
 class LLMGate:

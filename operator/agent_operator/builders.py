@@ -34,6 +34,7 @@ from humanwork_core.resources import (
     AgentInstance,
     AgentInstanceSpec,
 )
+from humanwork_core.runtime_config import AgentRuntimeConfig
 from humanwork_core.tokens import MintedToken, SigningKey, agent_subject, jwks
 
 from .config import OperatorSettings
@@ -180,23 +181,14 @@ def desired_replicas(spec: AgentInstanceSpec) -> int:
 
 
 def agent_config(spec: AgentInstanceSpec) -> dict[str, Any]:
-    """The configuration the agent hot-reloads: persona, model, thresholds and tools only."""
-    return {
-        "specialist": {
-            "name": spec.specialist.name,
-            "systemPrompt": spec.specialist.system_prompt,
-        },
-        "model": spec.model,
-        "temperature": spec.temperature,
-        "confidenceThreshold": spec.confidence_threshold,
-        "enabledTools": sorted(spec.enabled_tools),
-        "maxConcurrentTasks": spec.max_concurrent_tasks,
-    }
+    """The configuration the agent hot-reloads (`humanwork_core.runtime_config`, the model
+    the agent parses it with): persona, model, thresholds and tools only."""
+    return AgentRuntimeConfig.of_instance(spec).wire()
 
 
 def canonical_config(spec: AgentInstanceSpec) -> str:
     """:func:`agent_config` as canonical JSON (sorted keys, no spaces, UTF-8 as is)."""
-    return json.dumps(agent_config(spec), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return AgentRuntimeConfig.of_instance(spec).canonical_json()
 
 
 def config_hash(spec: AgentInstanceSpec) -> str:
