@@ -66,7 +66,7 @@ from agent_image.planning.llm import Planner
 from agent_image.platform import PlatformClient, PlatformError
 from agent_image.responder import Reply, Responder
 from agent_image.settings import AgentSettings
-from humanwork_core import signing
+from humanwork_core import keys, signing
 from humanwork_core.resources import AgenticTaskSpec, TaskPhase
 
 LOG = logging.getLogger("humanwork.agent")
@@ -79,11 +79,11 @@ BACKGROUND: tuple[BackgroundJob, ...] = (run_executor,)
 steps (agent_image/executor.py)."""
 
 MANAGED_BY = "humanwork-agent"
-AGENT_LABEL = "humanwork.io/agent"
-PLANNER_ANNOTATION = "humanwork.io/planner"
-MODEL_ANNOTATION = "humanwork.io/model"
-MODE_ANNOTATION = "humanwork.io/mode"
-IDEMPOTENCY_ANNOTATION = "humanwork.io/idempotency-key"
+AGENT_LABEL = keys.AGENT_LABEL
+PLANNER_ANNOTATION = keys.PLANNER
+MODEL_ANNOTATION = keys.MODEL
+MODE_ANNOTATION = keys.MODE
+IDEMPOTENCY_ANNOTATION = keys.IDEMPOTENCY_KEY
 
 
 class CancelRegistry:

@@ -38,6 +38,7 @@ from typing import Any, Protocol
 from humanwork_core import taskflow
 from humanwork_core.resources import AgenticTask
 from humanwork_core.resources.agentictask import Step, StepKind
+from humanwork_core.resources.common import API_VERSION
 
 LOG = logging.getLogger("humanwork.agent.executor")
 
@@ -45,7 +46,7 @@ FIELD_MANAGER = "humanwork-agent"
 SUMMARY_MAX_CHARS = 2000
 RETRY_SECONDS = 1.0
 MAX_CALL_ATTEMPTS = 30
-GROUP_VERSION = "humanwork.io/v1alpha1"
+GROUP_VERSION = API_VERSION
 
 
 # --- what the executor needs from the rest of the agent (kube.py, platform.py, events.py) --

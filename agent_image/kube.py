@@ -27,68 +27,37 @@ from urllib.parse import quote
 import httpx
 
 from agent_image.settings import AgentSettings
+from humanwork_core.kube_errors import (
+    KubeConflict,
+    KubeError,
+    KubeForbidden,
+    KubeGone,
+    KubeInvalid,
+    KubeNotFound,
+    KubeUnreachable,
+    error_from_status,
+)
+from humanwork_core.resources import common as resources
 
-GROUP = "humanwork.io"
-VERSION = "v1alpha1"
+__all__ = [
+    "KubeClient",
+    "KubeConflict",
+    "KubeError",
+    "KubeForbidden",
+    "KubeGone",
+    "KubeInvalid",
+    "KubeNotFound",
+    "KubeUnreachable",
+    "error_from_status",
+]
+
+GROUP, VERSION = resources.GROUP, resources.VERSION
 PLURAL = "agentictasks"
 KIND = "AgenticTask"
-API_VERSION = f"{GROUP}/{VERSION}"
+API_VERSION = resources.API_VERSION
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
 FIELD_MANAGER = "humanwork-agent"
 """The agent's default field manager for creates and server-side applies."""
-
-
-class KubeError(Exception):
-    """The Kubernetes API refused or failed a request."""
-
-    def __init__(self, status: int, reason: str, message: str) -> None:
-        super().__init__(f"{status} {reason}: {message}")
-        self.status = status
-        self.reason = reason
-        self.message = message
-
-
-class KubeUnreachable(KubeError):
-    """The API server could not be reached (status 503 by convention)."""
-
-
-class KubeNotFound(KubeError):
-    """404: the object does not exist."""
-
-
-class KubeConflict(KubeError):
-    """409: the name is taken, or a resourceVersion precondition failed."""
-
-
-class KubeGone(KubeError):
-    """410: the watch's resourceVersion is too old; list again and watch from there."""
-
-
-class KubeForbidden(KubeError):
-    """403: RBAC or a ValidatingAdmissionPolicy refused the request."""
-
-
-class KubeInvalid(KubeError):
-    """422: the object fails the CRD schema or its validation rules."""
-
-
-_KINDS: dict[int, type[KubeError]] = {
-    403: KubeForbidden,
-    404: KubeNotFound,
-    409: KubeConflict,
-    410: KubeGone,
-    422: KubeInvalid,
-}
-
-
-def error_from_status(status: int, body: Any) -> KubeError:
-    """The typed error of an API answer (`body` a Status object, or anything)."""
-    reason, message = "", ""
-    if isinstance(body, dict):
-        reason = str(body.get("reason") or "")
-        message = str(body.get("message") or "")
-        status = int(body.get("code") or status)
-    return _KINDS.get(status, KubeError)(status, reason or "Error", message or f"HTTP {status}")
 
 
 def _response_error(response: httpx.Response) -> KubeError:

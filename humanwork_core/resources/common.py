@@ -22,7 +22,7 @@ GROUP = "humanwork.io"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 CATEGORY = "humanwork"
-ORG_ID_LABEL = "humanwork.io/org-id"
+ORG_ID_LABEL = f"{GROUP}/org-id"
 
 UUID_PATTERN = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 """Canonical lowercase UUID, so that string equality with the namespace label is reliable."""

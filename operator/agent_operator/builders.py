@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
+from humanwork_core import keys
 from humanwork_core.errors import HumanworkError
 from humanwork_core.resources import (
     API_VERSION,
@@ -45,13 +46,13 @@ APP_NAME = "humanwork-agent"
 COMPONENT = "agent"
 PART_OF = "humanwork"
 MANAGED_BY = "humanwork-operator"
-CONFIG_HASH_ANNOTATION = "humanwork.io/config-hash"
-ROTATE_TOKEN_ANNOTATION = "humanwork.io/rotate-token"
-CONFIG_APPLIED_ANNOTATION = "humanwork.io/config-applied"
+CONFIG_HASH_ANNOTATION = keys.CONFIG_HASH
+ROTATE_TOKEN_ANNOTATION = keys.ROTATE_TOKEN
+CONFIG_APPLIED_ANNOTATION = keys.CONFIG_APPLIED
 """The config hash the agent last reported as applied (written by the platform API when the
 agent's HMAC-signed `config.applied` event arrives); ConfigApplied is True when it equals
 status.configHash."""
-TOKEN_EXPIRES_ANNOTATION = "humanwork.io/token-expires-at"
+TOKEN_EXPIRES_ANNOTATION = keys.TOKEN_EXPIRES_AT
 CONTAINER_NAME = "agent"
 PORT_NAME = "http"
 HEALTH_PATH = "/v1/health"
@@ -749,7 +750,7 @@ def event(
             "labels": {"app.kubernetes.io/managed-by": MANAGED_BY},
         },
         "involvedObject": {
-            "apiVersion": body.get("apiVersion", "humanwork.io/v1alpha1"),
+            "apiVersion": body.get("apiVersion", API_VERSION),
             "kind": body.get("kind", "AgentInstance"),
             "name": meta["name"],
             "namespace": meta["namespace"],

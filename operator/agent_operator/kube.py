@@ -15,6 +15,9 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
 from agent_operator.metrics import API_REQUESTS
+from humanwork_core.kube_errors import KubeError, error_from_status
+
+__all__ = ["Kube", "KubeError", "path_for"]
 
 FIELD_MANAGER = "humanwork-operator"
 USER_AGENT = "humanwork-operator/0.1.0"
@@ -34,16 +37,6 @@ _KINDS: dict[str, tuple[str, bool]] = {
     "AgentInstance": ("agentinstances", True),
     "AgenticTask": ("agentictasks", True),
 }
-
-
-class KubeError(RuntimeError):
-    """A Kubernetes API call failed; `status` is the HTTP status and `reason` the API's."""
-
-    def __init__(self, status: int, reason: str, message: str) -> None:
-        super().__init__(f"{status} {reason}: {message}")
-        self.status = status
-        self.reason = reason
-        self.message = message
 
 
 def path_for(api_version: str, kind: str, namespace: str | None, name: str | None = None) -> str:
@@ -112,9 +105,7 @@ class Kube:
         data = await response.read()
         doc = dict(json.loads(data)) if data else {}
         if response.status >= 400:  # without preloading, the client does not raise
-            raise KubeError(
-                int(response.status), str(doc.get("reason", "")), str(doc.get("message", ""))
-            )
+            raise error_from_status(int(response.status), doc)
         return doc
 
     async def get(
@@ -186,11 +177,11 @@ class Kube:
 
 
 def _error(exc: k8s.ApiException) -> KubeError:
-    reason, message = str(exc.reason or ""), ""
     try:
-        doc = json.loads(exc.body or "{}")
-        reason = str(doc.get("reason") or reason)
-        message = str(doc.get("message") or "")
+        doc: Any = json.loads(exc.body or "{}")
     except (TypeError, ValueError):
-        message = str(exc.body or "")
-    return KubeError(int(exc.status or 0), reason, message)
+        doc = {"message": str(exc.body or "")}
+    if not isinstance(doc, dict):
+        doc = {}
+    doc.setdefault("reason", str(exc.reason or ""))
+    return error_from_status(int(exc.status or 0), doc)

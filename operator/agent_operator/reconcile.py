@@ -27,10 +27,10 @@ from humanwork_core.resources import (
     ConditionStatus,
     TokenStatus,
 )
-from humanwork_core.resources.common import set_condition
+from humanwork_core.resources.common import API_VERSION, set_condition
 from humanwork_core.signing import derive_secret, generate_secret
 
-GROUP_VERSION = "humanwork.io/v1alpha1"
+GROUP_VERSION = API_VERSION
 LONGEST_TOKEN_TTL = timedelta(days=30)
 
 

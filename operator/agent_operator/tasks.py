@@ -18,13 +18,13 @@ from typing import Any
 from agent_operator.config import OperatorSettings
 from agent_operator.kube import Kube
 from agent_operator.reconcile import GROUP_VERSION, Event
-from humanwork_core import taskflow
+from humanwork_core import keys, taskflow
 from humanwork_core.resources import AgenticTask, AgenticTaskStatus, Condition, ConditionStatus
 from humanwork_core.resources.common import set_condition
 
-ARCHIVED_ANNOTATION = "humanwork.io/archived"
+ARCHIVED_ANNOTATION = keys.ARCHIVED
 """Set by the platform API once it has archived a finished task into its database."""
-CANCEL_ANNOTATION = "humanwork.io/cancel-requested"
+CANCEL_ANNOTATION = keys.CANCEL_REQUESTED
 """Set by the platform API when a user with `run.control` cancels a task; the operator
 then moves the task to Cancelled (only the operator writes the phase), and the agent,
 seeing a terminal task, runs none of its steps."""

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from humanwork_core import signing
+from humanwork_core import keys, signing
 from platform_api.audit.service import record
 from platform_api.errors import KubernetesUnavailable, SignatureRefused, ValidationFailed
 from platform_api.kube.client import KubeClient, KubeNotFound
@@ -36,7 +36,7 @@ from platform_api.models import AgentEvent, Org
 PLATFORM_NAMESPACE = "humanwork-system"
 CALLBACK_KEY_SECRET = "humanwork-callback-key"
 CALLBACK_KEY = "key"
-CONFIG_APPLIED_ANNOTATION = "humanwork.io/config-applied"
+CONFIG_APPLIED_ANNOTATION = keys.CONFIG_APPLIED
 KEY_TTL_SECONDS = 30.0
 MAX_EVENT_BYTES = 256 * 1024
 

@@ -10,6 +10,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Path, Query, Request, Response
 
+from humanwork_core import keys
 from humanwork_core.signing import SIGNATURE_HEADER
 from platform_api.agent_api import context, events, proxy
 from platform_api.agent_api.auth import CurrentAgent
@@ -20,7 +21,7 @@ from platform_api.state import PlatformDep
 
 router = APIRouter(prefix="/v1/agent-api", tags=["agent api"])
 events_router = APIRouter(tags=["agent api"])
-ROTATE_ANNOTATION = "humanwork.io/rotate-token"
+ROTATE_ANNOTATION = keys.ROTATE_TOKEN
 
 
 UNAVAILABLE = {503: ("kubernetes_unavailable", "no Kubernetes API is configured")}

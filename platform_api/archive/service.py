@@ -10,12 +10,13 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from humanwork_core import keys
 from humanwork_core.resources import AgenticTask
 from platform_api.archive.repository import ArchiveRepository, Saved
 from platform_api.audit.service import record
 from platform_api.kube.client import KubeClient, KubeNotFound
 
-ARCHIVED_ANNOTATION = "humanwork.io/archived"
+ARCHIVED_ANNOTATION = keys.ARCHIVED
 """The annotation the operator waits for before it removes a finished task (its value is
 the time of archiving; the operator only checks that it is present)."""
 

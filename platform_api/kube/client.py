@@ -23,10 +23,27 @@ import aiohttp
 from kubernetes_asyncio import client, config, watch
 from kubernetes_asyncio.client.rest import ApiException
 
+from humanwork_core.kube_errors import (
+    KubeConflict,
+    KubeError,
+    KubeInvalid,
+    KubeNotFound,
+    KubeUnreachable,
+    error_from_status,
+)
+from humanwork_core.resources import common as resources
 from platform_api.settings import Settings
 
-GROUP = "humanwork.io"
-VERSION = "v1alpha1"
+__all__ = [
+    "KubeClient",
+    "KubeConflict",
+    "KubeError",
+    "KubeInvalid",
+    "KubeNotFound",
+    "KubeUnreachable",
+]
+
+GROUP, VERSION = resources.GROUP, resources.VERSION
 TASKS = "agentictasks"
 TASK_KIND = "AgenticTask"
 FIELD_MANAGER = "humanwork-platform-api"
@@ -39,49 +56,16 @@ _MERGE_OPTIONS: dict[str, Any] = {"_content_type": "application/merge-patch+json
 USER_AGENT = "humanwork-platform-api/0.1.0"
 
 
-class KubeError(Exception):
-    """The Kubernetes API refused or failed a request."""
-
-    def __init__(self, status: int, reason: str, message: str) -> None:
-        super().__init__(f"{status} {reason}: {message}")
-        self.status = status
-        self.reason = reason
-        self.message = message
-
-
-class KubeUnreachable(KubeError):
-    """The Kubernetes API could not be reached."""
-
-
-class KubeNotFound(KubeError):
-    """The object does not exist."""
-
-
-class KubeConflict(KubeError):
-    """A precondition failed (stale resourceVersion) or the name is taken."""
-
-
-class KubeInvalid(KubeError):
-    """The object was refused by validation or admission (422, or 403 from a policy)."""
-
-
 def _error(exc: ApiException) -> KubeError:
-    status = int(exc.status or 0)
-    reason, message = str(exc.reason or ""), str(exc.reason or "")
     try:
-        body = json.loads(exc.body or "{}")
-        reason = str(body.get("reason") or reason)
-        message = str(body.get("message") or message)
+        body: Any = json.loads(exc.body or "{}")
     except (TypeError, ValueError):
-        pass
-    kind: type[KubeError] = KubeError
-    if status == 404:
-        kind = KubeNotFound
-    elif status == 409:
-        kind = KubeConflict
-    elif status == 422 or (status == 403 and "ValidatingAdmissionPolicy" in message):
-        kind = KubeInvalid
-    return kind(status, reason, message)
+        body = {}
+    if not isinstance(body, dict):
+        body = {}
+    body.setdefault("reason", str(exc.reason or ""))
+    body.setdefault("message", str(exc.reason or ""))
+    return error_from_status(int(exc.status or 0), body)
 
 
 async def _call(call: Awaitable[Any]) -> Any:

@@ -12,8 +12,10 @@ from __future__ import annotations
 import uuid
 from typing import Protocol
 
+from humanwork_core import keys
+
 NAMESPACE_PREFIX = "org-"
-ORG_ID_LABEL = "humanwork.io/org-id"
+ORG_ID_LABEL = keys.ORG_ID_LABEL
 
 
 def namespace_for(slug: str) -> str:

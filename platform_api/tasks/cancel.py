@@ -16,7 +16,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path
 from pydantic import BaseModel, Field
 
-from humanwork_core import taskflow
+from humanwork_core import keys, taskflow
 from platform_api.audit.service import record
 from platform_api.auth.dependencies import Principal, require
 from platform_api.db import Session
@@ -24,7 +24,7 @@ from platform_api.errors import RunStateConflict, error_responses
 from platform_api.tasks import service
 from platform_api.tasks.router import NAME, NAMESPACE, UNAVAILABLE, Kube
 
-CANCEL_ANNOTATION = "humanwork.io/cancel-requested"
+CANCEL_ANNOTATION = keys.CANCEL_REQUESTED
 
 router = APIRouter(prefix="/agentic/tasks", tags=["tasks"])
 

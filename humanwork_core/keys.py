@@ -1,0 +1,49 @@
+"""The labels and annotations the components share, each spelled once.
+
+Who writes each one: the platform API writes `CANCEL_REQUESTED`, `ARCHIVED` and
+`CONFIG_APPLIED` (from the agent's signed `config.applied` event) and `ROTATE_TOKEN`
+(an agent's refresh request); the operator writes `CONFIG_HASH` and `TOKEN_EXPIRES_AT`
+and acts on the others; the agent labels and annotates the tasks it creates
+(`AGENT_LABEL`, `PLANNER`, `MODEL`, `MODE`, `IDEMPOTENCY_KEY`). The API group, version and
+the org label live with the resource models (`humanwork_core.resources.common`).
+"""
+
+from __future__ import annotations
+
+from .resources.common import GROUP, ORG_ID_LABEL
+
+__all__ = [
+    "AGENT_LABEL",
+    "ARCHIVED",
+    "CANCEL_REQUESTED",
+    "CONFIG_APPLIED",
+    "CONFIG_HASH",
+    "IDEMPOTENCY_KEY",
+    "MODE",
+    "MODEL",
+    "ORG_ID_LABEL",
+    "PLANNER",
+    "ROTATE_TOKEN",
+    "TOKEN_EXPIRES_AT",
+]
+
+ROTATE_TOKEN = f"{GROUP}/rotate-token"
+"""On an AgentInstance: mint a new token now (the previous one keeps its grace)."""
+CONFIG_HASH = f"{GROUP}/config-hash"
+"""On the agent's pod template: the configuration the pods were started with."""
+CONFIG_APPLIED = f"{GROUP}/config-applied"
+"""On an AgentInstance: the configuration hash the agent reported it loaded."""
+TOKEN_EXPIRES_AT = f"{GROUP}/token-expires-at"
+"""On the token Secret: when the token in it expires."""
+ARCHIVED = f"{GROUP}/archived"
+"""On a finished AgenticTask: the platform saved it; the operator may remove it after the TTL."""
+CANCEL_REQUESTED = f"{GROUP}/cancel-requested"
+"""On an AgenticTask: who asked to cancel it and when; the operator moves it to Cancelled."""
+AGENT_LABEL = f"{GROUP}/agent"
+"""On an AgenticTask: the AgentInstance that created it."""
+PLANNER = f"{GROUP}/planner"
+MODEL = f"{GROUP}/model"
+MODE = f"{GROUP}/mode"
+"""On an AgenticTask: how the agent made the plan (offline or llm, the model, the mode)."""
+IDEMPOTENCY_KEY = f"{GROUP}/idempotency-key"
+"""On an AgenticTask: the key of the plan request that created it."""
