@@ -125,9 +125,11 @@ def load_signing_key(path: Path) -> SigningKey:
 
 def verification_keys(signing: SigningKey | None, jwks_file: Path | None) -> KeySet:
     """The keys checkpoints may be signed with: the signing key's public half and the JWK
-    set in `jwks_file` (retired keys, or every key on a machine that only verifies)."""
+    set in `jwks_file` (retired keys, or every key on a machine that only verifies). A
+    missing `jwks_file` adds no key (an optional Secret item): fewer keys can only make
+    verification stricter."""
     keys: dict[str, Ed25519PublicKey] = {}
-    if jwks_file is not None:
+    if jwks_file is not None and jwks_file.exists():
         published = KeySet.from_jwks(json.loads(jwks_file.read_text()))
         keys.update({kid: key for kid in published.kids if (key := published.get(kid))})
     if signing is not None:

@@ -29,7 +29,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
-from humanwork_core.tokens import generate_signing_key
+from humanwork_core.tokens import SigningKey, generate_signing_key, jwks
 from humanwork_dev.postgres import APP_ROLE, OWNER_ROLE, PostgresServer
 from platform_api.audit.checkpoints import sign_checkpoint
 from platform_api.audit.cli import verify_database
@@ -60,6 +60,7 @@ class Audit:
 
     env: dict[str, str]
     directory: Path
+    key: SigningKey
 
     def run(self, command: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -80,8 +81,9 @@ class Audit:
 
 @pytest.fixture
 def audit(app_url: str, tmp_path: Path) -> Audit:
+    signing = generate_signing_key()
     key = tmp_path / "checkpoint-key.pem"
-    key.write_bytes(generate_signing_key().to_pem())
+    key.write_bytes(signing.to_pem())
     directory = tmp_path / "checkpoints"
     env = {k: v for k, v in os.environ.items() if not k.startswith("HUMANWORK_")}
     env |= {
@@ -89,7 +91,7 @@ def audit(app_url: str, tmp_path: Path) -> Audit:
         "HUMANWORK_AUDIT_CHECKPOINT_DIR": str(directory),
         "HUMANWORK_AUDIT_CHECKPOINT_KEY_FILE": str(key),
     }
-    return Audit(env, directory)
+    return Audit(env, directory, signing)
 
 
 async def _toggle(client: httpx.AsyncClient, orgs: TwoOrgs, times: int, start: int = 0) -> None:
@@ -349,3 +351,30 @@ async def test_migrate_runs_as_the_owner_and_grants_the_app_role(
     assert {p for t, p in allowed if t == "audit_log"} == {"SELECT", "INSERT"}
     assert {p for t, p in allowed if t == "audit_chain_heads"} == {"SELECT", "INSERT", "UPDATE"}
     assert {p for t, p in allowed if t == "orgs"} == {"SELECT", "INSERT", "UPDATE", "DELETE"}
+
+
+async def test_checkpoints_of_a_retired_key_verify_through_the_published_key_set(
+    client: httpx.AsyncClient, two_orgs: TwoOrgs, audit: Audit, tmp_path: Path
+) -> None:
+    """Key rotation: the old key's public half, as a JWK set, keeps its checkpoints valid;
+    without it they are refused. A machine with the JWK set alone can verify."""
+    await _toggle(client, two_orgs, 2)
+    assert (await audit("audit-checkpoint")).returncode == 0
+    old = audit.key
+    retired = tmp_path / "retired-keys.json"
+    retired.write_text(json.dumps(jwks([old])))
+    new_key = tmp_path / "new-key.pem"
+    new = generate_signing_key()
+    new_key.write_bytes(new.to_pem())
+    audit.env["HUMANWORK_AUDIT_CHECKPOINT_KEY_FILE"] = str(new_key)
+    audit.env["HUMANWORK_AUDIT_CHECKPOINT_VERIFY_KEYS_FILE"] = str(tmp_path / "absent.json")
+    refused = await audit("audit-verify")
+    assert refused.returncode == 1 and "unknown key" in refused.stderr
+    audit.env["HUMANWORK_AUDIT_CHECKPOINT_VERIFY_KEYS_FILE"] = str(retired)
+    assert (await audit("audit-verify")).returncode == 0
+    await _toggle(client, two_orgs, 1, start=5)
+    assert (await audit("audit-checkpoint")).returncode == 0  # now signed with the new key
+    del audit.env["HUMANWORK_AUDIT_CHECKPOINT_KEY_FILE"]
+    retired.write_text(json.dumps(jwks([old, new])))
+    verify_only = await audit("audit-verify")
+    assert verify_only.returncode == 0, verify_only.stderr
