@@ -170,6 +170,7 @@ def run_checkpoint(settings: Settings, url: str | None = None) -> int:
         print(f"audit-checkpoint: {exc}", file=sys.stderr)
         return 2
     refused = sorted({p.chain for p in report.problems})
+    report.unanchored = []  # anchored just now, unless refused
     status = _print(report)
     print(f"audit checkpoints: {written} signed" + (f", refused for {refused}" if refused else ""))
     return status
