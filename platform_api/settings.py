@@ -134,7 +134,8 @@ class Settings(BaseSettings):
     audit_checkpoint_verify_keys_file: Path | None = Field(
         default=None,
         description="JWK set (JSON) of further keys checkpoints may be signed with: retired "
-        "signing keys, or all of them where `audit-verify` runs without the private key",
+        "signing keys, or all of them where `audit-verify` runs without the private key; a "
+        "missing file adds no key",
     )
     audit_checkpoint_keep: int = Field(
         default=50, ge=1, description="signed checkpoints kept per chain (older ones pruned)"
