@@ -16,6 +16,7 @@ from alembic.config import Config
 from fastapi import Depends, Request
 from sqlalchemy import Connection, make_url, text
 from sqlalchemy.ext.asyncio import (
+    AsyncConnection,
     AsyncEngine,
     AsyncSession,
     async_sessionmaker,
@@ -90,6 +91,26 @@ async def migrate(
         if app_role and conn.dialect.name == "postgresql":
             for statement in grant_statements(app_role):
                 await conn.execute(text(statement))
+            await _refuse_a_privileged_app_role(conn, app_role)
+
+
+async def _refuse_a_privileged_app_role(conn: AsyncConnection, app_role: str) -> None:
+    """Fail the migration when the app role could undo its restrictions: a superuser, or
+    a member of the owner role, holds the owner's rights over the audit log."""
+    privileged = (
+        await conn.execute(
+            text(
+                "SELECT rolsuper OR pg_has_role(rolname, current_user, 'MEMBER') "
+                "FROM pg_roles WHERE rolname = :role"
+            ),
+            {"role": app_role},
+        )
+    ).scalar_one()
+    if privileged:
+        raise RuntimeError(
+            f"the app role {app_role!r} is a superuser or a member of the owner role: it "
+            "could change or cut the audit log; give the app a role of its own"
+        )
 
 
 async def downgrade(engine: AsyncEngine, revision: str, *, app_role: str | None = None) -> None:

@@ -33,6 +33,7 @@ from humanwork_core.tokens import SigningKey, generate_signing_key, jwks
 from humanwork_dev.postgres import APP_ROLE, OWNER_ROLE, PostgresServer
 from platform_api.audit.checkpoints import sign_checkpoint
 from platform_api.audit.cli import verify_database
+from platform_api.db import migrate
 from platform_api.settings import Settings
 from tests.fixtures.database import as_role
 from tests.platform.conftest import TwoOrgs, make_settings
@@ -378,3 +379,29 @@ async def test_checkpoints_of_a_retired_key_verify_through_the_published_key_set
     retired.write_text(json.dumps(jwks([old, new])))
     verify_only = await audit("audit-verify")
     assert verify_only.returncode == 0, verify_only.stderr
+
+
+@pytest.mark.parametrize("privilege", ["SUPERUSER", f"IN ROLE {OWNER_ROLE}"])
+async def test_migrate_refuses_an_app_role_that_could_undo_its_restrictions(
+    postgres: PostgresServer, privilege: str
+) -> None:
+    """An app role that is a superuser or a member of the owner holds the owner's rights:
+    the migration fails rather than pretend the audit log is protected."""
+    suffix = uuid.uuid4().hex[:8]
+    role, name = f"app_{suffix}", f"priv_{suffix}"
+    admin = create_async_engine(postgres.url("postgres"))
+    try:
+        async with admin.begin() as conn:
+            await conn.execute(text(f"CREATE ROLE {role} LOGIN {privilege}"))
+        await postgres.create_database(name, owner=OWNER_ROLE)
+        owner = create_async_engine(postgres.url(name, role=OWNER_ROLE))
+        try:
+            with pytest.raises(RuntimeError, match="could change or cut the audit log"):
+                await migrate(owner, app_role=role)
+        finally:
+            await owner.dispose()
+    finally:
+        await postgres.drop_database(name)
+        async with admin.begin() as conn:
+            await conn.execute(text(f"DROP ROLE IF EXISTS {role}"))
+        await admin.dispose()
