@@ -14,13 +14,16 @@ from typing import Annotated
 from alembic import command
 from alembic.config import Config
 from fastapi import Depends, Request
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, make_url, text
 from sqlalchemy.ext.asyncio import (
+    AsyncConnection,
     AsyncEngine,
     AsyncSession,
     async_sessionmaker,
     create_async_engine,
 )
+
+from platform_api.audit.privileges import grant_statements
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
@@ -44,35 +47,76 @@ def alembic_config() -> Config:
     return cfg
 
 
-def _upgrade(connection: Connection, revision: str) -> None:
+def _upgrade(connection: Connection, revision: str, app_role: str | None) -> None:
     cfg = alembic_config()
     cfg.attributes["connection"] = connection
+    cfg.attributes["app_role"] = app_role
     command.upgrade(cfg, revision)
 
 
-def _downgrade(connection: Connection, revision: str) -> None:
+def _downgrade(connection: Connection, revision: str, app_role: str | None) -> None:
     cfg = alembic_config()
     cfg.attributes["connection"] = connection
+    cfg.attributes["app_role"] = app_role
     command.downgrade(cfg, revision)
+
+
+def app_role_of(database_url: str, owner_url: str | None) -> str | None:
+    """The PostgreSQL role the app connects as, when migrations run as another one (the
+    owner): the user of `database_url`. None when there is no separate owner URL, or on
+    SQLite, or when both URLs name the same user (the app is then the owner)."""
+    if owner_url is None or not database_url.startswith("postgresql"):
+        return None
+    app, owner = make_url(database_url).username, make_url(owner_url).username
+    return app if app and app != owner else None
 
 
 MIGRATION_LOCK = 0x68756D616E  # "human": the advisory lock key of schema migrations
 
 
-async def migrate(engine: AsyncEngine, revision: str = "head") -> None:
+async def migrate(
+    engine: AsyncEngine, revision: str = "head", *, app_role: str | None = None
+) -> None:
     """Bring the database of `engine` up to `revision` (idempotent). On PostgreSQL the
     upgrade holds a transaction-scoped advisory lock, so replicas (or init containers)
-    starting together migrate one after the other instead of racing."""
+    starting together migrate one after the other instead of racing.
+
+    `app_role` (PostgreSQL, `engine` connected as the schema's owner): the role the app
+    connects as; its privileges (`platform_api.audit.privileges`) are granted again after
+    the upgrade, so a role named after migration 0005 ran gets them too."""
     async with engine.begin() as conn:
         if conn.dialect.name == "postgresql":
             await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
-        await conn.run_sync(_upgrade, revision)
+        await conn.run_sync(_upgrade, revision, app_role)
+        if app_role and conn.dialect.name == "postgresql":
+            for statement in grant_statements(app_role):
+                await conn.execute(text(statement))
+            await _refuse_a_privileged_app_role(conn, app_role)
 
 
-async def downgrade(engine: AsyncEngine, revision: str) -> None:
+async def _refuse_a_privileged_app_role(conn: AsyncConnection, app_role: str) -> None:
+    """Fail the migration when the app role could undo its restrictions: a superuser, or
+    a member of the owner role, holds the owner's rights over the audit log."""
+    privileged = (
+        await conn.execute(
+            text(
+                "SELECT rolsuper OR pg_has_role(rolname, current_user, 'MEMBER') "
+                "FROM pg_roles WHERE rolname = :role"
+            ),
+            {"role": app_role},
+        )
+    ).scalar_one()
+    if privileged:
+        raise RuntimeError(
+            f"the app role {app_role!r} is a superuser or a member of the owner role: it "
+            "could change or cut the audit log; give the app a role of its own"
+        )
+
+
+async def downgrade(engine: AsyncEngine, revision: str, *, app_role: str | None = None) -> None:
     """Take the database of `engine` down to `revision` (`base` removes everything)."""
     async with engine.begin() as conn:
-        await conn.run_sync(_downgrade, revision)
+        await conn.run_sync(_downgrade, revision, app_role)
 
 
 async def get_session(request: Request) -> AsyncIterator[AsyncSession]:

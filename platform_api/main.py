@@ -1,5 +1,6 @@
-"""The `humanwork-platform` command: serve the API (default), run the migrations, verify
-the audit log, re-encrypt integration credentials under the active key."""
+"""The `humanwork-platform` command: serve the API (default), run the migrations (as the
+schema's owner when HUMANWORK_DATABASE_OWNER_URL is set), verify the audit log and sign its
+checkpoints, re-encrypt integration credentials under the active key."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from platform_api.settings import Settings
 
 
 async def _migrate(settings: Settings) -> None:
-    from platform_api.db import make_engine, migrate
+    from platform_api.db import app_role_of, make_engine, migrate
 
-    engine = make_engine(settings.database_url)
+    owner = settings.database_owner_url.get_secret_value() if settings.database_owner_url else None
+    engine = make_engine(owner or settings.database_url)
     try:
-        await migrate(engine)
+        await migrate(engine, app_role=app_role_of(settings.database_url, owner))
     finally:
         await engine.dispose()
 
@@ -43,8 +45,14 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--host", default=None)
     serve.add_argument("--port", type=int, default=None)
     sub.add_parser("migrate", help="bring the database schema up to date")
-    verify = sub.add_parser("audit-verify", help="verify every audit hash chain")
+    verify = sub.add_parser(
+        "audit-verify", help="verify every audit hash chain against itself and its checkpoints"
+    )
     verify.add_argument("--database-url", default=None)
+    checkpoint = sub.add_parser(
+        "audit-checkpoint", help="verify, then sign a checkpoint of every intact audit chain"
+    )
+    checkpoint.add_argument("--database-url", default=None)
     sub.add_parser(
         "rotate-credentials",
         help="re-encrypt every integration credential under HUMANWORK_CREDENTIALS_ACTIVE_KEY",
@@ -59,7 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "audit-verify":
         from platform_api.audit.cli import run_verify
 
-        return run_verify(args.database_url or settings.database_url)
+        return run_verify(settings, args.database_url)
+    if args.command == "audit-checkpoint":
+        from platform_api.audit.cli import run_checkpoint
+
+        return run_checkpoint(settings, args.database_url)
     if args.command == "rotate-credentials":
         print(f"re-encrypted {asyncio.run(_rotate(settings))} credential(s)")
         return 0

@@ -26,6 +26,14 @@ class Settings(BaseSettings):
         default=DEFAULT_DATABASE_URL,
         description="SQLAlchemy async URL: postgresql+asyncpg://... or sqlite+aiosqlite://...",
     )
+    database_owner_url: SecretStr | None = Field(
+        default=None,
+        description="PostgreSQL: URL of the role that owns the schema. `humanwork-platform "
+        "migrate` connects with it and grants the app role (the user of "
+        "HUMANWORK_DATABASE_URL) what it may do: INSERT and SELECT on the audit log, never "
+        "UPDATE, DELETE or TRUNCATE. Unset: migrations run as the app's own role, which then "
+        "owns the audit tables (only the signed checkpoints detect a cut tail)",
+    )
     migrate_on_startup: bool = Field(
         default=True, description="run the Alembic migrations at startup"
     )
@@ -109,6 +117,28 @@ class Settings(BaseSettings):
         default=600,
         ge=0,
         description="a queued decision due within this many seconds is flagged near_deadline",
+    )
+
+    audit_checkpoint_dir: Path | None = Field(
+        default=None,
+        description="directory of the signed audit checkpoints, outside the database (a "
+        "volume in Kubernetes); `humanwork-platform audit-checkpoint` writes there and "
+        "`audit-verify` compares every chain with its latest valid checkpoint. Unset: no "
+        "checkpoints, and a tail cut together with its chain head goes unnoticed",
+    )
+    audit_checkpoint_key_file: Path | None = Field(
+        default=None,
+        description="PKCS#8 PEM Ed25519 private key that signs the audit checkpoints (a "
+        "mounted Secret no database role can read); its public half also verifies them",
+    )
+    audit_checkpoint_verify_keys_file: Path | None = Field(
+        default=None,
+        description="JWK set (JSON) of further keys checkpoints may be signed with: retired "
+        "signing keys, or all of them where `audit-verify` runs without the private key; a "
+        "missing file adds no key",
+    )
+    audit_checkpoint_keep: int = Field(
+        default=50, ge=1, description="signed checkpoints kept per chain (older ones pruned)"
     )
 
     host: str = "127.0.0.1"

@@ -1,1 +1,2 @@
-"""The append-only, per-org hash-chained audit log: recording, reading, verifying."""
+"""The append-only, per-org hash-chained audit log: recording, reading, verifying, and
+anchoring its chain heads in signed checkpoints kept outside the database."""

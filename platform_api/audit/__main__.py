@@ -1,4 +1,4 @@
-"""`python -m platform_api.audit verify`."""
+"""`python -m platform_api.audit verify|checkpoint`."""
 
 from platform_api.audit.cli import main
 

@@ -5,7 +5,12 @@ The binaries come from Debian's packages (`/usr/lib/postgresql/<version>/bin`, i
 by `tests/postgres/install.sh`). PostgreSQL refuses to run as root, so when the tests run
 as root the server runs as the `postgres` system user (through `runuser`), with its data
 directory owned by that user; otherwise it runs as the current user. Authentication is
-`trust` on the loopback interface only, for the superuser `postgres`.
+`trust` on the loopback interface only.
+
+Besides the superuser `postgres`, the server has the two roles a production database has
+(docs/operations.md): `humanwork_owner`, which owns the schema and runs the migrations,
+and `humanwork_app`, which the platform connects as, with only the privileges migration
+0005 grants it (it may not change or cut the audit log).
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from pathlib import Path
 import asyncpg  # type: ignore[import-untyped]
 
 SUPERUSER = "postgres"
+OWNER_ROLE = "humanwork_owner"
+APP_ROLE = "humanwork_app"
 SYSTEM_USER = "postgres"
 INSTALL_HINT = "run `make postgres-binaries` (tests/postgres/install.sh) as root"
 
@@ -156,11 +163,13 @@ class PostgresServer:
         while True:
             try:
                 asyncio.run(self._execute("postgres", "SELECT 1"))
-                return
+                break
             except (OSError, asyncpg.PostgresError) as exc:
                 if time.monotonic() > deadline:
                     raise PostgresError(f"server does not answer: {exc}\n{self.log()}") from None
                 time.sleep(0.2)
+        for role in (OWNER_ROLE, APP_ROLE):
+            asyncio.run(self._execute("postgres", f"CREATE ROLE {role} LOGIN"))
 
     def log(self) -> str:
         try:
@@ -172,9 +181,9 @@ class PostgresServer:
         """A libpq-style DSN for asyncpg."""
         return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{database}"
 
-    def url(self, database: str) -> str:
-        """A SQLAlchemy URL (asyncpg driver)."""
-        return f"postgresql+asyncpg://{SUPERUSER}@127.0.0.1:{self.port}/{database}"
+    def url(self, database: str, role: str = SUPERUSER) -> str:
+        """A SQLAlchemy URL (asyncpg driver), connecting as `role`."""
+        return f"postgresql+asyncpg://{role}@127.0.0.1:{self.port}/{database}"
 
     async def _execute(self, database: str, sql: str) -> None:
         conn = await asyncpg.connect(self.dsn(database), timeout=10)
@@ -183,11 +192,16 @@ class PostgresServer:
         finally:
             await conn.close()
 
-    async def create_database(self, name: str, template: str | None = None) -> str:
-        """Create database `name` (copied from `template` when given); its SQLAlchemy URL."""
+    async def create_database(
+        self, name: str, template: str | None = None, owner: str | None = None
+    ) -> str:
+        """Create database `name` (copied from `template` when given, owned by `owner` when
+        given); its SQLAlchemy URL (as the superuser)."""
         sql = f'CREATE DATABASE "{_valid_name(name)}"'
         if template:
             sql += f' TEMPLATE "{_valid_name(template)}"'
+        if owner:
+            sql += f' OWNER "{_valid_name(owner)}"'
         await self._execute("postgres", sql)
         return self.url(name)
 

@@ -2,7 +2,7 @@
 `policy.manage` capability for the admin role.
 
 Revision ID: 0007
-Revises: 0002
+Revises: 0005
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0007"
-down_revision: str | None = "0002"
+down_revision: str | None = "0005"
 branch_labels: str | None = None
 depends_on: str | None = None
 
