@@ -35,7 +35,7 @@ from kubernetes import client
 from agent_operator.builders import AGENT_RBAC_RULES
 from agent_operator.kube import USER_AGENT
 from humanwork_core import signing, taskflow
-from humanwork_core.resources import Verdict
+from humanwork_core.resources import Verdict, common
 from humanwork_dev.processes import PLATFORM_NS, OperatorProcess, PlatformProcess
 from tests.agents import (
     GROUP,
@@ -264,7 +264,8 @@ def calls_in_code(source: Path = PLATFORM_KUBE_CLIENT) -> set[Permission]:
     of `self._custom.<method>(...)` and `self._core.<method>(...)`, and watches
     (`watch.Watch().stream(self._custom.<list method>, ...)`)."""
     tree = ast.parse(source.read_text())
-    constants = {
+    constants: dict[str, object] = {"GROUP": common.GROUP, "VERSION": common.VERSION}
+    constants |= {
         node.targets[0].id: node.value.value
         for node in tree.body
         if isinstance(node, ast.Assign)
