@@ -98,7 +98,7 @@ def audit(app_url: str, tmp_path: Path) -> Audit:
 async def _toggle(client: httpx.AsyncClient, orgs: TwoOrgs, times: int, start: int = 0) -> None:
     for i in range(start, start + times):
         r = await client.put(
-            f"/orgs/{orgs.org_a}/tool-permissions/tool-{i}",
+            f"/orgs/{orgs.org_a}/tool-permissions/{('shopify', 'amazon')[i % 2]}",
             json={"enabled": i % 2 == 0},
             headers=orgs.admin_a.headers,
         )
