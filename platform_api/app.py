@@ -13,7 +13,6 @@ import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import httpx
 from fastapi import FastAPI
 
 from platform_api.access.repository import AccessMapRepository
@@ -23,6 +22,7 @@ from platform_api.agents.router import router as agents_router
 from platform_api.audit.router import router as audit_router
 from platform_api.audit.service import record
 from platform_api.auth.router import router as auth_router
+from platform_api.auth.throttle import Limits, LoginThrottle
 from platform_api.auth.tokens import TokenService
 from platform_api.conversations.router import router as conversations_router
 from platform_api.db import make_engine, make_sessionmaker, migrate
@@ -43,6 +43,7 @@ from platform_api.tasks.automation import TaskAutomation
 from platform_api.tasks.cancel import router as task_cancel_router
 from platform_api.tasks.router import router as tasks_router
 from platform_api.tools.router import router as tools_router
+from platform_api.tools.upstreams.egress import Egress, EgressClient, EgressPolicy, Resolver
 from platform_api.users.router import router as users_router
 from platform_api.users.service import ensure_admin
 from platform_api.web.router import router as web_router
@@ -100,9 +101,23 @@ async def _bootstrap(platform: Platform) -> None:
                 )
 
 
-def create_app(settings: Settings, *, namespaces: OrgNamespaces | None = None) -> FastAPI:
+def create_app(
+    settings: Settings,
+    *,
+    namespaces: OrgNamespaces | None = None,
+    resolver: Resolver | None = None,
+) -> FastAPI:
     """The platform API for `settings`; `namespaces` defaults to `KubeOrgNamespaces` when
-    Kubernetes is configured, `NoopOrgNamespaces` otherwise."""
+    Kubernetes is configured, `NoopOrgNamespaces` otherwise; `resolver` (host, port ->
+    addresses) to the system resolver (tests give their own, never the real network)."""
+    egress = Egress(EgressPolicy.parse(settings.upstream_allowed_endpoints))
+    if resolver is not None:
+        egress = Egress(egress.policy, resolver)
+    limits = Limits(
+        settings.login_max_failures_per_user,
+        settings.login_max_failures_per_client,
+        settings.login_failure_window_seconds,
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -129,7 +144,9 @@ def create_app(settings: Settings, *, namespaces: OrgNamespaces | None = None) -
                 cipher=CredentialCipher.from_settings(settings),
                 kube=kube,
                 decisions=DecisionIndex() if kube is not None else None,
-                http=httpx.AsyncClient(timeout=settings.upstream_timeout_seconds),
+                http=EgressClient(egress, timeout=settings.upstream_timeout_seconds),
+                egress=egress,
+                logins=LoginThrottle(limits),
             )
             await _bootstrap(platform)
             if kube is not None and platform.decisions is not None:

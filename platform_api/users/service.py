@@ -38,8 +38,21 @@ async def create_user(session: AsyncSession, principal: Principal, body: UserCre
     password_hash = None
     if body.password is not None:
         password_hash = await asyncio.to_thread(hash_password, body.password.get_secret_value())
+    if (
+        body.oidc_issuer is not None
+        and body.oidc_subject is not None
+        and await users.by_oidc_identity(body.oidc_issuer, body.oidc_subject) is not None
+    ):
+        raise Conflict("a user with this OIDC identity exists", oidc_subject=body.oidc_subject)
     user = await users.add(
-        User(username=body.username, password_hash=password_hash, role=body.role), org_ids
+        User(
+            username=body.username,
+            password_hash=password_hash,
+            role=body.role,
+            oidc_issuer=body.oidc_issuer,
+            oidc_subject=body.oidc_subject,
+        ),
+        org_ids,
     )
     chains: list[uuid.UUID | None] = [*org_ids] or [None]
     for org_id in chains:
@@ -49,7 +62,7 @@ async def create_user(session: AsyncSession, principal: Principal, body: UserCre
             action="user.created",
             target=f"user:{user.username}",
             org_id=org_id,
-            details={"role": user.role},
+            details={"role": user.role, "oidc_subject": user.oidc_subject},
         )
     return UserRead(
         id=user.id,
@@ -57,13 +70,15 @@ async def create_user(session: AsyncSession, principal: Principal, body: UserCre
         role=user.role,
         org_ids=org_ids,
         created_at=user.created_at,
+        oidc_issuer=user.oidc_issuer,
+        oidc_subject=user.oidc_subject,
     )
 
 
 async def describe(session: AsyncSession, principal: Principal) -> Me:
     """The caller with its capabilities and orgs."""
     orgs = await OrgRepository(session).list_in(principal.org_ids)
-    user = await UserRepository(session).by_username(principal.username)
+    user = await UserRepository(session).get(principal.user_id)
     assert user is not None
     return Me(
         id=user.id,

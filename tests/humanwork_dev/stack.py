@@ -172,6 +172,10 @@ def up(state: Path | None = None) -> dict[str, str]:
                 "HUMANWORK_CREDENTIALS_ACTIVE_KEY": "local",
                 # the demo agent runs as a local process, not behind its Service
                 "HUMANWORK_AGENT_ENDPOINTS_FILE": str(state / "agent-endpoints.json"),
+                # the fake Shopify and Amazon `make up` stores as the demo org's integrations
+                "HUMANWORK_UPSTREAM_ALLOWED_ENDPOINTS": json.dumps(
+                    [f"127.0.0.1:{SHOPIFY_PORT}", f"127.0.0.1:{AMAZON_PORT}"]
+                ),
             },
         )
         running["platform"] = proc.pid

@@ -51,7 +51,12 @@ def platform_kubeconfig(
 
 @pytest.fixture
 def settings(database_url: str, platform_kubeconfig: Path) -> Settings:
-    return make_settings(database_url, kubeconfig=str(platform_kubeconfig))
+    # the fake upstreams listen on loopback (HUMANWORK_UPSTREAM_ALLOWED_ENDPOINTS)
+    return make_settings(
+        database_url,
+        kubeconfig=str(platform_kubeconfig),
+        upstream_allowed_endpoints=["127.0.0.1/32"],
+    )
 
 
 @pytest.fixture
