@@ -13,14 +13,18 @@ from pathlib import Path
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, inspect, text
 
 from humanwork_dev.postgres import PostgresServer
 from platform_api.app import create_app
 from platform_api.auth.passwords import hash_password, verify_password
-from platform_api.db import downgrade, make_engine, migrate
+from platform_api.db import alembic_config, downgrade, make_engine, migrate
 from platform_api.models import Base
 from platform_api.settings import DEFAULT_DATABASE_URL, Settings
+
+HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()
+"""The newest migration (one head: the migrations form a single chain)."""
 
 TABLES = {
     "orgs",
@@ -130,7 +134,7 @@ async def test_migrations_run_up_from_empty_postgres(postgres: PostgresServer) -
             assert await conn.run_sync(_schema_diff) == []
             version = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar()
             grants = (await conn.execute(text("SELECT role, capability FROM access_map"))).all()
-        assert version == "0002"
+        assert version == HEAD
         by_role: dict[str, set[str]] = {}
         for role, cap in grants:
             by_role.setdefault(role, set()).add(cap)
@@ -228,8 +232,33 @@ async def test_replicas_starting_together_migrate_one_after_the_other(
         async with engines[0].connect() as conn:
             assert await conn.run_sync(_tables) == TABLES
             version = (await conn.execute(text("SELECT version_num FROM alembic_version"))).all()
-        assert version == [("0002",)]
+        assert version == [(HEAD,)]
     finally:
         for engine in engines:
             await engine.dispose()
         await postgres.drop_database(name)
+
+
+async def test_the_oidc_identity_migration_keeps_existing_users(postgres: PostgresServer) -> None:
+    url = await postgres.create_database(f"oidc_{uuid.uuid4().hex}")
+    engine = make_engine(url)
+    try:
+        await migrate(engine, "0002")
+        async with engine.begin() as conn:
+            await conn.execute(
+                text(
+                    "INSERT INTO users (id, username, password_hash, role, created_at) VALUES "
+                    "(:id, 'carol', 'scrypt$x', 'expert', now())"
+                ),
+                {"id": uuid.uuid4()},
+            )
+        await migrate(engine)
+        async with engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    text("SELECT username, role, oidc_issuer, oidc_subject FROM users")
+                )
+            ).all()
+        assert [tuple(r) for r in rows] == [("carol", "expert", None, None)]
+    finally:
+        await engine.dispose()
