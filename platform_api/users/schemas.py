@@ -55,6 +55,20 @@ class UserCreate(BaseModel):
         return self
 
 
+class OidcIdentity(BaseModel):
+    """The OIDC identity (issuer and `sub`) a user signs in as."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"oidc_issuer": "https://idp.example.com", "oidc_subject": "00u1abcd"}]
+        },
+    )
+
+    oidc_issuer: str = Field(min_length=1, max_length=300)
+    oidc_subject: str = Field(min_length=1, max_length=255)
+
+
 class UserRead(BaseModel):
     """A user as the API shows it (never with a password or hash)."""
 
