@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import httpx
 from fastapi import FastAPI
 
 from platform_api.access.repository import AccessMapRepository
@@ -144,7 +145,8 @@ def create_app(
                 cipher=CredentialCipher.from_settings(settings),
                 kube=kube,
                 decisions=DecisionIndex() if kube is not None else None,
-                http=EgressClient(egress, timeout=settings.upstream_timeout_seconds),
+                http=httpx.AsyncClient(timeout=settings.agent_timeout_seconds),
+                upstreams=EgressClient(egress, timeout=settings.upstream_timeout_seconds),
                 egress=egress,
                 logins=LoginThrottle(limits),
             )
@@ -168,8 +170,12 @@ def create_app(
                     await automator
             if kube is not None:
                 await kube.close()
-            if getattr(app.state, "platform", None) is not None and app.state.platform.http:
-                await app.state.platform.http.aclose()
+            for client in (
+                getattr(getattr(app.state, "platform", None), name, None)
+                for name in ("http", "upstreams")
+            ):
+                if client is not None:
+                    await client.aclose()
             await engine.dispose()
 
     app = FastAPI(

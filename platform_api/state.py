@@ -35,7 +35,10 @@ class Platform:
     kube: KubeClient | None = None
     decisions: DecisionIndex | None = None
     http: httpx.AsyncClient | None = None
-    """The tool proxy's client for upstream APIs (Shopify, Amazon, ...)."""
+    """The platform's client for its agents (signed commands)."""
+    upstreams: httpx.AsyncClient | None = None
+    """The tool proxy's client for upstream APIs (Shopify, Amazon, ...): an
+    `EgressClient`, refusing internal addresses at connect time."""
     egress: Egress = field(default_factory=Egress)
     """Where integrations may point (checked when credentials are stored)."""
     logins: LoginThrottle = field(default_factory=lambda: LoginThrottle(Limits(5, 20, 900)))
