@@ -140,6 +140,8 @@ def main() -> None:
                     "HUMANWORK_JWT_SECRET": "bench-jwt-secret-0123456789-0123456789",
                     "HUMANWORK_CREDENTIALS_KEYS": json.dumps({"k1": CREDENTIALS_KEY}),
                     "HUMANWORK_CREDENTIALS_ACTIVE_KEY": "k1",
+                    # the fake Shopify below listens on loopback
+                    "HUMANWORK_UPSTREAM_ALLOWED_ENDPOINTS": json.dumps(["127.0.0.1/32"]),
                 },
             )
             platform.start()

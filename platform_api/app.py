@@ -23,6 +23,7 @@ from platform_api.agents.router import router as agents_router
 from platform_api.audit.router import router as audit_router
 from platform_api.audit.service import record
 from platform_api.auth.router import router as auth_router
+from platform_api.auth.throttle import Limits, LoginThrottle
 from platform_api.auth.tokens import TokenService
 from platform_api.conversations.router import router as conversations_router
 from platform_api.db import make_engine, make_sessionmaker, migrate
@@ -44,6 +45,7 @@ from platform_api.tasks.cancel import router as task_cancel_router
 from platform_api.tasks.router import router as tasks_router
 from platform_api.tools.catalog_router import router as catalog_router
 from platform_api.tools.router import router as tools_router
+from platform_api.tools.upstreams.egress import Egress, EgressClient, EgressPolicy, Resolver
 from platform_api.users.router import router as users_router
 from platform_api.users.service import ensure_admin
 from platform_api.web.router import router as web_router
@@ -101,9 +103,23 @@ async def _bootstrap(platform: Platform) -> None:
                 )
 
 
-def create_app(settings: Settings, *, namespaces: OrgNamespaces | None = None) -> FastAPI:
+def create_app(
+    settings: Settings,
+    *,
+    namespaces: OrgNamespaces | None = None,
+    resolver: Resolver | None = None,
+) -> FastAPI:
     """The platform API for `settings`; `namespaces` defaults to `KubeOrgNamespaces` when
-    Kubernetes is configured, `NoopOrgNamespaces` otherwise."""
+    Kubernetes is configured, `NoopOrgNamespaces` otherwise; `resolver` (host, port ->
+    addresses) to the system resolver (tests give their own, never the real network)."""
+    egress = Egress(EgressPolicy.parse(settings.upstream_allowed_endpoints))
+    if resolver is not None:
+        egress = Egress(egress.policy, resolver)
+    limits = Limits(
+        settings.login_max_failures_per_user,
+        settings.login_max_failures_per_client,
+        settings.login_failure_window_seconds,
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -130,7 +146,10 @@ def create_app(settings: Settings, *, namespaces: OrgNamespaces | None = None) -
                 cipher=CredentialCipher.from_settings(settings),
                 kube=kube,
                 decisions=DecisionIndex() if kube is not None else None,
-                http=httpx.AsyncClient(timeout=settings.upstream_timeout_seconds),
+                http=httpx.AsyncClient(timeout=settings.agent_timeout_seconds),
+                upstreams=EgressClient(egress, timeout=settings.upstream_timeout_seconds),
+                egress=egress,
+                logins=LoginThrottle(limits),
             )
             await _bootstrap(platform)
             if kube is not None and platform.decisions is not None:
@@ -152,8 +171,12 @@ def create_app(settings: Settings, *, namespaces: OrgNamespaces | None = None) -
                     await automator
             if kube is not None:
                 await kube.close()
-            if getattr(app.state, "platform", None) is not None and app.state.platform.http:
-                await app.state.platform.http.aclose()
+            for client in (
+                getattr(getattr(app.state, "platform", None), name, None)
+                for name in ("http", "upstreams")
+            ):
+                if client is not None:
+                    await client.aclose()
             await engine.dispose()
 
     app = FastAPI(

@@ -88,15 +88,20 @@ class Org(Base):
 
 
 class User(Base):
-    """A human: expert, operator, viewer or admin. `role` is the access map's lookup key."""
+    """A human: expert, operator, viewer or admin. `role` is the access map's lookup key.
+    An OIDC token stands for the user bound to its issuer and `sub` (both set or neither),
+    never for one named by an editable claim."""
 
     __tablename__ = "users"
+    __table_args__ = (UniqueConstraint("oidc_issuer", "oidc_subject", name="uq_users_oidc_issuer"),)
 
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
     username: Mapped[str] = mapped_column(String(100), unique=True)
     password_hash: Mapped[str | None] = mapped_column(String(300))
     role: Mapped[str] = mapped_column(String(50))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    oidc_issuer: Mapped[str | None] = mapped_column(String(300))
+    oidc_subject: Mapped[str | None] = mapped_column(String(255))
 
 
 class Membership(Base):

@@ -54,11 +54,24 @@ class Settings(BaseSettings):
     oidc_jwks_url: str | None = Field(default=None, description="JWKS of an external OIDC issuer")
     oidc_issuer: str | None = None
     oidc_audience: str | None = None
-    oidc_username_claim: str = Field(
-        default="preferred_username",
-        description="claim naming the local user an OIDC token stands for (falls back to sub)",
-    )
     oidc_algorithms: list[str] = ["RS256", "ES256", "EdDSA"]
+
+    login_max_failures_per_user: int = Field(
+        default=5,
+        ge=1,
+        description="failed logins of one username within `login_failure_window_seconds` "
+        "after which its logins answer 429 login_throttled until the oldest failure ages out",
+    )
+    login_max_failures_per_client: int = Field(
+        default=20,
+        ge=1,
+        description="failed logins from one client address (the peer, or the address "
+        "uvicorn's --forwarded-allow-ips takes from a trusted proxy) within the window "
+        "after which logins from it answer 429 login_throttled",
+    )
+    login_failure_window_seconds: int = Field(
+        default=900, gt=0, le=86400, description="the window the failed logins are counted in"
+    )
 
     access_map: dict[str, list[str]] | None = Field(
         default=None,
@@ -88,6 +101,16 @@ class Settings(BaseSettings):
     )
     upstream_timeout_seconds: float = Field(
         default=10.0, gt=0, description="timeout of the tool proxy's calls to upstream APIs"
+    )
+    upstream_allowed_endpoints: list[str] = Field(
+        default_factory=list,
+        description="JSON list of `host:port` pairs and CIDRs the tool proxy may reach "
+        "although they are not on an integration type's host allowlist or not public "
+        "(loopback, private, link-local, cluster addresses), over plain http too. For local "
+        'fakes in development and tests only (e.g. `["127.0.0.1/32"]`); leave it empty in '
+        "production. Integration URLs are otherwise https to the type's allowed hosts "
+        "(`*.myshopify.com`; the Amazon SP-API regional hosts and `api.amazon.com`), never "
+        "with userinfo or a fragment, and every resolved address must be public",
     )
     agent_token_audience: str = Field(
         default="humanwork-platform", description="the `aud` agent tokens must carry"

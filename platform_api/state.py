@@ -5,19 +5,21 @@ reached through `Annotated` dependencies rather than module globals."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 import httpx
 from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from platform_api.auth.throttle import Limits, LoginThrottle
 from platform_api.auth.tokens import TokenService
 from platform_api.human_tasks.index import DecisionIndex
 from platform_api.integrations.crypto import CredentialCipher
 from platform_api.kube.client import KubeClient
 from platform_api.orgs.namespaces import OrgNamespaces
 from platform_api.settings import Settings
+from platform_api.tools.upstreams.egress import Egress
 
 
 @dataclass
@@ -33,7 +35,14 @@ class Platform:
     kube: KubeClient | None = None
     decisions: DecisionIndex | None = None
     http: httpx.AsyncClient | None = None
-    """The tool proxy's client for upstream APIs (Shopify, Amazon, ...)."""
+    """The platform's client for its agents (signed commands)."""
+    upstreams: httpx.AsyncClient | None = None
+    """The tool proxy's client for upstream APIs (Shopify, Amazon, ...): an
+    `EgressClient`, refusing internal addresses at connect time."""
+    egress: Egress = field(default_factory=Egress)
+    """Where integrations may point (checked when credentials are stored)."""
+    logins: LoginThrottle = field(default_factory=lambda: LoginThrottle(Limits(5, 20, 900)))
+    """The failed-login counters."""
 
 
 def get_platform(request: Request) -> Platform:

@@ -129,14 +129,14 @@ async def call_tool(
     response: Response,
 ) -> proxy.ToolCallOut:
     """The tool's sanitised result."""
-    if platform.http is None:
+    if platform.upstreams is None:
         raise Unavailable("the tool proxy is not running")
     out = await proxy.call_tool(
         proxy.Proxy(
             sessions=platform.sessions,
             kube=platform.kube,
             cipher=platform.cipher,
-            http=platform.http,
+            http=platform.upstreams,
         ),
         agent,
         tool,

@@ -56,9 +56,13 @@ async def get_principal(
     """The authenticated caller; 401 `unauthenticated` otherwise."""
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise Unauthenticated("a bearer token is required")
-    username = await platform.tokens.verify(credentials.credentials)
+    identity = await platform.tokens.verify(credentials.credentials)
     users = UserRepository(session)
-    user = await users.by_username(username)
+    if identity.username is not None:
+        user = await users.by_username(identity.username)
+    else:
+        assert identity.issuer is not None and identity.subject is not None
+        user = await users.by_oidc_identity(identity.issuer, identity.subject)
     if user is None:
         raise Unauthenticated("the token's user does not exist")
     capabilities = await AccessMapRepository(session).capabilities(user.role)

@@ -1,9 +1,12 @@
 """Bearer tokens: the built-in issuer (HS256 JWTs with sub, role, iat, nbf, exp, iss, aud,
 jti) and, optionally, an external OIDC issuer whose keys come from its JWKS.
 
-`TokenService.verify` answers the username a valid token stands for, or raises
-`Unauthenticated` for anything else: expired, not yet valid, forged, unsigned (`alg:
-none`), wrong issuer or audience, missing claims.
+`TokenService.verify` answers who a valid token stands for (`TokenIdentity`): the
+username of a built-in token, or the issuer and `sub` of an OIDC token; never an
+editable claim such as `email` or `preferred_username`, which a user may be able to
+set at the identity provider to another user's value. It raises `Unauthenticated` for
+anything else: expired, not yet valid, forged, unsigned (`alg: none`), wrong issuer or
+audience, missing claims.
 """
 
 from __future__ import annotations
@@ -34,6 +37,17 @@ class IssuedToken:
     token: str
     expires_at: datetime
     jti: str
+
+
+@dataclass(frozen=True)
+class TokenIdentity:
+    """Who a verified token stands for: a built-in token's `username`, or an OIDC
+    token's `issuer` and `subject` (its `sub`), matched against the users' bound
+    OIDC identities."""
+
+    username: str | None = None
+    issuer: str | None = None
+    subject: str | None = None
 
 
 class TokenService:
@@ -68,8 +82,8 @@ class TokenService:
         token = jwt.encode(claims, self._key, algorithm=LOCAL_ALGORITHM)
         return IssuedToken(token, expires, jti)
 
-    async def verify(self, token: str) -> str:
-        """The username `token` stands for; `Unauthenticated` unless it is valid."""
+    async def verify(self, token: str) -> TokenIdentity:
+        """Who `token` stands for; `Unauthenticated` unless it is valid."""
         try:
             unverified = jwt.decode(token, options={"verify_signature": False})
         except jwt.PyJWTError:
@@ -78,19 +92,21 @@ class TokenService:
         try:
             if issuer == self.settings.jwt_issuer:
                 claims = self._verify_local(token)
-                username = claims["sub"]
+                identity = TokenIdentity(username=claims["sub"])
+                name = claims["sub"]
             elif self._jwks is not None and issuer == self.settings.oidc_issuer:
                 claims = await self._verify_oidc(token)
-                username = claims.get(self.settings.oidc_username_claim) or claims["sub"]
+                identity = TokenIdentity(issuer=claims["iss"], subject=claims["sub"])
+                name = claims["sub"]
             else:
                 raise Unauthenticated("token issuer is not trusted")
         except jwt.ExpiredSignatureError:
             raise Unauthenticated("token expired") from None
         except jwt.PyJWTError as exc:
             raise Unauthenticated("invalid token", reason=type(exc).__name__) from None
-        if not isinstance(username, str) or not username:
+        if not isinstance(name, str) or not name:
             raise Unauthenticated("token names no user")
-        return username
+        return identity
 
     def _verify_local(self, token: str) -> dict[str, Any]:
         claims: dict[str, Any] = jwt.decode(

@@ -46,8 +46,19 @@ async def list_integrations(
     response_model=IntegrationRead,
     summary="Store an integration's credentials",
     description="Capability `tools.manage`. Encrypts with AES-256-GCM (org and type bound as "
-    "associated data) and stores; replaces earlier credentials. Never echoed back.",
-    responses=error_responses(401, 403, 404, 422, 503),
+    "associated data) and stores; replaces earlier credentials. Never echoed back. URL "
+    "fields (`baseUrl`, `tokenUrl`, any `...Url`; Shopify's `shopDomain`) must be https "
+    "to a host on the type's allowlist, without userinfo or fragment, and resolve to public "
+    "addresses only, unless `HUMANWORK_UPSTREAM_ALLOWED_ENDPOINTS` allows them: otherwise "
+    "422 `integration_endpoint_refused` (details `field`, `reason`) and nothing is stored.",
+    responses=error_responses(
+        401,
+        403,
+        404,
+        422,
+        503,
+        codes={422: ("integration_endpoint_refused", "the endpoint is not allowed")},
+    ),
 )
 async def put_integration(
     body: IntegrationPut,
@@ -56,7 +67,9 @@ async def put_integration(
     scope: Annotated[OrgScope, require_in_org("tools.manage")],
     integration_type: IntegrationType,
 ) -> IntegrationRead:
-    row = await service.put_credentials(session, platform.cipher, scope, integration_type, body)
+    row = await service.put_credentials(
+        session, platform.cipher, scope, integration_type, body, platform.egress
+    )
     return _read(row)
 
 

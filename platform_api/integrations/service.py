@@ -9,11 +9,20 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from platform_api.audit.service import record
 from platform_api.auth.dependencies import OrgScope
-from platform_api.errors import NotFound, Unavailable
+from platform_api.errors import NotFound, Unavailable, ValidationFailed
 from platform_api.integrations.crypto import CredentialCipher, Sealed
 from platform_api.integrations.repository import IntegrationRepository
 from platform_api.integrations.schemas import IntegrationPut
 from platform_api.models import IntegrationCredential, utcnow
+from platform_api.tools.upstreams.egress import Egress, EgressRefused, check_credentials
+
+
+class EndpointRefused(ValidationFailed):
+    """An integration URL the platform will not call; `details.field` names it and
+    `details.reason` says why (invalid_url, scheme_not_allowed, userinfo, fragment,
+    host_not_allowed, address_forbidden)."""
+
+    code = "integration_endpoint_refused"
 
 
 def _cipher(cipher: CredentialCipher | None) -> CredentialCipher:
@@ -28,12 +37,17 @@ async def put_credentials(
     scope: OrgScope,
     integration_type: str,
     body: IntegrationPut,
+    egress: Egress,
 ) -> IntegrationCredential:
-    """Encrypt and store (or replace) an integration's credentials."""
+    """Check the endpoints the credentials name (`EndpointRefused`, nothing stored),
+    then encrypt and store (or replace) them."""
     sealer = _cipher(cipher)
-    plaintext = json.dumps(
-        {k: v.get_secret_value() for k, v in body.credentials.items()}, sort_keys=True
-    ).encode()
+    values = {k: v.get_secret_value() for k, v in body.credentials.items()}
+    try:
+        await check_credentials(integration_type, values, egress)
+    except EgressRefused as exc:
+        raise EndpointRefused(exc.message, field=exc.field, reason=exc.reason) from None
+    plaintext = json.dumps(values, sort_keys=True).encode()
     sealed = sealer.seal(scope.org_id, integration_type, plaintext)
     repo = IntegrationRepository(session)
     credential = await repo.get(scope.org_id, integration_type)

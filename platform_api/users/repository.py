@@ -23,6 +23,16 @@ class UserRepository:
         result = await self.session.execute(select(User).where(User.username == username))
         return result.scalar_one_or_none()
 
+    async def get(self, user_id: uuid.UUID) -> User | None:
+        return await self.session.get(User, user_id)
+
+    async def by_oidc_identity(self, issuer: str, subject: str) -> User | None:
+        """The user bound to this OIDC issuer and subject (`sub`)."""
+        result = await self.session.execute(
+            select(User).where(User.oidc_issuer == issuer, User.oidc_subject == subject)
+        )
+        return result.scalar_one_or_none()
+
     async def org_ids(self, user_id: uuid.UUID) -> frozenset[uuid.UUID]:
         result = await self.session.execute(
             select(Membership.org_id).where(Membership.user_id == user_id)
@@ -34,7 +44,9 @@ class UserRepository:
         try:
             await self.session.flush()
         except IntegrityError:
-            raise Conflict("a user with this username exists", username=user.username) from None
+            raise Conflict(
+                "a user with this username or OIDC identity exists", username=user.username
+            ) from None
         await self.add_memberships(user.id, org_ids)
         return user
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from platform_api.orgs.schemas import OrgRead
 
@@ -33,6 +33,40 @@ class UserCreate(BaseModel):
     )
     role: str = Field(min_length=1, max_length=50)
     org_ids: list[uuid.UUID] = Field(default_factory=list, max_length=100)
+    oidc_issuer: str | None = Field(
+        None,
+        min_length=1,
+        max_length=300,
+        description="with `oidc_subject`: the OIDC identity this user signs in as (the "
+        "configured issuer, `HUMANWORK_OIDC_ISSUER`)",
+    )
+    oidc_subject: str | None = Field(
+        None,
+        min_length=1,
+        max_length=255,
+        description="the `sub` claim of the user's OIDC tokens; an OIDC token is matched "
+        "by issuer and `sub` only, never by email or preferred_username",
+    )
+
+    @model_validator(mode="after")
+    def _oidc_pair(self) -> UserCreate:
+        if (self.oidc_issuer is None) != (self.oidc_subject is None):
+            raise ValueError("oidc_issuer and oidc_subject go together")
+        return self
+
+
+class OidcIdentity(BaseModel):
+    """The OIDC identity (issuer and `sub`) a user signs in as."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"oidc_issuer": "https://idp.example.com", "oidc_subject": "00u1abcd"}]
+        },
+    )
+
+    oidc_issuer: str = Field(min_length=1, max_length=300)
+    oidc_subject: str = Field(min_length=1, max_length=255)
 
 
 class UserRead(BaseModel):
@@ -57,6 +91,8 @@ class UserRead(BaseModel):
     role: str
     org_ids: list[uuid.UUID]
     created_at: datetime
+    oidc_issuer: str | None = None
+    oidc_subject: str | None = None
 
 
 class Me(BaseModel):

@@ -245,6 +245,10 @@ def _start_platform(starts: _Starts, info: cluster.ClusterInfo, password_file: P
         "HUMANWORK_CREDENTIALS_ACTIVE_KEY": "local",
         # the demo agent runs as a local process, not behind its Service
         "HUMANWORK_AGENT_ENDPOINTS_FILE": str(state / "agent-endpoints.json"),
+        # the fake Shopify and Amazon `make up` stores as the demo org's integrations
+        "HUMANWORK_UPSTREAM_ALLOWED_ENDPOINTS": json.dumps(
+            [f"127.0.0.1:{SHOPIFY_PORT}", f"127.0.0.1:{AMAZON_PORT}"]
+        ),
     }
     args = [sys.executable, "-m", "platform_api.main", "serve", "--port", str(PLATFORM_PORT)]
     pid = starts.spawn("platform", args, env, (PLATFORM_PORT,))

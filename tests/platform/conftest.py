@@ -8,6 +8,7 @@ When PostgreSQL cannot be had, the tests FAIL with the reason; they never skip.
 from __future__ import annotations
 
 import base64
+import socket
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -84,9 +85,31 @@ def namespaces() -> RecordingNamespaces:
     return RecordingNamespaces()
 
 
+class StaticResolver:
+    """The platform's resolver in the tests: names answer from `names`, never from the
+    real network; any other name does not resolve. `asked` records the questions."""
+
+    def __init__(self, names: dict[str, list[str]] | None = None) -> None:
+        self.names = dict(names or {})
+        self.asked: list[tuple[str, int]] = []
+
+    async def __call__(self, host: str, port: int) -> list[str]:
+        self.asked.append((host, port))
+        if host not in self.names:
+            raise socket.gaierror(socket.EAI_NONAME, f"{host} is not in the test's names")
+        return list(self.names[host])
+
+
 @pytest.fixture
-async def app(settings: Settings, namespaces: RecordingNamespaces) -> AsyncIterator[FastAPI]:
-    application = create_app(settings, namespaces=namespaces)
+def resolver() -> StaticResolver:
+    return StaticResolver()
+
+
+@pytest.fixture
+async def app(
+    settings: Settings, namespaces: RecordingNamespaces, resolver: StaticResolver
+) -> AsyncIterator[FastAPI]:
+    application = create_app(settings, namespaces=namespaces, resolver=resolver)
     async with application.router.lifespan_context(application):
         yield application
 

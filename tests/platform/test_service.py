@@ -24,7 +24,7 @@ from platform_api.models import Base
 from platform_api.settings import DEFAULT_DATABASE_URL, Settings
 
 HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()
-"""The newest migration: every run must end there."""
+"""The newest migration (one head: the migrations form a single chain)."""
 
 TABLES = {
     "orgs",
@@ -237,3 +237,28 @@ async def test_replicas_starting_together_migrate_one_after_the_other(
         for engine in engines:
             await engine.dispose()
         await postgres.drop_database(name)
+
+
+async def test_the_oidc_identity_migration_keeps_existing_users(postgres: PostgresServer) -> None:
+    url = await postgres.create_database(f"oidc_{uuid.uuid4().hex}")
+    engine = make_engine(url)
+    try:
+        await migrate(engine, "0002")
+        async with engine.begin() as conn:
+            await conn.execute(
+                text(
+                    "INSERT INTO users (id, username, password_hash, role, created_at) VALUES "
+                    "(:id, 'carol', 'scrypt$x', 'expert', now())"
+                ),
+                {"id": uuid.uuid4()},
+            )
+        await migrate(engine)
+        async with engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    text("SELECT username, role, oidc_issuer, oidc_subject FROM users")
+                )
+            ).all()
+        assert [tuple(r) for r in rows] == [("carol", "expert", None, None)]
+    finally:
+        await engine.dispose()

@@ -30,6 +30,7 @@ from platform_api.tools.upstreams import (
     known_tools,
     sanitise,
 )
+from platform_api.tools.upstreams.egress import Egress, EgressClient, EgressPolicy
 from tests.fakes import FakeAmazon, FakeShopify, catalog
 
 MUG = catalog.BY_SKU["HW-MUG-001"]
@@ -58,7 +59,9 @@ def amazon() -> Iterator[FakeAmazon]:
 
 @pytest.fixture
 async def client() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient() as http:
+    # the fakes listen on loopback: allowed here as HUMANWORK_UPSTREAM_ALLOWED_ENDPOINTS would
+    egress = Egress(EgressPolicy.parse(["127.0.0.1/32"]))
+    async with EgressClient(egress, timeout=10.0) as http:
         yield http
 
 

@@ -27,7 +27,14 @@ from humanwork_dev.processes import PLATFORM_NS, OperatorProcess
 from platform_api.app import create_app
 from platform_api.settings import Settings
 from tests.conftest import Cluster
-from tests.platform.conftest import Api, Caller, database_url, db, make_settings
+from tests.platform.conftest import (
+    Api,
+    Caller,
+    StaticResolver,
+    database_url,
+    db,
+    make_settings,
+)
 
 __all__ = ["database_url", "db"]
 
@@ -51,7 +58,12 @@ def platform_kubeconfig(
 
 @pytest.fixture
 def settings(database_url: str, platform_kubeconfig: Path) -> Settings:
-    return make_settings(database_url, kubeconfig=str(platform_kubeconfig))
+    # the fake upstreams listen on loopback (HUMANWORK_UPSTREAM_ALLOWED_ENDPOINTS)
+    return make_settings(
+        database_url,
+        kubeconfig=str(platform_kubeconfig),
+        upstream_allowed_endpoints=["127.0.0.1/32"],
+    )
 
 
 @pytest.fixture
@@ -69,12 +81,21 @@ def org_namespaces(cluster: Cluster) -> Iterator[list[str]]:
 
 
 @pytest.fixture
+def resolver() -> StaticResolver:
+    """The platform's resolver: names from the test, never from the real network."""
+    return StaticResolver()
+
+
+@pytest.fixture
 async def app(
-    settings: Settings, operator: OperatorProcess, org_namespaces: list[str]
+    settings: Settings,
+    operator: OperatorProcess,
+    org_namespaces: list[str],
+    resolver: StaticResolver,
 ) -> AsyncIterator[FastAPI]:
     """The platform API wired to the cluster (the Kubernetes `OrgNamespaces` included),
     with the operator running so that tasks get their deadlines and phases."""
-    application = create_app(settings)
+    application = create_app(settings, resolver=resolver)
     async with application.router.lifespan_context(application):
         yield application
 

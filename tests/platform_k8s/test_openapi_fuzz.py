@@ -35,7 +35,7 @@ from platform_api.app import create_app
 from platform_api.auth import passwords
 from tests.conftest import Cluster
 from tests.fixtures.database import TEMPLATE
-from tests.platform.conftest import ADMIN_PASSWORD, make_settings
+from tests.platform.conftest import ADMIN_PASSWORD, StaticResolver, make_settings
 
 EXAMPLES = 25
 """Generated requests per operation (each operation also gets its explicit examples)."""
@@ -59,7 +59,10 @@ def fuzz_server(
     url = asyncio.run(postgres.create_database(name, template=TEMPLATE))
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(passwords, "N", 2**12)  # cheaper scrypt, as in the other API tests
-        app = create_app(make_settings(url, kubeconfig=str(platform_kubeconfig)))
+        # names resolve from the test (none), never from the real network
+        app = create_app(
+            make_settings(url, kubeconfig=str(platform_kubeconfig)), resolver=StaticResolver()
+        )
         port = free_port()
         server = uvicorn.Server(
             uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")

@@ -8,7 +8,7 @@ DELETE or TRUNCATE (see `platform_api.audit.privileges`). SQLite has no roles: t
 embedded default keeps only its triggers (docs/security.md).
 
 Revision ID: 0005
-Revises: 0002
+Revises: 0004
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from alembic import context, op
 from platform_api.audit.privileges import PUBLIC_REVOKES, grant_statements, revoke_statements
 
 revision = "0005"
-down_revision: str | None = "0002"
+down_revision: str | None = "0004"
 branch_labels: str | None = None
 depends_on: str | None = None
 

@@ -120,7 +120,10 @@ class AmazonAdapter(Adapter):
         client_id = require_credential(credentials, self.tool, "clientId", "client_id")
         secret = require_credential(credentials, self.tool, "clientSecret", "client_secret")
         token_url = base_url(
-            credential(credentials, "tokenUrl", "token_url") or DEFAULT_TOKEN_URL, self.tool
+            credential(credentials, "tokenUrl", "token_url") or DEFAULT_TOKEN_URL,
+            self.tool,
+            exchange.client,
+            "tokenUrl",
         )
         key = self._cache_key(token_url, client_id, secret, refresh)
         now = time.monotonic()
@@ -184,7 +187,9 @@ class AmazonAdapter(Adapter):
         """One SP-API request with a valid access token (exchanged again once when a
         cached one is refused)."""
         root = base_url(
-            credential(credentials, "baseUrl", "base_url") or DEFAULT_BASE_URL, self.tool
+            credential(credentials, "baseUrl", "base_url") or DEFAULT_BASE_URL,
+            self.tool,
+            exchange.client,
         )
         token, key, from_cache = await self._access_token(credentials, exchange, fresh=False)
         for attempt in range(2):

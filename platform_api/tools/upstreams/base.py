@@ -280,15 +280,16 @@ def require_credential(credentials: Mapping[str, Any], tool: str, *names: str) -
     return value
 
 
-def base_url(value: str, tool: str) -> str:
-    """An http(s) base URL without a trailing slash; MissingCredentials when unusable."""
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query:
-        raise MissingCredentials(
-            f"the {tool} integration's base URL is not an http(s) URL",
-            details={"tool": tool, "field": "baseUrl"},
-        )
-    return value.rstrip("/")
+def base_url(
+    value: str, tool: str, client: httpx.AsyncClient | None = None, field: str = "baseUrl"
+) -> str:
+    """A base URL without a trailing slash, checked at call time against the endpoint
+    rules of `egress.check_url` for integration type `tool` and the policy `client`
+    enforces (none allowed when it is not an `EgressClient`); `EgressRefused` (a
+    `MissingCredentials`) when the platform may not call it."""
+    from platform_api.tools.upstreams import egress  # egress builds on this module
+
+    return egress.check_url(value, tool, field, egress.policy_of(client))
 
 
 # ---------------------------------------------------------------- one HTTP exchange

@@ -102,11 +102,16 @@ class ShopifyAdapter(Adapter):
     )
     secret_credential_fields: ClassVar[frozenset[str]] = frozenset({"accessToken", "access_token"})
 
-    def endpoint(self, credentials: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
-        """The API root (`.../admin/api/{version}`) and the auth headers."""
+    def endpoint(
+        self, credentials: Mapping[str, Any], client: httpx.AsyncClient | None = None
+    ) -> tuple[str, dict[str, str]]:
+        """The API root (`.../admin/api/{version}`) and the auth headers; the root is
+        checked against the egress rules of `client` (`base_url`)."""
         token = require_credential(credentials, self.tool, "accessToken", "access_token")
         root = credential(credentials, "baseUrl", "base_url")
+        field = "baseUrl"
         if root is None:
+            field = "shopDomain"
             domain = require_credential(credentials, self.tool, "shopDomain", "shop", "shop_domain")
             if not re.fullmatch(DOMAIN_PATTERN, domain):
                 raise MissingCredentials(
@@ -121,7 +126,7 @@ class ShopifyAdapter(Adapter):
                 details={"tool": self.tool, "field": "apiVersion"},
             )
         headers = {"X-Shopify-Access-Token": token, "Accept": "application/json"}
-        return f"{base_url(root, self.tool)}/admin/api/{version}", headers
+        return f"{base_url(root, self.tool, client, field)}/admin/api/{version}", headers
 
     async def perform(
         self,
@@ -357,7 +362,7 @@ class _Shop:
         self.adapter = adapter
         self.exchange = exchange
         self.credentials = credentials
-        self.root, self.headers = adapter.endpoint(credentials)
+        self.root, self.headers = adapter.endpoint(credentials, exchange.client)
         self._index: dict[str, list[int]] | None = None
         self._index_truncated = False
         self._location: int | None = None
