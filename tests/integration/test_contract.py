@@ -111,6 +111,7 @@ def test_crds_and_policies_are_installed_and_in_force(contract: Contract) -> Non
         "humanwork-org-id-matches-namespace",
         "humanwork-task-status-integrity",
         "humanwork-task-status-writers",
+        "humanwork-agent-task-identity",
     ):
         policy = admission.read_validating_admission_policy(name)
         # the server type-checked every expression and found nothing wrong

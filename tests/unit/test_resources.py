@@ -302,6 +302,7 @@ def test_every_policy_is_bound_and_denies() -> None:
             "humanwork-org-id-matches-namespace",
             "humanwork-task-status-integrity",
             "humanwork-task-status-writers",
+            "humanwork-agent-task-identity",
         }
     )
     for name, policy in policies().items():
