@@ -6,9 +6,16 @@ timestamp and the body with the instance's callback secret (derived from the mas
 `humanwork_core.signing.derive_secret`), so an agent obeys only the platform. The agent is
 reached at its AgentInstance's `status.endpoint` (its Service) unless
 `HUMANWORK_AGENT_ENDPOINTS` (or the file `HUMANWORK_AGENT_ENDPOINTS_FILE`) names another
-URL for it (agents run as local processes in development). The requester recorded on the
-task is the caller; it therefore cannot approve the plan's steps itself. Audited as
-`task.plan_requested`.
+URL for it (agents run as local processes in development).
+
+The requester is the caller, vouched for by the platform, never by the agent (issue 12,
+item 3): the command carries a plan request id (`humanwork_core.requester.plan_request_id`),
+the agent puts it on the task it creates (whose `spec.requestedBy` admission pins to
+`agent:<name>`), and when the agent answers with that task the platform writes the caller
+into the task's annotation `humanwork.io/requester`, which only the platform API may write.
+The caller therefore cannot approve the plan's steps; an agent that names another task, or
+none, leaves the task requested by `agent:<name>`. Audited as `task.plan_requested`, with
+`requesterBound`.
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ from fastapi import APIRouter, Header, Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from humanwork_core import signing
+from humanwork_core.requester import REQUESTER_ANNOTATION, may_bind, plan_request_id
+from humanwork_core.resources import AgenticTask
 from platform_api.agent_api.events import CALLBACK_KEY_CACHE
 from platform_api.audit.service import record
 from platform_api.auth.dependencies import OrgScope, require_in_org
@@ -34,7 +43,7 @@ from platform_api.errors import (
     NotFound,
     error_responses,
 )
-from platform_api.kube.client import KubeNotFound
+from platform_api.kube.client import KubeClient, KubeError, KubeNotFound
 from platform_api.models import Org
 from platform_api.settings import Settings
 from platform_api.state import PlatformDep
@@ -142,7 +151,13 @@ async def plan_task(
     secret = signing.derive_secret(
         master, org.namespace, name, str(instance["metadata"].get("uid", ""))
     )
-    command: dict[str, Any] = {"request": body.request, "requester": scope.principal.username}
+    requester = scope.principal.username
+    request_id = plan_request_id(str(org.id), name, requester, idempotency_key)
+    command: dict[str, Any] = {
+        "request": body.request,
+        "requester": requester,
+        "planRequest": request_id,
+    }
     if body.conversationId is not None:
         command["conversationId"] = str(body.conversationId)
     if body.policy is not None:
@@ -181,13 +196,20 @@ async def plan_task(
         )
     planned = answer.json()
     task_id = f"{org.namespace}/{planned.get('name')}"
+    bound = await bind_requester(
+        kube, org.namespace, str(planned.get("name") or ""), name, request_id, requester
+    )
     await record(
         session,
         actor=scope.principal.username,
         action="task.plan_requested",
         target=f"task:{task_id}",
         org_id=org.id,
-        details={"agent": agent_id, "created": bool(planned.get("created", True))},
+        details={
+            "agent": agent_id,
+            "created": bool(planned.get("created", True)),
+            "requesterBound": bound,
+        },
     )
     return PlannedTask(
         id=task_id,
@@ -196,3 +218,26 @@ async def plan_task(
         summary=str(planned.get("summary") or ""),
         steps=list(planned.get("steps") or []),
     )
+
+
+async def bind_requester(
+    kube: KubeClient, namespace: str, task_name: str, agent: str, request_id: str, requester: str
+) -> bool:
+    """Record `requester` on the task the agent says it made for plan request `request_id`,
+    when the task bears that id and is the agent's own (`may_bind`); False otherwise (the
+    task then stays requested by `agent:<name>`)."""
+    if not task_name:
+        return False
+    try:
+        task = AgenticTask.from_wire(await kube.get_task(namespace, task_name))
+    except (KubeNotFound, ValueError):
+        return False
+    if task.metadata.annotations.get(REQUESTER_ANNOTATION) == requester:
+        return True  # a retry of a request already bound
+    if not may_bind(task, agent, request_id):
+        return False
+    try:
+        await kube.annotate_task(namespace, task_name, {REQUESTER_ANNOTATION: requester})
+    except KubeError:
+        return False
+    return True
