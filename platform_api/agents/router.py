@@ -16,6 +16,13 @@ into the task's annotation `humanwork.io/requester`, which only the platform API
 The caller therefore cannot approve the plan's steps; an agent that names another task, or
 none, leaves the task requested by `agent:<name>`. Audited as `task.plan_requested`, with
 `requesterBound`.
+
+`POST /orgs/{org_id}/agents/{name}/token/revoke` (capability `agents.manage`): revoke the
+agent's platform token at once without deleting its AgentInstance (issue 12, item 10). The
+platform sets the annotation `humanwork.io/revoke-token`; while it is present the platform
+refuses every token of that agent, and the operator revokes the current jti (and any
+previous one still in its grace), mints a new token with no grace for the old ones and
+removes the annotation. Audited as `agent.token_revoked`.
 """
 
 from __future__ import annotations
@@ -71,6 +78,18 @@ class PlanRequest(BaseModel):
     policy: dict[str, Any] | None = Field(
         default=None, description="the task's approval policy (AgenticTask spec.policy)"
     )
+
+
+REVOKE_TOKEN_ANNOTATION = "humanwork.io/revoke-token"
+"""The same annotation the operator acts on (`agent_operator.builders`)."""
+
+
+class RevokedToken(BaseModel):
+    """A revocation the operator is carrying out."""
+
+    agent: str = Field(description="`<namespace>/<name>`")
+    revokedJti: str | None = Field(description="the token id current when it was revoked")
+    requestedAt: datetime
 
 
 class PlannedTask(BaseModel):
@@ -130,15 +149,7 @@ async def plan_task(
     kube = platform.kube
     if kube is None:
         raise KubernetesUnavailable("asking an agent needs the Kubernetes API")
-    org = await session.get(Org, scope.org_id)
-    if org is None:
-        raise NotFound("no such org")
-    try:
-        instance = await kube.get_agent_instance(org.namespace, name)
-    except KubeNotFound:
-        raise NotFound("no such agent") from None
-    if str((instance.get("spec") or {}).get("orgId")) != str(org.id):
-        raise NotFound("no such agent")
+    org, instance = await _org_agent(session, kube, scope.org_id, name)
     agent_id = f"{org.namespace}/{name}"
     endpoint = _override(platform.settings, agent_id) or str(
         (instance.get("status") or {}).get("endpoint") or ""
@@ -241,3 +252,57 @@ async def bind_requester(
     except KubeError:
         return False
     return True
+
+
+async def _org_agent(
+    session: Session, kube: KubeClient, org_id: uuid.UUID, name: str
+) -> tuple[Org, dict[str, Any]]:
+    """The org and its AgentInstance `name`; NotFound for either missing, or an instance of
+    another org."""
+    org = await session.get(Org, org_id)
+    if org is None:
+        raise NotFound("no such org")
+    try:
+        instance = await kube.get_agent_instance(org.namespace, name)
+    except KubeNotFound:
+        raise NotFound("no such agent") from None
+    if str((instance.get("spec") or {}).get("orgId")) != str(org.id):
+        raise NotFound("no such agent")
+    return org, instance
+
+
+@router.post(
+    "/{name}/token/revoke",
+    status_code=202,
+    summary="Revoke an agent's token at once",
+    description="Capability `agents.manage`, in one of the caller's orgs (404 otherwise, and "
+    "for an agent the org does not have). From this moment the platform refuses the agent's "
+    "tokens (401 `token_revoked`); the operator then issues a new token into the agent's "
+    "Secret, with no grace for the revoked ones. The AgentInstance stays. Audited as "
+    "`agent.token_revoked`.",
+    responses=error_responses(401, 403, 404, 503),
+)
+async def revoke_token(
+    session: Session,
+    platform: PlatformDep,
+    scope: Annotated[OrgScope, require_in_org("agents.manage")],
+    name: Annotated[str, Path(max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")],
+) -> RevokedToken:
+    kube = platform.kube
+    if kube is None:
+        raise KubernetesUnavailable("revoking a token needs the Kubernetes API")
+    org, instance = await _org_agent(session, kube, scope.org_id, name)
+    now = datetime.now(UTC)
+    jti = ((instance.get("status") or {}).get("token") or {}).get("jti")
+    value = f"{now.isoformat()} {scope.principal.username}"
+    await kube.annotate_agent_instance(org.namespace, name, {REVOKE_TOKEN_ANNOTATION: value})
+    agent_id = f"{org.namespace}/{name}"
+    await record(
+        session,
+        actor=scope.principal.username,
+        action="agent.token_revoked",
+        target=f"agent:{agent_id}",
+        org_id=org.id,
+        details={"agent": agent_id, "jti": jti},
+    )
+    return RevokedToken(agent=agent_id, revokedJti=jti, requestedAt=now)
