@@ -112,6 +112,7 @@ def test_crds_and_policies_are_installed_and_in_force(contract: Contract) -> Non
         "humanwork-task-status-integrity",
         "humanwork-task-status-writers",
         "humanwork-agent-task-identity",
+        "humanwork-component-boundaries",
     ):
         policy = admission.read_validating_admission_policy(name)
         # the server type-checked every expression and found nothing wrong
