@@ -303,18 +303,15 @@ def test_every_policy_is_bound_and_denies() -> None:
             "humanwork-task-status-integrity",
             "humanwork-task-status-writers",
             "humanwork-agent-task-identity",
-            "humanwork-component-boundaries",
+            "humanwork-admission-params-guard",
+            "humanwork-agent-instance-spec-guard",
         }
     )
     for name, policy in policies().items():
         assert policy["apiVersion"] == "admissionregistration.k8s.io/v1"
         assert policy["spec"]["failurePolicy"] == "Fail"
         assert bindings[name]["spec"]["validationActions"] == ["Deny"]
-        if name == "humanwork-component-boundaries":
-            # it guards the parameters themselves: without them it falls back to the default
-            # identities (and lets the first install create them)
-            assert bindings[name]["spec"]["paramRef"]["parameterNotFoundAction"] == "Allow"
-        elif "paramKind" in policy["spec"]:
+        if "paramKind" in policy["spec"]:
             assert bindings[name]["spec"]["paramRef"]["parameterNotFoundAction"] == "Deny"
 
 
