@@ -62,6 +62,7 @@ from platform_api.kube.client import (
 )
 from platform_api.models import Org
 from platform_api.tasks.orgs import OrgDirectory, OrgRef
+from platform_api.tasks.requester import is_requester
 from platform_api.tasks.schemas import PhaseFilter, TaskCreate, TaskRead, TaskSummary
 
 if TYPE_CHECKING:
@@ -359,7 +360,7 @@ async def decide(
         step = task.step(step_id)
         if step is None:
             raise NotFound("the plan has no such step", step_id=step_id)
-        if verdict.positive and requester_of(task) == principal.username:
+        if verdict.positive and await is_requester(session, org.id, task, principal.username):
             if sessions is not None:
                 await record_detached(
                     sessions,

@@ -131,6 +131,12 @@ async def test_a_task_without_the_plan_requests_id_is_requested_by_the_agent(
     # ... which the agent left off: the platform vouches for nobody
     assert await requested_by(client, orgs, planned["id"]) == "agent:agent"
     assert not await bound(client, api, planned["id"])
+    # and yet the person who asked cannot approve the plan they asked for
+    url = f"/agentic/tasks/{planned['id']}/steps/read/approve"
+    own = await client.post(url, json={}, headers=orgs.requester.headers)
+    assert own.status_code == 403 and own.json()["code"] == "self_approval_forbidden"
+    other = await client.post(url, json={}, headers=orgs.expert.headers)
+    assert other.status_code == 200, other.text
 
 
 async def test_an_agent_cannot_pin_a_request_on_a_task_made_for_another(
