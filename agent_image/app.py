@@ -67,6 +67,7 @@ from agent_image.platform import PlatformClient, PlatformError
 from agent_image.responder import Reply, Responder
 from agent_image.settings import AgentSettings
 from humanwork_core import keys, signing
+from humanwork_core.requester import PLAN_REQUEST_ANNOTATION, agent_requester
 from humanwork_core.resources import AgenticTaskSpec, TaskPhase
 
 LOG = logging.getLogger("humanwork.agent")
@@ -237,10 +238,13 @@ class Runtime:
         feedback: str | None = None,
         policy: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
+        plan_request: str | None = None,
     ) -> tuple[dict[str, Any], Plan | None, bool]:
         """Plan `request` and create its AgenticTask (emitting `task.plan_ready`);
         (the task, the plan, True) — or (the existing task, None, False) when the
-        idempotency key already made one."""
+        idempotency key already made one. The task is requested by `agent:<name>` (the
+        only requester admission lets an agent name) and carries the platform's
+        `plan_request` id, through which the platform binds `requester` to it."""
         name = self.task_name(idempotency_key)
         if idempotency_key:
             existing = await self._own_task(name)
@@ -257,7 +261,7 @@ class Runtime:
             "orgId": self.settings.org_id,
             "agentRef": {"name": self.settings.agent_name},
             "description": request[:4096],
-            "requestedBy": requester,
+            "requestedBy": agent_requester(self.settings.agent_name),
             "steps": plan.wire_steps(),
         }
         if conversation_id:
@@ -274,6 +278,8 @@ class Runtime:
         }
         if idempotency_key:
             annotations[IDEMPOTENCY_ANNOTATION] = idempotency_key[:256]
+        if plan_request:
+            annotations[PLAN_REQUEST_ANNOTATION] = plan_request
         body = {
             "metadata": {
                 "name": name,
@@ -574,6 +580,7 @@ def create_app(
             revises=body.revises,
             feedback=body.feedback,
             policy=body.policy,
+            plan_request=body.plan_request,
             idempotency_key=body.idempotency_key
             or request.headers.get(signing.IDEMPOTENCY_HEADER)
             or request.headers.get(signing.SIGNATURE_HEADER),

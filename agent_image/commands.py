@@ -229,7 +229,20 @@ class TaskRequest(_Body):
 
     request: str = Field(min_length=1, max_length=4096)
     conversation_id: str | None = Field(default=None, alias="conversationId", pattern=UUID_PATTERN)
-    requester: str = Field(min_length=1, max_length=253)
+    requester: str = Field(
+        min_length=1,
+        max_length=253,
+        description="Who asked (informational: the task says agent:<name> and the platform "
+        "binds the requester it vouches for through planRequest).",
+    )
+    plan_request: str | None = Field(
+        default=None,
+        alias="planRequest",
+        max_length=64,
+        pattern=r"^[A-Za-z0-9-]+$",
+        description="The platform's id of this plan request, put on the task as the "
+        "annotation humanwork.io/plan-request.",
+    )
     revises: str | None = Field(default=None, max_length=253, pattern=NAME_PATTERN)
     feedback: str | None = Field(
         default=None,

@@ -23,12 +23,17 @@ __all__ = [
     "MODEL",
     "ORG_ID_LABEL",
     "PLANNER",
+    "REVOKE_TOKEN",
     "ROTATE_TOKEN",
     "TOKEN_EXPIRES_AT",
 ]
 
 ROTATE_TOKEN = f"{GROUP}/rotate-token"
 """On an AgentInstance: mint a new token now (the previous one keeps its grace)."""
+REVOKE_TOKEN = f"{GROUP}/revoke-token"
+"""On an AgentInstance, set (any value) by an org admin through the platform or kubectl: the
+current token (and any previous one still in its grace) is revoked at once and a new one
+minted, with no grace."""
 CONFIG_HASH = f"{GROUP}/config-hash"
 """On the agent's pod template: the configuration the pods were started with."""
 CONFIG_APPLIED = f"{GROUP}/config-applied"

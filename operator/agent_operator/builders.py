@@ -48,6 +48,7 @@ PART_OF = "humanwork"
 MANAGED_BY = "humanwork-operator"
 CONFIG_HASH_ANNOTATION = keys.CONFIG_HASH
 ROTATE_TOKEN_ANNOTATION = keys.ROTATE_TOKEN
+REVOKE_TOKEN_ANNOTATION = keys.REVOKE_TOKEN
 CONFIG_APPLIED_ANNOTATION = keys.CONFIG_APPLIED
 """The config hash the agent last reported as applied (written by the platform API when the
 agent's HMAC-signed `config.applied` event arrives); ConfigApplied is True when it equals
@@ -89,6 +90,17 @@ class BuildError(HumanworkError):
 def agent_name(instance: AgentInstance) -> str:
     """Name of the ServiceAccount, Role, RoleBinding, NetworkPolicy, Deployment and Service."""
     return f"{instance.metadata.name}-agent"
+
+
+def owned_by(body: Mapping[str, Any] | None, instance: AgentInstance) -> bool:
+    """Whether an existing child's controlling owner is this very AgentInstance (by uid):
+    a Secret left by a deleted instance of the same name, or planted by someone, is not."""
+    uid = instance.metadata.uid
+    refs = ((body or {}).get("metadata") or {}).get("ownerReferences") or []
+    return bool(uid) and any(
+        ref.get("uid") == uid and ref.get("controller") and ref.get("kind") == instance.kind
+        for ref in refs
+    )
 
 
 def token_secret_name(instance: AgentInstance) -> str:

@@ -52,6 +52,9 @@ class OperatorSettings:
     task_ttl_seconds: int = 86400
     """How long a finished AgenticTask stays once the platform API has archived it (the
     annotation humanwork.io/archived); then the operator deletes it."""
+    previous_token_grace_seconds: int = 60
+    """How long the previous token stays valid after an ordinary rotation or a refresh the
+    agent asked for (so the agent can re-read its Secret); none after a revocation."""
     token_issuer: str = "humanwork-operator"
     token_audience: str = "humanwork-platform"
 

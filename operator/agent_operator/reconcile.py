@@ -160,6 +160,8 @@ def plan_token(
     """Pure: decide whether the agent's token must be (re)issued."""
     if stored is None:
         return TokenPlan(True, "Issued")
+    if builders.REVOKE_TOKEN_ANNOTATION in instance.metadata.annotations:
+        return TokenPlan(True, "Revoked")
     published = {k.kid for k in keyring.published}
     if stored.claims.kid not in published:
         return TokenPlan(True, "SigningKeyRetired")
@@ -200,16 +202,19 @@ def token_status(
     previous: TokenStatus | None,
     rotated: bool,
     now: datetime,
+    *,
+    grace_seconds: int,
+    revoked: bool = False,
 ) -> TokenStatus:
-    """Pure: the status.token block; on rotation the old jti stays valid for a grace."""
+    """Pure: the status.token block; on rotation the old jti stays valid for a short grace
+    (`grace_seconds`, at most until it expires); on revocation no earlier token stays."""
     claims = minted.claims
     prev_jti, grace = (None, None)
-    if rotated and previous is not None and previous.jti != claims.jti:
+    if revoked:
+        pass
+    elif rotated and previous is not None and previous.jti != claims.jti:
         prev_jti = previous.jti
-        grace = min(
-            now + timedelta(seconds=instance.spec.token.rotate_before_seconds),
-            previous.expires_at,
-        )
+        grace = min(now + timedelta(seconds=grace_seconds), previous.expires_at)
     elif previous is not None and previous.jti == claims.jti:
         prev_jti, grace = previous.previous_jti, previous.previous_grace_ends_at
     return TokenStatus(
@@ -377,6 +382,18 @@ async def reconcile(
         )
 
     token_secret = await kube.get("v1", "Secret", ns, builders.token_secret_name(instance))
+    if token_secret is not None and not builders.owned_by(token_secret, instance):
+        # left by a deleted instance of the same name, or planted: never adopt its token
+        await _take_over_token_secret(kube, instance, token_secret)
+        events.append(
+            Event(
+                "TokenSecretReplaced",
+                f"Secret {builders.token_secret_name(instance)} was not owned by this "
+                "AgentInstance; its token is not adopted and a new one is issued",
+                warning=True,
+            )
+        )
+        token_secret = None
     stored_raw = _decode(token_secret, "token")
     stored: tokens.MintedToken | None = None
     if stored_raw:
@@ -427,7 +444,16 @@ async def reconcile(
             deployment = result
 
     previous = instance.status.token if instance.status else None
-    tstatus = token_status(instance, minted, previous, rotated, now)
+    revoking = plan.reason == "Revoked"
+    tstatus = token_status(
+        instance,
+        minted,
+        previous,
+        rotated,
+        now,
+        grace_seconds=settings.previous_token_grace_seconds,
+        revoked=revoking,
+    )
     new_status = derive_status(
         instance, token=tstatus, deployment=deployment, settings=settings, now=now
     )
@@ -440,15 +466,48 @@ async def reconcile(
     status = dump_status(new_status)
     if status != dump_status(instance.status or AgentInstanceStatus()):
         await _write_status(kube, ns, name, status)
-    if builders.ROTATE_TOKEN_ANNOTATION in instance.metadata.annotations:
+    if revoking and previous is not None:
+        await record_revocations(kube, settings, revoked_tokens(previous, stored, now))
+    done_requests = {
+        key: None
+        for key in (builders.ROTATE_TOKEN_ANNOTATION, builders.REVOKE_TOKEN_ANNOTATION)
+        if key in instance.metadata.annotations
+    }
+    if done_requests:
         await kube.merge_patch(
-            GROUP_VERSION,
-            "AgentInstance",
-            ns,
-            name,
-            {"metadata": {"annotations": {builders.ROTATE_TOKEN_ANNOTATION: None}}},
+            GROUP_VERSION, "AgentInstance", ns, name, {"metadata": {"annotations": done_requests}}
         )
     return Outcome(status, events, rotated=rotated, provisioned=provisioned)
+
+
+def revoked_tokens(
+    previous: TokenStatus, stored: tokens.MintedToken | None, now: datetime
+) -> dict[str, datetime]:
+    """Pure: the jtis a revocation ends (jti -> when it would have expired): the token the
+    status recorded, the one in the Secret, and a previous one still in its grace."""
+    revoked = {previous.jti: previous.expires_at}
+    if stored is not None:
+        revoked[stored.claims.jti] = stored.claims.expires_at
+    grace = previous.previous_grace_ends_at
+    if previous.previous_jti and grace and grace > now:
+        revoked[previous.previous_jti] = grace
+    return revoked
+
+
+async def _take_over_token_secret(
+    kube: Kube, instance: AgentInstance, secret: dict[str, Any]
+) -> None:
+    """Make a token Secret the instance does not own its own and empty it (a merge patch
+    replaces the owner list whole and drops every key), so that applying the new token next
+    leaves nothing of the old one."""
+    data = {key: None for key in (secret.get("data") or {})}
+    await kube.merge_patch(
+        "v1",
+        "Secret",
+        builders.namespace_of(instance),
+        builders.token_secret_name(instance),
+        {"metadata": {"ownerReferences": [builders.owner_reference(instance)]}, "data": data},
+    )
 
 
 async def _write_status(kube: Kube, ns: str, name: str, status: dict[str, Any]) -> None:
@@ -469,10 +528,17 @@ async def revoke(kube: Kube, settings: OperatorSettings, body: dict[str, Any]) -
     token = instance.status.token if instance.status else None
     if token is None:
         return []
+    revoked = revoked_tokens(token, None, _now())
+    await record_revocations(kube, settings, revoked)
+    return sorted(revoked)
+
+
+async def record_revocations(
+    kube: Kube, settings: OperatorSettings, revoked: dict[str, datetime]
+) -> None:
+    """Add `revoked` (jti -> expiry) to the revocation list the platform API reads, and drop
+    entries whose tokens have expired anyway."""
     now = _now()
-    revoked = {token.jti: token.expires_at}
-    if token.previous_jti and token.previous_grace_ends_at and token.previous_grace_ends_at > now:
-        revoked[token.previous_jti] = token.previous_grace_ends_at
     ns, name = settings.platform_namespace, settings.revocations_config_map
     current = await kube.get("v1", "ConfigMap", ns, name)
     if current is None:
@@ -492,4 +558,3 @@ async def revoke(kube: Kube, settings: OperatorSettings, body: dict[str, Any]) -
         except ValueError:
             data[key] = None
     await kube.merge_patch("v1", "ConfigMap", ns, name, {"data": data})
-    return sorted(revoked)

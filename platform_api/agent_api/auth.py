@@ -6,7 +6,9 @@ token names an unknown key), then audience, expiry, role and scopes; then the to
 still be its AgentInstance's current one, or the previous one within its grace, and name
 the instance's org; and its jti must not be in the operator's revocation list. The
 AgentInstance is read on every request, so a deleted or rotated-out token is refused at
-once.
+once; and while the instance carries the annotation `humanwork.io/revoke-token` (an org
+admin revoked its token, the operator has not yet issued the next one) every token of it is
+refused.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Annotated, Any
 from fastapi import Depends
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from humanwork_core import tokens
+from humanwork_core import keys, tokens
 from platform_api.errors import KubernetesUnavailable, Unauthenticated
 from platform_api.kube.client import KubeClient, KubeNotFound
 from platform_api.state import PlatformDep
@@ -29,6 +31,7 @@ PLATFORM_NAMESPACE = "humanwork-system"
 JWKS_CONFIG_MAP = "humanwork-agent-jwks"
 REVOCATIONS_CONFIG_MAP = "humanwork-agent-revocations"
 KEYS_TTL_SECONDS = 5.0
+REVOKE_TOKEN_ANNOTATION = keys.REVOKE_TOKEN
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,8 @@ async def authenticate(
         raise Unauthenticated("the token names another org", reason="token_wrong_org")
     if claims.jti not in _accepted_jtis(instance, now):
         raise Unauthenticated("the token was rotated out", reason="token_revoked")
+    if REVOKE_TOKEN_ANNOTATION in ((instance.get("metadata") or {}).get("annotations") or {}):
+        raise Unauthenticated("the token was revoked", reason="token_revoked")
     try:
         revoked = await kube.config_map_data(PLATFORM_NAMESPACE, REVOCATIONS_CONFIG_MAP)
     except KubeNotFound:  # nothing was ever revoked

@@ -6,9 +6,23 @@ timestamp and the body with the instance's callback secret (derived from the mas
 `humanwork_core.signing.derive_secret`), so an agent obeys only the platform. The agent is
 reached at its AgentInstance's `status.endpoint` (its Service) unless
 `HUMANWORK_AGENT_ENDPOINTS` (or the file `HUMANWORK_AGENT_ENDPOINTS_FILE`) names another
-URL for it (agents run as local processes in development). The requester recorded on the
-task is the caller; it therefore cannot approve the plan's steps itself. Audited as
-`task.plan_requested`.
+URL for it (agents run as local processes in development).
+
+The requester is the caller, vouched for by the platform, never by the agent (issue 12,
+item 3): the command carries a plan request id (`humanwork_core.requester.plan_request_id`),
+the agent puts it on the task it creates (whose `spec.requestedBy` admission pins to
+`agent:<name>`), and when the agent answers with that task the platform writes the caller
+into the task's annotation `humanwork.io/requester`, which only the platform API may write.
+The caller therefore cannot approve the plan's steps; an agent that names another task, or
+none, leaves the task requested by `agent:<name>`. Audited as `task.plan_requested`, with
+`requesterBound`.
+
+`POST /orgs/{org_id}/agents/{name}/token/revoke` (capability `agents.manage`): revoke the
+agent's platform token at once without deleting its AgentInstance (issue 12, item 10). The
+platform sets the annotation `humanwork.io/revoke-token`; while it is present the platform
+refuses every token of that agent, and the operator revokes the current jti (and any
+previous one still in its grace), mints a new token with no grace for the old ones and
+removes the annotation. Audited as `agent.token_revoked`.
 """
 
 from __future__ import annotations
@@ -22,7 +36,9 @@ import httpx
 from fastapi import APIRouter, Header, Path
 from pydantic import BaseModel, ConfigDict, Field
 
-from humanwork_core import signing
+from humanwork_core import keys, signing
+from humanwork_core.requester import REQUESTER_ANNOTATION, may_bind, plan_request_id
+from humanwork_core.resources import AgenticTask
 from platform_api.agent_api.events import CALLBACK_KEY_CACHE
 from platform_api.audit.service import record
 from platform_api.auth.dependencies import OrgScope, require_in_org
@@ -34,7 +50,7 @@ from platform_api.errors import (
     NotFound,
     error_responses,
 )
-from platform_api.kube.client import KubeNotFound
+from platform_api.kube.client import KubeClient, KubeError, KubeNotFound
 from platform_api.models import Org
 from platform_api.settings import Settings
 from platform_api.state import PlatformDep
@@ -62,6 +78,18 @@ class PlanRequest(BaseModel):
     policy: dict[str, Any] | None = Field(
         default=None, description="the task's approval policy (AgenticTask spec.policy)"
     )
+
+
+REVOKE_TOKEN_ANNOTATION = keys.REVOKE_TOKEN
+"""The same annotation the operator acts on (`agent_operator.builders`)."""
+
+
+class RevokedToken(BaseModel):
+    """A revocation the operator is carrying out."""
+
+    agent: str = Field(description="`<namespace>/<name>`")
+    revokedJti: str | None = Field(description="the token id current when it was revoked")
+    requestedAt: datetime
 
 
 class PlannedTask(BaseModel):
@@ -121,15 +149,7 @@ async def plan_task(
     kube = platform.kube
     if kube is None:
         raise KubernetesUnavailable("asking an agent needs the Kubernetes API")
-    org = await session.get(Org, scope.org_id)
-    if org is None:
-        raise NotFound("no such org")
-    try:
-        instance = await kube.get_agent_instance(org.namespace, name)
-    except KubeNotFound:
-        raise NotFound("no such agent") from None
-    if str((instance.get("spec") or {}).get("orgId")) != str(org.id):
-        raise NotFound("no such agent")
+    org, instance = await _org_agent(session, kube, scope.org_id, name)
     agent_id = f"{org.namespace}/{name}"
     endpoint = _override(platform.settings, agent_id) or str(
         (instance.get("status") or {}).get("endpoint") or ""
@@ -142,7 +162,13 @@ async def plan_task(
     secret = signing.derive_secret(
         master, org.namespace, name, str(instance["metadata"].get("uid", ""))
     )
-    command: dict[str, Any] = {"request": body.request, "requester": scope.principal.username}
+    requester = scope.principal.username
+    request_id = plan_request_id(str(org.id), name, requester, idempotency_key)
+    command: dict[str, Any] = {
+        "request": body.request,
+        "requester": requester,
+        "planRequest": request_id,
+    }
     if body.conversationId is not None:
         command["conversationId"] = str(body.conversationId)
     if body.policy is not None:
@@ -181,13 +207,20 @@ async def plan_task(
         )
     planned = answer.json()
     task_id = f"{org.namespace}/{planned.get('name')}"
+    bound = await bind_requester(
+        kube, org.namespace, str(planned.get("name") or ""), name, request_id, requester
+    )
     await record(
         session,
         actor=scope.principal.username,
         action="task.plan_requested",
         target=f"task:{task_id}",
         org_id=org.id,
-        details={"agent": agent_id, "created": bool(planned.get("created", True))},
+        details={
+            "agent": agent_id,
+            "created": bool(planned.get("created", True)),
+            "requesterBound": bound,
+        },
     )
     return PlannedTask(
         id=task_id,
@@ -196,3 +229,80 @@ async def plan_task(
         summary=str(planned.get("summary") or ""),
         steps=list(planned.get("steps") or []),
     )
+
+
+async def bind_requester(
+    kube: KubeClient, namespace: str, task_name: str, agent: str, request_id: str, requester: str
+) -> bool:
+    """Record `requester` on the task the agent says it made for plan request `request_id`,
+    when the task bears that id and is the agent's own (`may_bind`); False otherwise (the
+    task then stays requested by `agent:<name>`)."""
+    if not task_name:
+        return False
+    try:
+        task = AgenticTask.from_wire(await kube.get_task(namespace, task_name))
+    except (KubeNotFound, ValueError):
+        return False
+    if task.metadata.annotations.get(REQUESTER_ANNOTATION) == requester:
+        return True  # a retry of a request already bound
+    if not may_bind(task, agent, request_id):
+        return False
+    try:
+        await kube.annotate_task(namespace, task_name, {REQUESTER_ANNOTATION: requester})
+    except KubeError:
+        return False
+    return True
+
+
+async def _org_agent(
+    session: Session, kube: KubeClient, org_id: uuid.UUID, name: str
+) -> tuple[Org, dict[str, Any]]:
+    """The org and its AgentInstance `name`; NotFound for either missing, or an instance of
+    another org."""
+    org = await session.get(Org, org_id)
+    if org is None:
+        raise NotFound("no such org")
+    try:
+        instance = await kube.get_agent_instance(org.namespace, name)
+    except KubeNotFound:
+        raise NotFound("no such agent") from None
+    if str((instance.get("spec") or {}).get("orgId")) != str(org.id):
+        raise NotFound("no such agent")
+    return org, instance
+
+
+@router.post(
+    "/{name}/token/revoke",
+    status_code=202,
+    summary="Revoke an agent's token at once",
+    description="Capability `agents.manage`, in one of the caller's orgs (404 otherwise, and "
+    "for an agent the org does not have). From this moment the platform refuses the agent's "
+    "tokens (401 `token_revoked`); the operator then issues a new token into the agent's "
+    "Secret, with no grace for the revoked ones. The AgentInstance stays. Audited as "
+    "`agent.token_revoked`.",
+    responses=error_responses(401, 403, 404, 503),
+)
+async def revoke_token(
+    session: Session,
+    platform: PlatformDep,
+    scope: Annotated[OrgScope, require_in_org("agents.manage")],
+    name: Annotated[str, Path(max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")],
+) -> RevokedToken:
+    kube = platform.kube
+    if kube is None:
+        raise KubernetesUnavailable("revoking a token needs the Kubernetes API")
+    org, instance = await _org_agent(session, kube, scope.org_id, name)
+    now = datetime.now(UTC)
+    jti = ((instance.get("status") or {}).get("token") or {}).get("jti")
+    value = f"{now.isoformat()} {scope.principal.username}"
+    await kube.annotate_agent_instance(org.namespace, name, {REVOKE_TOKEN_ANNOTATION: value})
+    agent_id = f"{org.namespace}/{name}"
+    await record(
+        session,
+        actor=scope.principal.username,
+        action="agent.token_revoked",
+        target=f"agent:{agent_id}",
+        org_id=org.id,
+        details={"agent": agent_id, "jti": jti},
+    )
+    return RevokedToken(agent=agent_id, revokedJti=jti, requestedAt=now)

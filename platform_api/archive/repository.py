@@ -14,6 +14,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from humanwork_core.requester import requester_of
 from humanwork_core.resources import AgenticTask
 from platform_api.kube.client import GROUP, TASK_KIND, VERSION
 from platform_api.models import ArchivedTask
@@ -74,7 +75,7 @@ class ArchiveRepository:
                 namespace=task.metadata.namespace or "",
                 name=task.metadata.name,
                 phase=phase,
-                requester=task.spec.requested_by,
+                requester=requester_of(task),
                 description=task.spec.description[:4000],
                 spec=task.spec.to_wire(),
                 status=status,

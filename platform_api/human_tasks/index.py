@@ -35,6 +35,7 @@ from pydantic import ValidationError
 
 from humanwork_core import taskflow
 from humanwork_core.policy import effective_risk
+from humanwork_core.requester import requester_of
 from humanwork_core.resources import AgenticTask, Step, StepState
 from platform_api.human_tasks.schemas import HumanTask
 from platform_api.kube.client import KubeClient, KubeError
@@ -100,7 +101,7 @@ def _row(key: Key, task: AgenticTask, step: Step, raw: dict[str, object]) -> Row
         org_id=uuid.UUID(task.spec.org_id),
         workflow=task.spec.agent_ref.name,
         summary=task.spec.description,
-        requested_by=task.spec.requested_by,
+        requested_by=requester_of(task),
         step_id=step.id,
         step_description=step.description,
         kind=step.kind.value,

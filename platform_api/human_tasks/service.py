@@ -25,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from humanwork_core import taskflow
 from humanwork_core.policy import OrgPolicy, effective_risk
+from humanwork_core.requester import requester_of
 from humanwork_core.resources import AgenticTask, StepState, TaskPhase, Verdict
 from platform_api.audit.service import record
 from platform_api.auth.dependencies import Principal
@@ -167,7 +168,7 @@ async def detail(
         org_id=org.id,
         workflow=task.spec.agent_ref.name,
         prompt=task.spec.description,
-        requested_by=task.spec.requested_by,
+        requested_by=requester_of(task),
         step_id=step_id,
         risk=effective_risk(step).value,
         status=status,  # type: ignore[arg-type]

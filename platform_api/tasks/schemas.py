@@ -121,7 +121,11 @@ class TaskSummary(BaseModel):
     org_id: uuid.UUID
     agent: str
     description: str
-    requested_by: str
+    requested_by: str = Field(
+        description="who asked for the task, as the platform vouches for it: the caller of "
+        "POST /agentic/tasks or of the plan request the agent created it for; `agent:<name>` "
+        "for a task an agent created on its own (its `spec.requestedBy`)"
+    )
     phase: TaskPhase = Field(
         description="the phase the operator recorded, or the one derived from the status "
         "before the operator's first pass"

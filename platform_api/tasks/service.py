@@ -24,6 +24,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from humanwork_core import taskflow
+from humanwork_core.requester import requester_of
 from humanwork_core.resources import (
     AgenticTask,
     AgenticTaskSpec,
@@ -62,6 +63,7 @@ from platform_api.kube.client import (
 from platform_api.models import Org
 from platform_api.orgs.repository import OrgRepository
 from platform_api.tasks.orgs import OrgDirectory, OrgRef
+from platform_api.tasks.requester import is_requester
 from platform_api.tasks.schemas import PhaseFilter, TaskCreate, TaskRead, TaskSummary
 
 if TYPE_CHECKING:
@@ -149,7 +151,7 @@ def summary(task: AgenticTask, now: datetime, archived: bool = False) -> TaskSum
         org_id=uuid.UUID(task.spec.org_id),
         agent=task.spec.agent_ref.name,
         description=task.spec.description,
-        requested_by=task.spec.requested_by,
+        requested_by=requester_of(task),
         phase=phase_of(task, now),
         current_step=status.current_step,
         highest_pending_risk=status.highest_pending_risk,
@@ -360,7 +362,7 @@ async def decide(
         step = task.step(step_id)
         if step is None:
             raise NotFound("the plan has no such step", step_id=step_id)
-        if verdict.positive and task.spec.requested_by == principal.username:
+        if verdict.positive and await is_requester(session, org.id, task, principal.username):
             if sessions is not None:
                 await record_detached(
                     sessions,

@@ -168,8 +168,9 @@ async def test_a_requester_asks_the_agent_through_the_platform(world: World) -> 
     namespace, name = planned["id"].split("/")
     assert namespace == world.namespace
     task = await world.task(name)
-    requester = task["spec"]["requestedBy"]
-    assert requester.startswith("req-")  # the platform's caller, as the agent was told
+    # the agent's task names itself; the platform vouches for its caller (issue 12, item 3)
+    assert task["spec"]["requestedBy"] == "agent:agent"
+    assert task["requested_by"].startswith("req-")
 
     # the requester cannot approve its own plan; an expert can
     own = await world.http.post(
@@ -196,3 +197,4 @@ async def test_a_requester_asks_the_agent_through_the_platform(world: World) -> 
     assert viewer_like.status_code == 403
     audit = [r for r in await world.audit("task.plan_requested") if name in r["target"]]
     assert len(audit) == 1
+    assert audit[0]["details"]["requesterBound"] is True

@@ -45,7 +45,7 @@ def attack(world: World, *, auto_approve: list[str], risk: str) -> dict[str, Any
             "orgId": world.org_id,
             "agentRef": {"name": "agent"},
             "description": "Fix the mug stock",
-            "requestedBy": "ops-lead",
+            "requestedBy": "agent:agent",
             "policy": {"autoApprove": auto_approve},
             "steps": [
                 {

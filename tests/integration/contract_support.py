@@ -107,7 +107,8 @@ def plan() -> list[dict[str, Any]]:
 
 
 def task_body(name: str, namespace: str, org_id: str) -> dict[str, Any]:
-    """A valid AgenticTask naming the agent acme-ecommerce."""
+    """A valid AgenticTask naming the agent acme-ecommerce, as that agent may create it
+    (`requestedBy` is `agent:<name>`, see manifests/base/policies/agent-task-identity.yaml)."""
     return {
         "apiVersion": API_VERSION,
         "kind": "AgenticTask",
@@ -117,7 +118,7 @@ def task_body(name: str, namespace: str, org_id: str) -> dict[str, Any]:
             "agentRef": {"name": AGENT_NAME},
             "conversationId": str(uuid.uuid4()),
             "description": "Reconcile all Amazon orders for October and update inventory",
-            "requestedBy": "ops@acme.example",
+            "requestedBy": f"agent:{AGENT_NAME}",
             "steps": plan(),
         },
     }

@@ -136,7 +136,7 @@ async def test_the_seed_example_becomes_an_agentic_task_of_the_agent_itself(
     spec = task["spec"]
     assert spec["orgId"] == agent.org_id
     assert spec["agentRef"] == {"name": "agent"}
-    assert spec["description"] == SEED_EXAMPLE and spec["requestedBy"] == "client@example.com"
+    assert spec["description"] == SEED_EXAMPLE and spec["requestedBy"] == "agent:agent"
     read, write = spec["steps"]
     year = datetime.now(UTC).year
     assert (read["id"], read["kind"], read["tool"], read["risk"]) == (
@@ -314,7 +314,7 @@ async def test_the_agents_identity_writes_executions_and_nothing_else(
             "orgId": org_id,
             "agentRef": {"name": "agent"},
             "description": "Fetch the October orders",
-            "requestedBy": "client@example.com",
+            "requestedBy": "agent:agent",
             "steps": steps,
         },
     }

@@ -486,6 +486,7 @@ async def test_a_request_becomes_an_agentic_task_and_a_plan_ready_event(agent: A
             "request": SEED_EXAMPLE,
             "requester": "client@example.com",
             "conversationId": conversation,
+            "planRequest": "plan-request-1",
         },
     )
     assert answer.status_code == 201, answer.text
@@ -499,7 +500,9 @@ async def test_a_request_becomes_an_agentic_task_and_a_plan_ready_event(agent: A
     created = agent.kube.objects[name]
     assert created["spec"]["orgId"] == ORG
     assert created["spec"]["agentRef"] == {"name": "acme"}
-    assert created["spec"]["requestedBy"] == "client@example.com"
+    # the agent names itself; the platform binds the requester through the request's id
+    assert created["spec"]["requestedBy"] == "agent:acme"
+    assert created["metadata"]["annotations"]["humanwork.io/plan-request"] == "plan-request-1"
     assert created["spec"]["conversationId"] == conversation
     assert created["metadata"]["labels"]["humanwork.io/agent"] == "acme"
     assert created["metadata"]["namespace"] == "org-acme"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from agent_operator import builders
 from agent_operator import reconcile as rc
 from humanwork_core import tokens
 from humanwork_core.resources import AgentInstance, TokenStatus
@@ -59,23 +60,50 @@ def test_a_token_signed_by_a_retired_key_is_replaced() -> None:
     assert plan == rc.TokenPlan(True, "SigningKeyRetired")
 
 
-def test_rotation_keeps_the_previous_jti_for_a_bounded_grace() -> None:
+def test_rotation_keeps_the_previous_jti_for_a_short_grace() -> None:
     ring = keyring()
     inst = instance()
     first = mint(ring.current)
-    previous = rc.token_status(inst, first, None, rotated=False, now=NOW)
+    previous = rc.token_status(inst, first, None, rotated=False, now=NOW, grace_seconds=60)
     assert previous.previous_jti is None
     at = NOW + timedelta(hours=23)
     second = mint(ring.current, at=at)
-    status = rc.token_status(inst, second, previous, rotated=True, now=at)
+    status = rc.token_status(inst, second, previous, rotated=True, now=at, grace_seconds=60)
     assert status.jti == second.claims.jti and status.previous_jti == first.claims.jti
-    # grace: rotateBeforeSeconds, but never past the old token's own expiry
-    assert status.previous_grace_ends_at == min(
-        at + timedelta(seconds=inst.spec.token.rotate_before_seconds), previous.expires_at
-    )
+    # grace: the operator's setting (about a minute), never past the old token's own expiry
+    assert status.previous_grace_ends_at == min(at + timedelta(seconds=60), previous.expires_at)
     # a later reconcile without rotation keeps the grace record
-    again = rc.token_status(inst, second, status, rotated=False, now=at + timedelta(minutes=1))
+    again = rc.token_status(
+        inst, second, status, rotated=False, now=at + timedelta(seconds=30), grace_seconds=60
+    )
     assert again.previous_jti == first.claims.jti
+
+
+def test_a_revocation_mints_a_new_token_and_leaves_no_grace() -> None:
+    ring = keyring()
+    inst = instance()
+    first = mint(ring.current)
+    revoking = inst.model_copy(deep=True)
+    revoking.metadata.annotations["humanwork.io/revoke-token"] = "admin"
+    assert rc.plan_token(revoking, first, ring, NOW) == rc.TokenPlan(True, "Revoked")
+    previous = rc.token_status(inst, first, None, rotated=False, now=NOW, grace_seconds=60)
+    second = mint(ring.current, at=NOW + timedelta(minutes=1))
+    status = rc.token_status(
+        inst, second, previous, rotated=True, now=NOW, grace_seconds=60, revoked=True
+    )
+    assert status.jti == second.claims.jti
+    assert status.previous_jti is None and status.previous_grace_ends_at is None
+    assert set(rc.revoked_tokens(previous, first, NOW)) == {first.claims.jti}
+
+
+def test_only_a_child_controlled_by_this_very_instance_is_adopted() -> None:
+    inst = instance()
+    ours = {"metadata": {"ownerReferences": [builders.owner_reference(inst)]}}
+    assert builders.owned_by(ours, inst)
+    stale = {"metadata": {"ownerReferences": [{**builders.owner_reference(inst), "uid": "old"}]}}
+    assert not builders.owned_by(stale, inst)  # a deleted instance of the same name
+    assert not builders.owned_by({"metadata": {}}, inst)  # planted, no owner
+    assert not builders.owned_by(None, inst)
 
 
 def _status(inst: AgentInstance, deployment: dict[str, Any] | None) -> Any:

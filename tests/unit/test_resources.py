@@ -303,6 +303,9 @@ def test_every_policy_is_bound_and_denies() -> None:
             "humanwork-org-id-matches-namespace",
             "humanwork-task-status-integrity",
             "humanwork-task-status-writers",
+            "humanwork-agent-task-identity",
+            "humanwork-admission-params-guard",
+            "humanwork-agent-instance-spec-guard",
         }
     )
     for name, policy in policies().items():
