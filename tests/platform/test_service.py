@@ -130,7 +130,7 @@ async def test_migrations_run_up_from_empty_postgres(postgres: PostgresServer) -
             assert await conn.run_sync(_schema_diff) == []
             version = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar()
             grants = (await conn.execute(text("SELECT role, capability FROM access_map"))).all()
-        assert version == "0002"
+        assert version == "0003"
         by_role: dict[str, set[str]] = {}
         for role, cap in grants:
             by_role.setdefault(role, set()).add(cap)
@@ -228,7 +228,7 @@ async def test_replicas_starting_together_migrate_one_after_the_other(
         async with engines[0].connect() as conn:
             assert await conn.run_sync(_tables) == TABLES
             version = (await conn.execute(text("SELECT version_num FROM alembic_version"))).all()
-        assert version == [("0002",)]
+        assert version == [("0003",)]
     finally:
         for engine in engines:
             await engine.dispose()
