@@ -28,10 +28,12 @@ How an upstream failure ends the claim depends on what it says about the side ef
   a 5xx answer to a write, a claim left by a platform that died mid-call, older than
   `STALE_CLAIM_SECONDS`): the claim is kept in state `unknown` and the call answers 409
   `tool_call_outcome_unknown`; every later call for the step answers the same without
-  touching the upstream, until an expert resolves it (`resolve_unknown`): `applied`
+  touching the upstream, until an expert resolves it (`human_tasks.resolve`): `applied`
   finishes the row (the next call replays it and the step completes), `not_applied`
   releases it (the agent may call once more).
-The adapters never retry a write themselves (`upstreams.base.Exchange.send`), and send the
+Where the action sets an absolute value, a read settles "maybe applied" first
+(`readback`): the upstream holding exactly the approved value finishes the claim as
+applied. The adapters never retry a write themselves (`upstreams.base.Exchange.send`), and send the
 step's key as the upstream's `Idempotency-Key`.
 """
 
@@ -53,6 +55,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from humanwork_core import taskflow
 from humanwork_core.resources import AgenticTask
+from platform_api.agent_api import readback
 from platform_api.agent_api.auth import Agent
 from platform_api.audit.service import record
 from platform_api.errors import (
@@ -402,9 +405,16 @@ async def call_tool(proxy: Proxy, agent: Agent, tool: str, body: ToolCallIn) -> 
         error = _map_upstream(exc)
     except PlatformError as exc:
         error = exc
+    upstream_error, read_back = error, None
+    if key is not None and settle(error, spec.side_effecting) == "unknown":
+        confirmed = await readback.confirm_applied(
+            adapter, body.action, params, credentials, proxy.http
+        )
+        read_back = "confirmed" if confirmed is not None else "inconclusive"
+        if confirmed is not None:
+            result, error = upstreams.sanitise(confirmed, _secret_values(credentials)), None
     elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
     async with proxy.sessions() as session, session.begin():
-        upstream_error = error
         if key is not None:
             error = await _settle_claim(session, agent, key, result, error, spec.side_effecting)
         await record(
@@ -427,6 +437,7 @@ async def call_tool(proxy: Proxy, agent: Agent, tool: str, body: ToolCallIn) -> 
                 "result_summary": _summary(result) if error is None else {},
                 "error": error.code if error is not None else None,
                 "upstream_error": upstream_error.code if upstream_error is not None else None,
+                "read_back": read_back,
             },
         )
     if error is not None:

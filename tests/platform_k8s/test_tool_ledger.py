@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -160,6 +161,55 @@ async def test_a_refused_connection_releases_the_claim_and_the_retry_succeeds_on
     assert replay.status_code == 200 and replay.json()["replayed"] is True
     assert len(shop.side_effects) == 1
     assert shop.inventory(MUG) == before - 3
+
+
+SET = {"location_id": WAREHOUSE, "inventory_item_id": MUG, "available": 25}
+
+
+def set_plan() -> dict[str, Any]:
+    plan = write_plan(SET)
+    plan["steps"][0]["parameters"] = {"action": "setInventoryLevel", "params": SET}
+    return plan
+
+
+async def test_a_set_whose_answer_is_lost_is_settled_by_reading_it_back(
+    client: httpx.AsyncClient,
+    tasks: TaskApi,
+    orgs: Orgs,
+    agent: dict[str, str],
+    shop: FakeShopify,
+) -> None:
+    """Optional read-only check: an absolute set that the upstream now shows is applied."""
+    task = await tasks.create(orgs.requester, orgs.org_a, **set_plan())
+    assert (await tasks.decide(orgs.expert, task["id"], "fix")).status_code == 200
+    name = task["id"].split("/")[1]
+    shop.misbehave_after_write("503")
+    first = await call(client, agent, "setInventoryLevel", SET, key="k", task=name, step="fix")
+    assert first.status_code == 200, first.text
+    assert first.json()["result"]["confirmedByReadBack"] is True
+    assert first.json()["result"]["inventory_level"]["available"] == 25
+    again = await call(client, agent, "setInventoryLevel", SET, key="k", task=name, step="fix")
+    assert again.status_code == 200 and again.json()["replayed"] is True
+    assert len(shop.side_effects) == 1 and shop.inventory(MUG) == 25
+
+
+async def test_a_set_the_read_does_not_confirm_stays_unknown(
+    client: httpx.AsyncClient,
+    tasks: TaskApi,
+    orgs: Orgs,
+    agent: dict[str, str],
+    shop: FakeShopify,
+) -> None:
+    task = await tasks.create(orgs.requester, orgs.org_a, **set_plan())
+    assert (await tasks.decide(orgs.expert, task["id"], "fix")).status_code == 200
+    name = task["id"].split("/")[1]
+    shop.fail_next(503, path_contains="inventory_levels/set.json")  # never reached the shop
+    first = await call(client, agent, "setInventoryLevel", SET, key="k", task=name, step="fix")
+    assert first.status_code == 409, first.text
+    assert first.json()["code"] == "tool_call_outcome_unknown"
+    again = await call(client, agent, "setInventoryLevel", SET, key="k2", task=name, step="fix")
+    assert again.json()["code"] == "tool_call_outcome_unknown"
+    assert shop.side_effects == [] and len(shop.requests_to("set.json")) == 1
 
 
 # --- two agents in one org -------------------------------------------------------------
