@@ -13,7 +13,8 @@ expert with `tasks.decide` checks the upstream and resolves it:
 
 The resolution is written into the step's status (`resolution`, a field only the platform
 API may write, per the admission policies) for the execution attempt it resolves, and
-audited as `task.step.resolved`.
+audited as `task.step.resolved`. As with approvals, the task's requester cannot resolve
+its steps (403 `self_approval_forbidden`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from humanwork_core.resources.agentictask import Outcome
 from platform_api.agent_api.proxy import STALE_CLAIM_SECONDS, step_key
 from platform_api.audit.service import record
 from platform_api.auth.dependencies import Principal
-from platform_api.errors import Conflict, NotFound, RunStateConflict
+from platform_api.errors import Conflict, NotFound, RunStateConflict, SelfApproval
 from platform_api.kube.client import KubeClient, KubeConflict, KubeInvalid, KubeNotFound
 from platform_api.models import ToolCall
 from platform_api.tasks.service import org_of_namespace
@@ -126,6 +127,10 @@ async def resolve_unknown(
         raise NotFound("no such task")
     if task.step(step_id) is None:
         raise NotFound("the plan has no such step", step_id=step_id)
+    if task.spec.requested_by == principal.username:
+        # as with approvals: `not_applied` lets the side effect run again, so the requester
+        # does not resolve their own task
+        raise SelfApproval("the requester of a task cannot resolve its steps", step_id=step_id)
     now = datetime.now(UTC)
     try:
         after = taskflow.resolve(

@@ -244,7 +244,8 @@ async def resume(
     "replays it and the step completes; `not_applied` releases the claim so that the agent "
     "may call once more. Audited as `task.step.resolved`. Resolving again the same way "
     "changes nothing; the other way, or a step whose outcome is not unknown, answers 409 "
-    "`conflict` (`details.reason` `outcome_not_unknown`).",
+    "`conflict` (`details.reason` `outcome_not_unknown`). The task's requester cannot "
+    "resolve its steps (403 `self_approval_forbidden`).",
     responses=error_responses(401, 403, 404, 409, 422, 503, codes=UNAVAILABLE),
 )
 async def resolve(

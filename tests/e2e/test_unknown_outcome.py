@@ -136,6 +136,13 @@ async def test_a_write_the_expert_finds_not_applied_is_called_once_more(world: W
     assert world.shop.side_effects == []
     assert len(world.shop.requests_to("inventory_levels/adjust.json")) == 1
 
+    # the requester cannot let the side effect run again on their own say-so
+    own = await world.http.post(
+        f"{world.platform.url}/human-tasks/{world.namespace}/{name}/fix/resolve",
+        json={"outcome": "not_applied"},
+        headers=world.requester,
+    )
+    assert own.status_code == 403 and own.json()["code"] == "self_approval_forbidden", own.text
     answer = await resolve(world, name, "not_applied")
     assert answer["ledger"] == "released"
     task = await world.until(name, lambda t: (t.get("status") or {}).get("phase") == "Completed")
