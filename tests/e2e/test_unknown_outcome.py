@@ -17,6 +17,7 @@ import uuid
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from tests.e2e.conftest import World, execution_state, step_of
 from tests.fakes import catalog
@@ -83,6 +84,14 @@ async def wait_unknown(world: World, name: str) -> dict[str, Any]:
     return task
 
 
+def event_reasons(world: World, name: str) -> set[str]:
+    listed = client.CoreV1Api(world.cluster.api).list_namespaced_event(
+        world.namespace,
+        field_selector=f"involvedObject.kind=AgenticTask,involvedObject.name={name}",
+    )
+    return {e.reason for e in listed.items}
+
+
 async def shown_to_experts(world: World, name: str) -> None:
     item_id = f"{world.namespace}/{name}/fix"
     r = await world.http.get(f"{world.platform.url}/human-tasks/{item_id}", headers=world.expert)
@@ -112,6 +121,8 @@ async def test_an_applied_write_whose_answer_is_lost_happens_once(world: World, 
     task = await world.task(name)
     assert execution_state(task, "fix") == "OutcomeUnknown"
     await shown_to_experts(world, name)
+    assert "OutcomeUnknown" in event_reasons(world, name)  # kubectl describe shows it
+    assert "TaskFailed" not in event_reasons(world, name)
 
     answer = await resolve(world, name, "applied")
     assert answer["ledger"] == "finished" and answer["attempt"] >= 1
