@@ -41,6 +41,7 @@ EVENT_TYPES = frozenset(
         "task.step_started",
         "task.step_completed",
         "task.step_failed",
+        "task.step_outcome_unknown",
         "task.completed",
         "task.needs_input",
         "tool.called",

@@ -14,6 +14,14 @@ is approved, every earlier step executed, it has not finished). Running a step:
    (`taskflow.finish_execution`), and emit `task.step_completed` / `task.step_failed`,
    then `task.completed` after the last step.
 
+Outcome unknown: when the proxy answers `tool_call_outcome_unknown` (the upstream may or
+may not have applied the call: a timeout, a connection broken after sending, a 5xx to a
+write), the step is recorded `OutcomeUnknown` and `task.step_outcome_unknown` is emitted;
+the agent never calls again on its own. Once an expert resolves it (the platform writes
+`resolution` for that attempt), the step is executable again: the next attempt's call is
+answered by the proxy's ledger (the replayed result after `applied`) or goes upstream once
+more (after `not_applied`).
+
 Exactly once: before calling the proxy the agent writes a local checkpoint
 (`state_dir/checkpoints`), and after the call the result. A restarted agent finds the
 step still `Running`, skips the call when the checkpoint holds the result, and otherwise
@@ -98,6 +106,14 @@ class Emitter(Protocol):
 
 class StepFailed(Exception):
     """The step ran and failed for good (the proxy refused it or the upstream did)."""
+
+
+class OutcomeUnknown(Exception):
+    """The proxy says the step's side effect may or may not have happened: an expert
+    must resolve it; never retried automatically."""
+
+
+OUTCOME_UNKNOWN_CODE = "tool_call_outcome_unknown"
 
 
 # --- checkpoints ---------------------------------------------------------------------------
@@ -319,6 +335,9 @@ class Executor:
         )
         try:
             result = await self._run_step(task, step, key)
+        except OutcomeUnknown as exc:
+            await self._unknown(name, step.id, str(exc)[:4000], key, attempt)
+            return
         except StepFailed as exc:
             error = str(exc)[:4000]
             fresh = AgenticTask.from_wire(await self._must_get(name))
@@ -353,6 +372,22 @@ class Executor:
                 payload={"steps": len(done.spec.steps)},
                 idempotency_key=f"{done.metadata.uid or name}/completed",
             )
+
+    async def _unknown(self, name: str, step_id: str, error: str, key: str, attempt: int) -> None:
+        """Record (and announce) that the step waits for an expert's resolution."""
+        fresh = AgenticTask.from_wire(await self._must_get(name))
+        await self._apply(
+            fresh,
+            taskflow.finish_execution(fresh, step_id, self.clock(), error=error, unknown=True),
+        )
+        self.track(name, step=step_id, attempt=attempt, state="OutcomeUnknown")
+        await self.events.emit(
+            "task.step_outcome_unknown",
+            task_id=name,
+            step_id=step_id,
+            payload={"error": error, "attempt": attempt},
+            idempotency_key=f"{key}/unknown/{attempt}",
+        )
 
     async def _must_get(self, name: str) -> dict[str, Any]:
         raw = await self.tasks.get_task(name)
@@ -394,7 +429,13 @@ class Executor:
             try:
                 answer = await self.tools.call_tool(tool, action, params, key, task, step)
             except Exception as exc:
+                if getattr(exc, "code", None) == OUTCOME_UNKNOWN_CODE:
+                    self.checkpoints.write(key, state="unknown")
+                    raise OutcomeUnknown(f"{OUTCOME_UNKNOWN_CODE}: {exc}") from exc
                 status = int(getattr(exc, "status", 0) or getattr(exc, "status_code", 0) or 0)
+                details = getattr(exc, "details", None) or {}
+                if details.get("replayed") == "true" or details.get("outcome") == "refused":
+                    raise StepFailed(f"{getattr(exc, 'code', 'refused')}: {exc}") from exc
                 if status == 409 or status >= 500 or status == 0:
                     LOG.info("step %s: proxy answered %s; retrying with the same key", key, status)
                     await asyncio.sleep(RETRY_SECONDS)

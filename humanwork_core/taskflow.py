@@ -55,6 +55,7 @@ from .resources import (
     TaskPolicy,
     Verdict,
 )
+from .resources.agentictask import Outcome, Resolution
 
 AUTO_APPROVER = "policy:auto-approve"
 """The `by` of decisions made by the task's auto-approval policy (reserved for it)."""
@@ -83,7 +84,7 @@ OPERATOR_STATUS_FIELDS = (
 """Top-level status fields (wire names) only the operator writes."""
 
 STEP_FIELDS: Mapping[Writer, tuple[str, ...]] = {
-    Writer.PLATFORM_API: ("approvals", "decision"),
+    Writer.PLATFORM_API: ("approvals", "decision", "resolution"),
     Writer.AGENT: ("execution",),
     Writer.OPERATOR: ("state", "deadline", "escalations"),
 }
@@ -187,6 +188,12 @@ class ExecutionConflict(TaskFlowError):
     """The execution is not in a state that allows this move (e.g. finishing twice)."""
 
     code = "execution_conflict"
+
+
+class NotUnknown(TaskFlowError):
+    """Only a step whose outcome is unknown (and not yet resolved) can be resolved."""
+
+    code = "outcome_not_unknown"
 
 
 class ToolCallMismatch(TaskFlowError):
@@ -329,11 +336,41 @@ def executable_step(task: AgenticTask) -> Step | None:
         if is_executed(entry):
             continue
         if is_approved(entry) and (
-            entry.execution is None or entry.execution.state is ExecutionState.RUNNING
+            entry.execution is None
+            or entry.execution.state is ExecutionState.RUNNING
+            or is_resolved(entry)
         ):
             return step
         return None
     return None
+
+
+def is_outcome_unknown(entry: StepStatus) -> bool:
+    """Whether the step's tool call may or may not have taken effect (an expert decides)."""
+    return entry.execution is not None and entry.execution.state is ExecutionState.OUTCOME_UNKNOWN
+
+
+def awaiting_resolution(task: AgenticTask) -> Step | None:
+    """The step whose unknown outcome waits for an expert's resolution, if any."""
+    status = task.current_status()
+    if status.phase is not None and status.phase.terminal:
+        return None
+    for step in task.spec.steps:
+        entry = status.step(step.id)
+        if is_outcome_unknown(entry) and not is_resolved(entry):
+            return step
+    return None
+
+
+def is_resolved(entry: StepStatus) -> bool:
+    """Whether an expert resolved the step's current unknown outcome (the agent then runs
+    it again: the proxy replays `applied`, or calls once more after `not_applied`)."""
+    return (
+        is_outcome_unknown(entry)
+        and entry.resolution is not None
+        and entry.execution is not None
+        and entry.resolution.attempt == entry.execution.attempt
+    )
 
 
 def derive_phase(task: AgenticTask, now: datetime) -> TaskPhase:
@@ -351,8 +388,10 @@ def derive_phase(task: AgenticTask, now: datetime) -> TaskPhase:
         if entry.execution is not None:
             if entry.execution.state is ExecutionState.FAILED:
                 return TaskPhase.FAILED
-            if entry.execution.state is ExecutionState.RUNNING:
+            if entry.execution.state is ExecutionState.RUNNING or is_resolved(entry):
                 return TaskPhase.IN_PROGRESS
+            if entry.execution.state is ExecutionState.OUTCOME_UNKNOWN:
+                return TaskPhase.PENDING_APPROVAL  # waits for an expert's resolution
             continue
         if entry.decision is not None:
             return TaskPhase.IN_PROGRESS
@@ -388,6 +427,7 @@ def step_state(task: AgenticTask, step_id: str, now: datetime) -> StepState:
             ExecutionState.RUNNING: StepState.EXECUTING,
             ExecutionState.SUCCEEDED: StepState.EXECUTED,
             ExecutionState.FAILED: StepState.FAILED,
+            ExecutionState.OUTCOME_UNKNOWN: StepState.OUTCOME_UNKNOWN,
         }[entry.execution.state]
     if entry.decision is not None:
         return StepState.APPROVED
@@ -627,7 +667,10 @@ def authorize_tool_call(
         )
     if not _earlier_executed(task, step_id):
         raise StepNotExecutable("an earlier step has not executed yet", step_id=step_id)
-    if entry.execution is not None and entry.execution.state is not ExecutionState.RUNNING:
+    if entry.execution is not None and entry.execution.state not in (
+        ExecutionState.RUNNING,
+        ExecutionState.OUTCOME_UNKNOWN,  # the proxy's ledger answers (unknown, or resolved)
+    ):
         raise ExecutionConflict("the step already finished", step_id=step_id)
     if step.kind is not StepKind.ACTION or step.tool != tool:
         raise ToolCallMismatch(f"the approved step does not call {tool!r}", step_id=step_id)
@@ -661,7 +704,7 @@ def start_execution(task: AgenticTask, step_id: str, now: datetime) -> AgenticTa
         raise StepNotExecutable("an earlier step has not executed yet", step_id=step_id)
     if entry.execution is None:
         execution = Execution(state=ExecutionState.RUNNING, attempt=1, started_at=now)
-    elif entry.execution.state is ExecutionState.RUNNING:
+    elif entry.execution.state is ExecutionState.RUNNING or is_resolved(entry):
         if entry.execution.attempt >= MAX_ATTEMPTS:
             raise ExecutionConflict("the step ran out of attempts", step_id=step_id)
         execution = Execution(
@@ -679,8 +722,11 @@ def finish_execution(
     *,
     result: Mapping[str, JsonValue] | None = None,
     error: str | None = None,
+    unknown: bool = False,
 ) -> AgenticTaskStatus:
-    """Record that a running step succeeded (no `error`) or failed (with `error`).
+    """Record that a running step succeeded (no `error`), failed (with `error`), or ended
+    with an unknown outcome (`unknown`, with `error`: the proxy answered
+    `tool_call_outcome_unknown`; the step then waits for an expert's resolution).
 
     Only `execution` of that step changes; a step that was in flight when the task was
     cancelled may still report how it ended.
@@ -692,13 +738,38 @@ def finish_execution(
         raise ExecutionConflict("the step is not running", step_id=step_id)
     execution = entry.execution.model_copy(
         update={
-            "state": ExecutionState.SUCCEEDED if error is None else ExecutionState.FAILED,
+            "state": ExecutionState.OUTCOME_UNKNOWN
+            if unknown
+            else ExecutionState.SUCCEEDED
+            if error is None
+            else ExecutionState.FAILED,
             "finished_at": now,
             "result": dict(result) if result is not None else None,
             "error": error,
         }
     )
     return status.with_step(entry.model_copy(update={"execution": execution}))
+
+
+def resolve(
+    task: AgenticTask, step_id: str, outcome: Outcome, *, by: str, note: str | None, now: datetime
+) -> AgenticTaskStatus:
+    """Record an expert's resolution of a step whose outcome is unknown (the platform
+    API's move). Only `resolution` of that step changes; resolving the same attempt
+    again with the same outcome changes nothing, with another outcome is refused."""
+    _find_step(task, step_id)
+    status = task.current_status()
+    entry = status.step(step_id)
+    execution = entry.execution
+    if execution is None or execution.state is not ExecutionState.OUTCOME_UNKNOWN:
+        raise NotUnknown("the step's outcome is not unknown", step_id=step_id)
+    previous = entry.resolution
+    if previous is not None and previous.attempt == execution.attempt:
+        if previous.outcome is outcome:
+            return status
+        raise NotUnknown("the step was already resolved the other way", step_id=step_id)
+    resolution = Resolution(outcome=outcome, attempt=execution.attempt, by=by, at=now, note=note)
+    return status.with_step(entry.model_copy(update={"resolution": resolution}))
 
 
 # --- writing -------------------------------------------------------------------------------

@@ -182,6 +182,17 @@ class ToolCallInProgress(PlatformError):
     headers: ClassVar[dict[str, str]] = {"Retry-After": "1"}
 
 
+class ToolCallOutcomeUnknown(PlatformError):
+    """A side-effecting call for this step reached the upstream, and whether it took effect
+    is unknown (a timeout, a connection broken after sending, a 5xx answer to a write).
+    The claim is kept: every later call for the step answers this, without touching the
+    upstream, until an expert resolves it (`POST /human-tasks/{ns}/{name}/{step}/resolve`).
+    Never retry automatically."""
+
+    code = "tool_call_outcome_unknown"
+    status_code = 409
+
+
 class AgentUnreachable(PlatformError):
     """The platform could not reach an org's agent."""
 

@@ -207,17 +207,19 @@ class ArchivedTask(Base):
 
 
 class ToolCall(Base):
-    """One tool-proxy call, keyed by the org and the agent's idempotency key: a repeated key
-    returns `result` without calling the upstream again. `state` is `started` while the
-    upstream call runs and `done` (or `failed`) after."""
+    """One tool-proxy call, keyed by the org, the agent (`<namespace>/<name>`) and the
+    idempotency key, so that one agent's keys never meet another's: a repeated key returns
+    `result` without calling the upstream again. `state` is `started` while the upstream
+    call runs, then `done`, `failed` (a definite refusal, replayed) or `unknown` (the call
+    may have taken effect: kept until an expert resolves it)."""
 
     __tablename__ = "tool_calls"
 
     org_id: Mapped[uuid.UUID] = mapped_column(
         ForeignKey("orgs.id", ondelete="CASCADE"), primary_key=True
     )
+    agent_id: Mapped[str] = mapped_column(String(300), primary_key=True)
     idempotency_key: Mapped[str] = mapped_column(String(200), primary_key=True)
-    agent_id: Mapped[str] = mapped_column(String(300))
     tool: Mapped[str] = mapped_column(String(100))
     action: Mapped[str] = mapped_column(String(100))
     task: Mapped[str | None] = mapped_column(String(253))
@@ -231,15 +233,16 @@ class ToolCall(Base):
 
 
 class AgentEvent(Base):
-    """One HMAC-verified agent event, deduplicated by the org and its idempotency key."""
+    """One HMAC-verified agent event, deduplicated by the org, the signing agent and its
+    idempotency key (one agent's keys never suppress another's events)."""
 
     __tablename__ = "agent_events"
 
     org_id: Mapped[uuid.UUID] = mapped_column(
         ForeignKey("orgs.id", ondelete="CASCADE"), primary_key=True
     )
+    agent_id: Mapped[str] = mapped_column(String(300), primary_key=True)
     idempotency_key: Mapped[str] = mapped_column(String(200), primary_key=True)
-    agent_id: Mapped[str] = mapped_column(String(300))
     event_type: Mapped[str] = mapped_column(String(50), index=True)
     task_id: Mapped[str | None] = mapped_column(String(253))
     step_id: Mapped[str | None] = mapped_column(String(100))

@@ -3,7 +3,8 @@
 The spec (the plan) is written once by its creator and is immutable. Three writers share the
 status, each owning its own fields (enforced by the admission policies in
 manifests/base/policies/): the platform API writes each step's `approvals` and `decision`,
-the agent writes each step's `execution`, the operator writes everything else (phase,
+the agent writes each step's `execution`, the platform API also writes an expert's
+`resolution` of an execution whose outcome is unknown, the operator writes everything else (phase,
 current step, step states, deadlines, escalations, conditions). The rules every writer
 follows live in :mod:`humanwork_core.taskflow`.
 """
@@ -77,6 +78,7 @@ class StepState(StrEnum):
     FAILED = "Failed"
     REJECTED = "Rejected"
     EXPIRED = "Expired"
+    OUTCOME_UNKNOWN = "OutcomeUnknown"
 
 
 class Verdict(StrEnum):
@@ -101,6 +103,16 @@ class ExecutionState(StrEnum):
     RUNNING = "Running"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
+    OUTCOME_UNKNOWN = "OutcomeUnknown"
+    """The tool call may or may not have taken effect upstream: the step waits for an
+    expert's resolution, never for an automatic retry."""
+
+
+class Outcome(StrEnum):
+    """An expert's finding on a step whose outcome was unknown."""
+
+    APPLIED = "applied"
+    NOT_APPLIED = "not_applied"
 
 
 StepId = Annotated[str, Field(min_length=1, max_length=63, pattern=NAME_PATTERN)]
@@ -482,7 +494,7 @@ class Decision(ResourceModel):
 class Execution(ResourceModel):
     """The agent's run of an approved step."""
 
-    state: ExecutionState = Field(description="Running, Succeeded or Failed.")
+    state: ExecutionState = Field(description="Running, Succeeded, Failed or OutcomeUnknown.")
     attempt: int = Field(default=1, ge=1, le=100, description="Attempt number, from 1.")
     started_at: AwareDatetime = Field(description="When the current attempt started.")
     finished_at: AwareDatetime | None = Field(
@@ -494,6 +506,22 @@ class Execution(ResourceModel):
         json_schema_extra=k8s(preserve_unknown_fields=True),
     )
     error: str | None = Field(default=None, description="Why the step failed.", max_length=4096)
+
+
+class Resolution(ResourceModel):
+    """An expert's resolution of a step whose tool call ended with an unknown outcome
+    (written by the platform API)."""
+
+    outcome: Outcome = Field(
+        description="applied: the side effect happened (the step completes with it); "
+        "not_applied: it did not (the agent may call once more)."
+    )
+    attempt: int = Field(ge=1, le=100, description="The execution attempt it resolves.")
+    by: str = Field(description="The expert's user id.", min_length=1, max_length=253)
+    at: AwareDatetime = Field(description="When it was resolved.")
+    note: str | None = Field(
+        default=None, description="What the expert checked upstream.", max_length=4096
+    )
 
 
 class StepStatus(ResourceModel):
@@ -516,6 +544,11 @@ class StepStatus(ResourceModel):
     )
     execution: Execution | None = Field(
         default=None, description="The agent's run of the step (written by the agent)."
+    )
+    resolution: Resolution | None = Field(
+        default=None,
+        description="An expert's resolution of an OutcomeUnknown execution (written by the "
+        "platform API).",
     )
     deadline: AwareDatetime | None = Field(
         default=None, description="When the pending decision is due (written by the operator)."

@@ -19,7 +19,13 @@ from agent_operator.config import OperatorSettings
 from agent_operator.kube import Kube
 from agent_operator.reconcile import GROUP_VERSION, Event
 from humanwork_core import keys, taskflow
-from humanwork_core.resources import AgenticTask, AgenticTaskStatus, Condition, ConditionStatus
+from humanwork_core.resources import (
+    AgenticTask,
+    AgenticTaskStatus,
+    Condition,
+    ConditionStatus,
+    StepState,
+)
 from humanwork_core.resources.common import set_condition
 
 ARCHIVED_ANNOTATION = keys.ARCHIVED
@@ -67,6 +73,16 @@ def transition_events(old: AgenticTaskStatus, new: AgenticTaskStatus) -> list[Ev
                     "Escalated",
                     f"step {entry.id} missed its decision deadline; escalation "
                     f"{entry.escalations}, new deadline {entry.deadline}",
+                    warning=True,
+                )
+            )
+        unknown = StepState.OUTCOME_UNKNOWN
+        if entry.state is unknown and (before is None or before.state is not unknown):
+            events.append(
+                Event(
+                    "OutcomeUnknown",
+                    f"step {entry.id}: whether its tool call took effect is unknown; an "
+                    "expert must resolve it (POST /human-tasks/{ns}/{name}/{step}/resolve)",
                     warning=True,
                 )
             )

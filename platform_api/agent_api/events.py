@@ -7,10 +7,12 @@ the platform reads that AgentInstance, derives its callback secret from the inst
 master key (`humanwork_core.signing.derive_secret`; the operator wrote the same value into
 the agent's Secret) and checks the MAC over the timestamp and the raw body, refusing
 anything older or newer than five minutes. Then `org_id` must be the instance's org. The
-event is stored once per `(org, idempotency_key)`: a replay inside the window is answered
-`duplicate: true` and audited no second time. A `config.applied` event also records the
-hash the agent applied on its AgentInstance (annotation `humanwork.io/config-applied`),
-which the operator turns into the `ConfigApplied` condition.
+event is stored once per `(org, agent, idempotency_key)` (the agent being the one whose
+secret signed it, so one agent's keys never suppress another's events): a replay inside
+the window is answered `duplicate: true` and audited no second time. A `config.applied`
+event also records the hash the agent applied on its AgentInstance (annotation
+`humanwork.io/config-applied`), which the operator turns into the `ConfigApplied`
+condition.
 """
 
 from __future__ import annotations
@@ -42,12 +44,14 @@ MAX_EVENT_BYTES = 256 * 1024
 
 
 class EventType(StrEnum):
-    """Every event type of seed 002 section 4.3, plus `config.applied`."""
+    """Every event type of seed 002 section 4.3, plus `config.applied` and
+    `task.step_outcome_unknown` (a step's tool call may or may not have taken effect)."""
 
     PLAN_READY = "task.plan_ready"
     STEP_STARTED = "task.step_started"
     STEP_COMPLETED = "task.step_completed"
     STEP_FAILED = "task.step_failed"
+    STEP_OUTCOME_UNKNOWN = "task.step_outcome_unknown"
     COMPLETED = "task.completed"
     NEEDS_INPUT = "task.needs_input"
     TOOL_CALLED = "tool.called"

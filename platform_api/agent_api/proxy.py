@@ -15,12 +15,26 @@ however many keys a compromised agent invents. Then the org's credentials are de
 upstream adapter is called, the result is sanitised (no credential can come back) and
 `tool.called` is written to the audit log with the outcome.
 
-An upstream failure that says nothing happened (the upstream answered 4xx or 5xx) is
-stored as the key's result only for 4xx; for a 5xx or an unreachable upstream the claim is
-released so that a retry with the same key may call again. A claim left by a platform that
-died mid-call answers `tool_call_in_progress` until `STALE_CLAIM_SECONDS` pass and is then
-reported as `tool_call_outcome_unknown`: a human must look, since the side effect may or
-may not have happened.
+Keys are scoped per agent (`(org, agent, key)`): one agent's keys never pre-empt, block or
+replay another agent's calls, read keys included.
+
+How an upstream failure ends the claim depends on what it says about the side effect:
+- definitely not sent (connection refused, DNS failure, connect timeout; or a failure
+  before any request, such as missing credentials), or a read that failed: the claim is
+  released, and a retry may call again;
+- definitely refused (the upstream answered 4xx to the write): stored as the key's result
+  and replayed to every retry;
+- maybe applied (a read or write timeout, a connection broken after the request was sent,
+  a 5xx answer to a write, a claim left by a platform that died mid-call, older than
+  `STALE_CLAIM_SECONDS`): the claim is kept in state `unknown` and the call answers 409
+  `tool_call_outcome_unknown`; every later call for the step answers the same without
+  touching the upstream, until an expert resolves it (`human_tasks.resolve`): `applied`
+  finishes the row (the next call replays it and the step completes), `not_applied`
+  releases it (the agent may call once more).
+Where the action sets an absolute value, a read settles "maybe applied" first
+(`readback`): the upstream holding exactly the approved value finishes the claim as
+applied. The adapters never retry a write themselves (`upstreams.base.Exchange.send`), and send the
+step's key as the upstream's `Idempotency-Key`.
 """
 
 from __future__ import annotations
@@ -36,16 +50,15 @@ from typing import Any
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import delete
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from humanwork_core import taskflow
 from humanwork_core.resources import AgenticTask
+from platform_api.agent_api import readback
 from platform_api.agent_api.auth import Agent
 from platform_api.audit.service import record
 from platform_api.errors import (
-    Conflict,
     IdempotencyConflict,
     IntegrationMissing,
     InvalidToolParams,
@@ -55,6 +68,7 @@ from platform_api.errors import (
     ScopeMissing,
     StepNotApproved,
     ToolCallInProgress,
+    ToolCallOutcomeUnknown,
     ToolNotPermitted,
     Unavailable,
     UnknownAction,
@@ -67,6 +81,7 @@ from platform_api.kube.client import KubeClient, KubeNotFound
 from platform_api.models import Org, ToolCall
 from platform_api.tools import upstreams
 from platform_api.tools.repository import ToolPermissionRepository
+from platform_api.tools.upstreams.base import OUTCOME_NOT_SENT, OUTCOME_UNKNOWN
 
 log = logging.getLogger(__name__)
 
@@ -176,14 +191,11 @@ def _replay(row: ToolCall, request_hash: str, now: datetime) -> ToolCallOut:
         raise IdempotencyConflict(
             "this idempotency key was used for another call", key=row.idempotency_key
         )
+    if row.state == "unknown" or (
+        row.state == "started" and (now - row.created_at).total_seconds() > STALE_CLAIM_SECONDS
+    ):
+        raise outcome_unknown(row)
     if row.state == "started":
-        age = (now - row.created_at).total_seconds()
-        if age > STALE_CLAIM_SECONDS:
-            raise Conflict(
-                "an earlier call with this key never finished; its outcome is unknown",
-                reason="tool_call_outcome_unknown",
-                key=row.idempotency_key,
-            )
         raise ToolCallInProgress("a call with this key is running", key=row.idempotency_key)
     if row.state == "failed":
         error = row.result
@@ -199,6 +211,17 @@ def _replay(row: ToolCall, request_hash: str, now: datetime) -> ToolCallOut:
     )
 
 
+def outcome_unknown(row: ToolCall) -> ToolCallOutcomeUnknown:
+    """The answer to every call of a step whose side effect may or may not have happened."""
+    return ToolCallOutcomeUnknown(
+        "an earlier call for this step reached the upstream and its outcome is unknown; "
+        "an expert must resolve it",
+        key=row.idempotency_key,
+        task=row.task or "",
+        step=row.step or "",
+    )
+
+
 def _map_upstream(exc: upstreams.UpstreamError) -> PlatformError:
     if isinstance(exc, upstreams.UnknownTool):
         return UnknownTool(str(exc.message))
@@ -210,7 +233,37 @@ def _map_upstream(exc: upstreams.UpstreamError) -> PlatformError:
         return IntegrationMissing(str(exc.message))
     failed = UpstreamFailed(str(exc.message))
     failed.details["upstreamStatus"] = str(exc.status)
+    outcome = exc.details.get("outcome")
+    if isinstance(outcome, str):
+        failed.details["outcome"] = outcome
+    if exc.details.get("applied"):
+        failed.details["partlyApplied"] = "true"
+    upstream_status = exc.details.get("upstream_status")
+    if isinstance(upstream_status, int):
+        failed.details["upstreamAnswered"] = str(upstream_status)
     return failed
+
+
+def settle(error: PlatformError | None, side_effecting: bool) -> str:
+    """What becomes of a claim after the call: `done`, `failed` (stored and replayed),
+    `unknown` (kept for an expert) or `release` (deleted: a retry may call again).
+
+    The adapters mark every error that follows a write with `outcome` (`unknown`,
+    `refused` or `not_sent`); an error without one came before any write went out."""
+    if error is None:
+        return "done"
+    if isinstance(error, IntegrationMissing | Unavailable):
+        return "release"  # failed before any request
+    outcome = error.details.get("outcome")
+    if side_effecting and outcome == OUTCOME_UNKNOWN:
+        return "unknown"
+    if side_effecting and error.details.get("partlyApplied"):
+        return "failed"  # part of the action happened for sure: never again
+    if outcome == OUTCOME_NOT_SENT or error.details.get("upstreamAnswered") == "429":
+        return "release"  # nothing left, or rate-limited: nothing happened
+    if outcome is None and error.status_code >= 500:
+        return "release"  # a read (or the reads before a write) failed: nothing changed
+    return "failed"
 
 
 async def _credentials(
@@ -236,6 +289,71 @@ def _summary(result: dict[str, Any]) -> dict[str, Any]:
         key: (len(value) if isinstance(value, list) else type(value).__name__)
         for key, value in list(result.items())[:20]
     }
+
+
+def step_key(task: AgenticTask, step_id: str) -> str:
+    """The ledger key of an approved step's side effect (also sent upstream as the
+    `Idempotency-Key`): one approval, one side effect, whatever key the agent sends."""
+    return f"step:{task.metadata.uid or task.metadata.name}/{step_id}"
+
+
+async def _claim(
+    proxy: Proxy, agent: Agent, tool: str, body: ToolCallIn, key: str, request_hash: str
+) -> ToolCallOut | None:
+    """Claim `key` for this agent (a row committed before the upstream is called); the
+    stored answer (or its refusal) when the key was claimed before."""
+    org_id, now = uuid.UUID(agent.org_id), datetime.now(UTC)
+    async with proxy.sessions() as session:
+        try:
+            async with session.begin():
+                session.add(
+                    ToolCall(
+                        org_id=org_id,
+                        agent_id=agent.agent_id,
+                        idempotency_key=key,
+                        tool=tool,
+                        action=body.action,
+                        task=body.task,
+                        step=body.step,
+                        request_hash=request_hash,
+                        state="started",
+                        status_code=0,
+                        result={},
+                        created_at=now,
+                    )
+                )
+        except IntegrityError:
+            async with session.begin():
+                existing = await session.get(ToolCall, (org_id, agent.agent_id, key))
+            if existing is None:  # released between our insert and our read
+                raise ToolCallInProgress("a call with this key is running", key=key) from None
+            return _replay(existing, request_hash, now)
+    return None
+
+
+async def _settle_claim(
+    session: AsyncSession,
+    agent: Agent,
+    key: str,
+    result: dict[str, Any],
+    error: PlatformError | None,
+    side_effecting: bool,
+) -> PlatformError | None:
+    """End the claim as `settle` says; the error to answer (outcome unknown replaces the
+    upstream's own error for a side effect that may have happened)."""
+    pk = (uuid.UUID(agent.org_id), agent.agent_id, key)
+    row = await session.get(ToolCall, pk, with_for_update=True)
+    if row is None:
+        return error
+    verdict = settle(error, side_effecting)
+    if verdict == "release":
+        await session.delete(row)
+        return error
+    row.state = verdict
+    row.status_code = 200 if error is None else error.status_code
+    row.result = result if error is None else error.to_dict()
+    row.finished_at = datetime.now(UTC)
+    return outcome_unknown(row) if verdict == "unknown" else error
 
 
 async def call_tool(proxy: Proxy, agent: Agent, tool: str, body: ToolCallIn) -> ToolCallOut:
@@ -266,38 +384,15 @@ async def call_tool(proxy: Proxy, agent: Agent, tool: str, body: ToolCallIn) -> 
             raise InvalidToolParams("a side-effecting action needs an idempotencyKey")
         task, approved = await _check_approval(proxy, agent, tool, body, now)
         params = dict(approved.get("params") or {})
-        # One approval, one side effect: whatever key the agent sends, a side-effecting call
-        # is deduplicated by the approved step itself, so fresh keys cannot repeat it.
-        key = f"step:{task.metadata.uid or task.metadata.name}/{body.step}"
+        key = step_key(task, str(body.step))
     request_hash = _request_hash(tool, body)
     if key is not None:
-        async with proxy.sessions() as session:
-            try:
-                async with session.begin():
-                    session.add(
-                        ToolCall(
-                            org_id=org_id,
-                            idempotency_key=key,
-                            agent_id=agent.agent_id,
-                            tool=tool,
-                            action=body.action,
-                            task=body.task,
-                            step=body.step,
-                            request_hash=request_hash,
-                            state="started",
-                            status_code=0,
-                            result={},
-                            created_at=now,
-                        )
-                    )
-            except IntegrityError:
-                async with session.begin():
-                    existing = await session.get(ToolCall, (org_id, key))
-                if existing is None:  # released between our insert and our read
-                    raise ToolCallInProgress("a call with this key is running", key=key) from None
-                return _replay(existing, request_hash, now)
+        stored = await _claim(proxy, agent, tool, body, key, request_hash)
+        if stored is not None:
+            return stored
     started = time.perf_counter()
-    outcome, result, error = "success", {}, None
+    result: dict[str, Any] = {}
+    error: PlatformError | None = None
     credentials: dict[str, Any] = {}
     try:
         async with proxy.sessions() as session, session.begin():
@@ -307,34 +402,28 @@ async def call_tool(proxy: Proxy, agent: Agent, tool: str, body: ToolCallIn) -> 
         )
         result = upstreams.sanitise(result, _secret_values(credentials))
     except upstreams.UpstreamError as exc:
-        outcome, error = "failure", _map_upstream(exc)
+        error = _map_upstream(exc)
     except PlatformError as exc:
-        outcome, error = "failure", exc
+        error = exc
+    upstream_error, read_back = error, None
+    if key is not None and settle(error, spec.side_effecting) == "unknown":
+        confirmed = await readback.confirm_applied(
+            adapter, body.action, params, credentials, proxy.http
+        )
+        read_back = "confirmed" if confirmed is not None else "inconclusive"
+        if confirmed is not None:
+            result, error = upstreams.sanitise(confirmed, _secret_values(credentials)), None
     elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
     async with proxy.sessions() as session, session.begin():
         if key is not None:
-            row = await session.get(ToolCall, (org_id, key), with_for_update=True)
-            release = error is not None and (
-                error.status_code >= 500 or isinstance(error, IntegrationMissing | Unavailable)
-            )
-            if row is not None and release:
-                await session.execute(
-                    delete(ToolCall).where(
-                        ToolCall.org_id == org_id, ToolCall.idempotency_key == key
-                    )
-                )
-            elif row is not None:
-                row.state = "done" if error is None else "failed"
-                row.status_code = 200 if error is None else error.status_code
-                row.result = result if error is None else error.to_dict()
-                row.finished_at = datetime.now(UTC)
+            error = await _settle_claim(session, agent, key, result, error, spec.side_effecting)
         await record(
             session,
             actor=f"agent:{agent.agent_id}",
             action="tool.called",
             target=f"tool:{tool}.{body.action}",
             org_id=org_id,
-            outcome=outcome,
+            outcome="success" if error is None else "failure",
             details={
                 "tool": tool,
                 "action": body.action,
@@ -347,6 +436,8 @@ async def call_tool(proxy: Proxy, agent: Agent, tool: str, body: ToolCallIn) -> 
                 "duration_ms": elapsed_ms,
                 "result_summary": _summary(result) if error is None else {},
                 "error": error.code if error is not None else None,
+                "upstream_error": upstream_error.code if upstream_error is not None else None,
+                "read_back": read_back,
             },
         )
     if error is not None:

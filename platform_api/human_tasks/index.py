@@ -2,7 +2,8 @@
 
 Fed by one list-then-watch of AgenticTasks across the cluster (`run`), so the queue is
 answered without calling the API server. A task is kept while it is not in a terminal
-phase and has a decidable step. When the watch's resourceVersion is too old (410) the
+phase and has a decidable step, or a step whose outcome is unknown (waiting for an
+expert's resolution). When the watch's resourceVersion is too old (410) the
 index lists again; on other errors it waits a moment and lists again.
 
 The queue's read path is made cheap by doing the work when a task changes rather than on
@@ -107,7 +108,11 @@ def _row(key: Key, task: AgenticTask, step: Step, raw: dict[str, object]) -> Row
         kind=step.kind.value,
         tool=step.tool,
         risk=effective_risk(step).value,
-        status="escalated" if entry.escalations > 0 else "pending",
+        status="outcome_unknown"
+        if taskflow.is_outcome_unknown(entry)
+        else "escalated"
+        if entry.escalations > 0
+        else "pending",
         deadline=entry.deadline,
         escalations=entry.escalations,
         near_deadline=False,
@@ -189,7 +194,7 @@ class DecisionIndex:
             return
         key = (task.metadata.namespace or "", task.metadata.name)
         phase = task.current_status().phase
-        step = taskflow.decidable_step(task)
+        step = taskflow.decidable_step(task) or taskflow.awaiting_resolution(task)
         if (phase is not None and phase.terminal) or step is None:
             self._drop(key)
         else:

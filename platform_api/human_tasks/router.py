@@ -1,6 +1,8 @@
 """`/human-tasks`: the review queue, answered from the watch-fed `DecisionIndex`; the
 detail view of one waiting decision; `POST /human-tasks/{id}/resume`, which records the
-expert's answer; and `POST /human-tasks/bulk-resume`, which decides many at once.
+expert's answer; `POST /human-tasks/{id}/resolve`, which resolves a step whose outcome is
+unknown (see `human_tasks.resolve`); and `POST /human-tasks/bulk-resume`, which decides
+many at once.
 
 A human task's id is `<namespace>/<task name>/<step id>`. Resuming is idempotent by the
 `Idempotency-Key` header, kept where the decision itself is kept: in the task's status.
@@ -25,6 +27,7 @@ from platform_api.db import Session
 from platform_api.errors import KubernetesUnavailable, NotFound, error_responses
 from platform_api.human_tasks import service as human_tasks
 from platform_api.human_tasks.index import DecisionIndex
+from platform_api.human_tasks.resolve import ResolveBody, ResolveRead, resolve_unknown
 from platform_api.human_tasks.schemas import (
     BulkResumeBody,
     BulkResumeRead,
@@ -227,4 +230,33 @@ async def resume(
         idempotency_key=key,
         required_approvals=outcome.required_approvals,
         decision=outcome.recorded.to_wire(),
+    )
+
+
+@router.post(
+    "/{namespace}/{name}/{step_id}/resolve",
+    response_model=ResolveRead,
+    summary="Resolve a step whose outcome is unknown",
+    description="Capability `tasks.decide`. For a step in state `outcome_unknown` (its "
+    "approved tool call reached the upstream, and whether it took effect is unknown: a "
+    "timeout, a connection broken after sending, a 5xx answer to a write), after checking "
+    "the upstream: `applied` finishes the proxy's claim so that the agent's next call "
+    "replays it and the step completes; `not_applied` releases the claim so that the agent "
+    "may call once more. Audited as `task.step.resolved`. Resolving again the same way "
+    "changes nothing; the other way, or a step whose outcome is not unknown, answers 409 "
+    "`conflict` (`details.reason` `outcome_not_unknown`). The task's requester cannot "
+    "resolve its steps (403 `self_approval_forbidden`).",
+    responses=error_responses(401, 403, 404, 409, 422, 503, codes=UNAVAILABLE),
+)
+async def resolve(
+    namespace: Namespace,
+    name: Name,
+    step_id: Annotated[str, Path(max_length=63)],
+    body: ResolveBody,
+    session: Session,
+    principal: Annotated[Principal, require("tasks.decide")],
+    kube: Kube,
+) -> ResolveRead:
+    return await resolve_unknown(
+        session, kube, principal, namespace=namespace, name=name, step_id=step_id, body=body
     )

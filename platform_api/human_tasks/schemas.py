@@ -48,7 +48,11 @@ class HumanTask(BaseModel):
     )
     tool: str | None
     risk: str
-    status: Literal["pending", "escalated"]
+    status: Literal["pending", "escalated", "outcome_unknown"] = Field(
+        description="`pending` or `escalated` while the step waits for a decision; "
+        "`outcome_unknown` when its approved tool call may or may not have taken effect "
+        "upstream and an expert must resolve it (`POST /human-tasks/{id}/resolve`)"
+    )
     deadline: datetime | None
     escalations: int
     # the two time-dependent fields come last: the index serialises the rest in advance
@@ -242,6 +246,9 @@ class PlanStep(BaseModel):
     approvals: list[dict[str, Any]]
     decision: dict[str, Any] | None
     execution: StepExecution | None
+    resolution: dict[str, Any] | None = Field(
+        default=None, description="an expert's resolution of an unknown outcome"
+    )
 
 
 class ThreadMessage(BaseModel):
@@ -278,9 +285,13 @@ class HumanTaskDetail(BaseModel):
     requested_by: str
     step_id: str
     risk: str
-    status: Literal["pending", "escalated", "decided", "expired", "waiting", "closed"] = Field(
+    status: Literal[
+        "pending", "escalated", "outcome_unknown", "decided", "expired", "waiting", "closed"
+    ] = Field(
         description="`pending` or `escalated` while the step waits for a decision (as in the "
-        "queue); `decided` once it has its decision; `expired` when its time ran out; "
+        "queue); `outcome_unknown` while its approved tool call may or may not have taken "
+        "effect upstream (resolve it with `POST /human-tasks/{id}/resolve`); `decided` once "
+        "it has its decision; `expired` when its time ran out; "
         "`waiting` while an earlier step is still open; `closed` when the task ended before "
         "the step was decided"
     )

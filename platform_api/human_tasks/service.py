@@ -62,6 +62,8 @@ BULK_ACTION = "task.bulk_resume"
 
 def _status(task: AgenticTask, step_id: str, now: datetime) -> str:
     entry = task.current_status().step(step_id)
+    if taskflow.is_outcome_unknown(entry) and not taskflow.is_resolved(entry):
+        return "outcome_unknown"
     if entry.decision is not None:
         return "decided"
     if taskflow.is_expired(entry, task.spec.policy, now) or entry.state is StepState.EXPIRED:
@@ -107,6 +109,7 @@ def _plan(task: AgenticTask, org_policy: OrgPolicy) -> list[PlanStep]:
                 )
                 if run is not None
                 else None,
+                resolution=entry.resolution.to_wire() if entry.resolution else None,
             )
         )
     return steps

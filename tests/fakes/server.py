@@ -158,6 +158,7 @@ class FakeUpstream:
         self._side_effects: list[SideEffect] = []
         self._injected: list[_Injected] = []
         self._server = BackgroundServer(self._asgi, host=host, port=port)
+        self._paused_port: int | None = None
         self._app: ASGIApp = self.build_app()
 
     def build_app(self) -> ASGIApp:
@@ -176,6 +177,16 @@ class FakeUpstream:
 
     def stop(self) -> None:
         self._server.stop()
+
+    def refuse_connections(self) -> None:
+        """Stop serving but keep the port: connections are refused until `serve_again`."""
+        self._paused_port = self._server.port
+        self._server.stop()
+
+    def serve_again(self) -> None:
+        """Serve again on the port `refuse_connections` left (state kept)."""
+        self._server.requested_port = self._paused_port or 0
+        self._server.start()
 
     def __enter__(self) -> Self:
         return self.start()

@@ -8,6 +8,9 @@ the Shopify adapter uses, over the seeded store of `tests.fakes.catalog`.
         shop.side_effects             # [SideEffect("adjustInventoryLevel", {...}, key)]
         shop.requests                 # every request, in order
         shop.fail_next(status=503)    # the next request gets a 503
+        shop.misbehave_after_write("late", seconds=3)  # apply writes, answer 3 s later
+        shop.misbehave_after_write("503")              # apply writes, answer 503
+        shop.misbehave_after_write("cut")              # apply writes, cut the connection
 
 Served under `/admin/api/{version}/`: `GET shop.json` (primary location: the
 warehouse), `GET orders.json` (status, created_at_min,
@@ -20,6 +23,7 @@ created_at_max, limit, `page_info` cursor with a `Link` header), `GET orders/{id
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
@@ -45,6 +49,31 @@ DEFAULT_LIMIT = 50
 MAX_LIMIT = 250
 
 Handler = Callable[[Request], Awaitable[Response]]
+
+
+class _CutResponse(Response):
+    """Announces a body, sends a few bytes of it, then drops the connection."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", b"200")],
+            }
+        )
+        await send({"type": "http.response.body", "body": b'{"inventory_', "more_body": True})
+        raise ConnectionResetError("the fake cut the connection after applying the write")
+
+
+async def _misbehave(misbehaviour: tuple[str, float], answer: dict[str, Any]) -> Response:
+    mode, seconds = misbehaviour
+    if mode == "late":
+        await asyncio.sleep(seconds)
+        return JSONResponse(answer)
+    if mode == "503":
+        return _error(503, "Service Unavailable")
+    return _CutResponse()
 
 
 def _error(status: int, errors: Any) -> JSONResponse:
@@ -97,7 +126,23 @@ class FakeShopify(FakeUpstream):
             key: self._level(key[0], key[1], available, "2026-09-30T23:00:00-00:00")
             for key, available in catalog.INVENTORY.items()
         }
+        self._misbehaviour: tuple[str, float] | None = None
         super().__init__(host=host, port=port)
+
+    def misbehave_after_write(self, mode: str, *, seconds: float = 0.0) -> None:
+        """From now on every inventory write is APPLIED (and counted as a side effect),
+        and then: `late` answers normally after `seconds` (past the proxy's timeout);
+        `503` answers 503; `cut` sends the first bytes of the answer and drops the
+        connection. `behave()` ends it. The flaky upstreams of issue 12 item 4."""
+        if mode not in ("late", "503", "cut"):
+            raise ValueError(f"unknown misbehaviour {mode!r}")
+        with self._lock:
+            self._misbehaviour = (mode, seconds)
+
+    def behave(self) -> None:
+        """Answer writes normally again."""
+        with self._lock:
+            self._misbehaviour = None
 
     # ---------------------------------------------------------------- Python API
 
@@ -386,6 +431,9 @@ class FakeShopify(FakeUpstream):
             self._side_effects.append(
                 SideEffect(action, body, request.headers.get("idempotency-key"))
             )
+            misbehaviour = self._misbehaviour
+        if misbehaviour is not None:
+            return await _misbehave(misbehaviour, {"inventory_level": answer})
         return JSONResponse({"inventory_level": answer})
 
     async def _set_level(self, request: Request) -> Response:

@@ -484,6 +484,15 @@ PLATFORM_ONLY = (
 APPROVALS_PLATFORM_ONLY = (
     "step approvals may be written only by the platform API (${platform}); not by ${actor}"
 )
+RESOLUTION_PLATFORM_ONLY = (
+    "step resolutions may be written only by the platform API (${platform}); not by ${actor}"
+)
+FORGED_RESOLUTION = {
+    "outcome": "applied",
+    "attempt": 1,
+    "by": "mallory@acme.example",
+    "at": "2026-11-30T12:00:00Z",
+}
 AGENT_ONLY = "step executions may be written only by the task agent (${agent}); not by ${actor}"
 OPERATOR_ONLY = (
     "phase, current step, risk, next deadline, conditions and timestamps may be written "
@@ -889,6 +898,28 @@ REFUSALS = [
             APPROVALS_PLATFORM_ONLY,
         ),
         id="approval-written-by-agent",
+    ),
+    pytest.param(
+        Refusal(
+            "approved",
+            AGENT,
+            with_step("fetch-orders", resolution=lambda obj: dict(FORGED_RESOLUTION)),
+            403,
+            RESOLUTION_PLATFORM_ONLY,
+        ),
+        id="resolution-written-by-agent",
+    ),
+    pytest.param(
+        Refusal(
+            "approved",
+            OPERATOR,
+            status_merge(
+                steps_with("fetch-orders", resolution=lambda obj, entry: dict(FORGED_RESOLUTION))
+            ),
+            403,
+            RESOLUTION_PLATFORM_ONLY,
+        ),
+        id="resolution-written-by-operator",
     ),
     pytest.param(
         Refusal(

@@ -205,6 +205,7 @@ async def test_the_key_defaults_to_a_uuid_and_every_seed_type_is_known(
         "task.step_started",
         "task.step_completed",
         "task.step_failed",
+        "task.step_outcome_unknown",
         "task.completed",
         "task.needs_input",
         "tool.called",

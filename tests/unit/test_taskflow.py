@@ -29,6 +29,7 @@ from humanwork_core.resources import (
     TaskPolicy,
     Verdict,
 )
+from humanwork_core.resources.agentictask import Outcome
 
 from .factories import T0, action, input_step, make_task, with_status
 
@@ -627,6 +628,49 @@ def test_each_writer_owns_a_disjoint_part_of_the_status() -> None:
     assert {k for e in operator["steps"] for k in e} == {"id", "state", "deadline", "escalations"}
 
 
+def test_an_unknown_outcome_waits_for_an_expert_and_is_never_retried_on_its_own() -> None:
+    task = make_task(policy=POLICY)
+    task = with_status(task, tf.tick(task, T0))
+    task = run(approve(task, READ), READ)
+    task = approve(task, WRITE)
+    task = with_status(task, tf.start_execution(task, WRITE, T0))
+    task = with_status(task, tf.finish_execution(task, WRITE, T0, error="timed out", unknown=True))
+    entry = task.current_status().step(WRITE)
+    assert entry.execution is not None
+    assert entry.execution.state is ExecutionState.OUTCOME_UNKNOWN
+    assert tf.executable_step(task) is None  # the agent does not call again
+    assert tf.derive_phase(task, T0) is TaskPhase.PENDING_APPROVAL  # not Failed
+    assert tf.step_state(task, WRITE, T0) is StepState.OUTCOME_UNKNOWN
+    assert tf.awaiting_resolution(task) is not None
+    with pytest.raises(tf.ExecutionConflict):
+        tf.start_execution(task, WRITE, T0)
+    # the platform's proxy still reaches its ledger (which answers outcome unknown)
+    tf.authorize_tool_call(
+        task, WRITE, tool="shopify_query", parameters=dict(task.spec.steps[1].parameters), now=T0
+    )
+
+    resolved = with_status(
+        task, tf.resolve(task, WRITE, Outcome.NOT_APPLIED, by="bob", note="none", now=T0)
+    )
+    assert tf.resolve(resolved, WRITE, Outcome.NOT_APPLIED, by="bob", note=None, now=T0) == (
+        resolved.current_status()
+    )
+    with pytest.raises(tf.NotUnknown):
+        tf.resolve(resolved, WRITE, Outcome.APPLIED, by="bob", note=None, now=T0)
+    assert tf.awaiting_resolution(resolved) is None
+    assert tf.derive_phase(resolved, T0) is TaskPhase.IN_PROGRESS
+    step = tf.executable_step(resolved)
+    assert step is not None and step.id == WRITE  # one more attempt, once
+    again = with_status(resolved, tf.start_execution(resolved, WRITE, T0))
+    run_again = again.current_status().step(WRITE).execution
+    assert run_again is not None and run_again.attempt == 2
+    assert run_again.state is ExecutionState.RUNNING
+    platform = tf.owned_status(resolved.current_status(), tf.Writer.PLATFORM_API)
+    assert any("resolution" in e for e in platform["steps"])
+    agent = tf.owned_status(resolved.current_status(), tf.Writer.AGENT)
+    assert not any("resolution" in e for e in agent["steps"])
+
+
 def test_error_codes_are_stable_and_distinct() -> None:
     codes = {cls.code for cls in tf.TaskFlowError.__subclasses__()}
     assert {
@@ -645,6 +689,7 @@ def test_error_codes_are_stable_and_distinct() -> None:
         "execution_conflict",
         "tool_call_mismatch",
         "edit_changes_action",
+        "outcome_not_unknown",
     } == codes
     assert len(codes) == len(tf.TaskFlowError.__subclasses__())
     error = tf.HumanTaskExpired("too late", step_id="s1")

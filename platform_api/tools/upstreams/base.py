@@ -332,10 +332,25 @@ def _upstream_excerpt(response: httpx.Response, secrets: tuple[str, ...]) -> Any
     return cleaned if len(text) <= UPSTREAM_MESSAGE_LIMIT * 4 else text[:UPSTREAM_MESSAGE_LIMIT]
 
 
+OUTCOME_UNKNOWN = "unknown"
+"""`details.outcome` of an error after which a write may or may not have taken effect."""
+OUTCOME_NOT_SENT = "not_sent"
+"""`details.outcome` of an error raised before the request left (nothing can have happened)."""
+OUTCOME_REFUSED = "refused"
+"""`details.outcome` of a write the upstream refused (a 4xx answer)."""
+
+
 @dataclass
 class Exchange:
     """The context of one proxied call: which tool and action, the client, the secrets
-    to keep out of errors, and the retry policy. `send` performs one upstream request."""
+    to keep out of errors, and the retry policy. `send` performs one upstream request.
+
+    Outcomes of a request that may change the upstream (`unsafe`: not a GET, not marked
+    `retry=True`) are classified in the error's `details.outcome`: `not_sent` when the
+    connection was never made (refused, DNS failure, connect timeout); `unknown` when the
+    request may have arrived (read or write timeout, connection broken after sending, a
+    5xx answer). Such a request is never sent twice. `unsafe_sent` says whether one may
+    have reached the upstream."""
 
     tool: str
     action: str
@@ -343,6 +358,7 @@ class Exchange:
     secrets: tuple[str, ...]
     policy: HttpPolicy
     idempotency_key: str
+    unsafe_sent: bool = False
 
     def error(
         self, response: httpx.Response, *, message: str | None = None, unsafe: bool = False
@@ -362,8 +378,8 @@ class Exchange:
             "upstream_status": status,
             "upstream_error": _upstream_excerpt(response, self.secrets),
         }
-        if unsafe and status >= 500:
-            details["outcome"] = "unknown"
+        if unsafe:
+            details["outcome"] = OUTCOME_UNKNOWN if status >= 500 else OUTCOME_REFUSED
         return UpstreamError(message, status=proxy_status, details=sanitise(details, self.secrets))
 
     async def send(
@@ -396,9 +412,11 @@ class Exchange:
                     params=params,
                     json=json,
                     data=data,
-                    timeout=self.policy.timeout,
+                    timeout=self.timeout,
                 )
-            except httpx.TimeoutException:
+            except httpx.TimeoutException as exc:
+                if not isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
+                    self.unsafe_sent = self.unsafe_sent or not retryable  # it may have left
                 log.warning(
                     "%s %s %s %s: timed out (attempt %d)",
                     self.tool,
@@ -410,15 +428,17 @@ class Exchange:
                 if not last:
                     await asyncio.sleep(self._delay(attempt, None))
                     continue
-                message = (
-                    f"{self.tool} did not answer {self.action} within {self.policy.timeout:g} s"
-                )
+                message = f"{self.tool} did not answer {self.action} within {self.timeout:g} s"
                 details: dict[str, Any] = {"tool": self.tool, "action": self.action}
-                if not retryable:
+                if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
+                    details["outcome"] = OUTCOME_NOT_SENT
+                elif not retryable:
                     message += "; whether it took effect is unknown"
-                    details["outcome"] = "unknown"
+                    details["outcome"] = OUTCOME_UNKNOWN
                 raise UpstreamError(message, status=504, details=details) from None
             except httpx.TransportError as exc:
+                if not isinstance(exc, httpx.ConnectError):  # refused or unresolvable: never left
+                    self.unsafe_sent = self.unsafe_sent or not retryable
                 log.warning(
                     "%s %s %s %s: %s (attempt %d)",
                     self.tool,
@@ -433,12 +453,15 @@ class Exchange:
                     continue
                 details = {"tool": self.tool, "action": self.action, "reason": type(exc).__name__}
                 message = f"could not reach {self.tool} for {self.action}"
-                if not retryable and not isinstance(exc, httpx.ConnectError):
+                if isinstance(exc, httpx.ConnectError):
+                    details["outcome"] = OUTCOME_NOT_SENT
+                elif not retryable:
                     # the request may have been sent before the connection broke
                     message = f"the connection to {self.tool} broke during {self.action}"
                     message += "; whether it took effect is unknown"
-                    details["outcome"] = "unknown"
+                    details["outcome"] = OUTCOME_UNKNOWN
                 raise UpstreamError(message, details=details) from None
+            self.unsafe_sent = self.unsafe_sent or not retryable
             log.info(
                 "%s %s %s %s -> %d in %.0f ms (attempt %d)",
                 self.tool,
@@ -457,6 +480,15 @@ class Exchange:
                 raise self.error(response, unsafe=not retryable)
             return response
         raise AssertionError("unreachable")  # pragma: no cover
+
+    @property
+    def timeout(self) -> float:
+        """The adapter's timeout, or the client's (the platform's
+        `upstream_timeout_seconds`) when that is shorter."""
+        configured = self.client.timeout.read
+        if configured is None:
+            return self.policy.timeout
+        return min(self.policy.timeout, configured)
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
@@ -479,6 +511,16 @@ class Exchange:
                 },
             )
         return body
+
+
+def after_write(exc: UpstreamError) -> str:
+    """The outcome of an action that failed after one of its writes went out: `refused`
+    when the upstream answered a 4xx (nothing more happened), else `unknown` (an answer
+    without the expected body, a later request of the action failing)."""
+    upstream_status = exc.details.get("upstream_status")
+    if isinstance(upstream_status, int) and 400 <= upstream_status < 500:
+        return OUTCOME_REFUSED
+    return OUTCOME_UNKNOWN
 
 
 # ---------------------------------------------------------------- the adapter base
@@ -597,6 +639,8 @@ class Adapter(ABC):
         try:
             result = await self.perform(spec, checked, credentials, exchange)
         except UpstreamError as exc:
+            if exchange.unsafe_sent and exc.details.get("outcome") is None:
+                exc.details["outcome"] = after_write(exc)
             exc.message = sanitise(exc.message, exchange.secrets)
             exc.details = sanitise(exc.details, exchange.secrets)
             exc.args = (exc.message,)

@@ -1,7 +1,7 @@
 """Org approval policies: `orgs.approval_policy` (null: the strict default) and the
 `policy.manage` capability for the admin role.
 
-Revision ID: 0007
+Revision ID: 0006
 Revises: 0005
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0007"
+revision = "0006"
 down_revision: str | None = "0005"
 branch_labels: str | None = None
 depends_on: str | None = None

@@ -1,0 +1,182 @@
+"""Resolving a step whose tool call ended with an unknown outcome (issue 12, item 4).
+
+When the tool proxy cannot tell whether an approved side effect happened (a timeout, a
+connection broken after the request was sent, a 5xx answer to a write), it keeps the
+step's claim in its ledger (`tool_calls`, state `unknown`) and the agent records the
+execution `OutcomeUnknown`: the step waits for a human, never for an automatic retry. An
+expert with `tasks.decide` checks the upstream and resolves it:
+
+- `applied`: the side effect happened. The ledger row is finished with a result naming
+  the resolution, so the agent's next call for the step replays it and the step completes;
+- `not_applied`: it did not. The ledger row is released, so the agent may call once more
+  (and only once: the next call claims the step again).
+
+The resolution is written into the step's status (`resolution`, a field only the platform
+API may write, per the admission policies) for the execution attempt it resolves, and
+audited as `task.step.resolved`. As with approvals, the task's requester cannot resolve
+its steps (403 `self_approval_forbidden`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from humanwork_core import taskflow
+from humanwork_core.resources import AgenticTask
+from humanwork_core.resources.agentictask import Outcome
+from platform_api.agent_api.proxy import STALE_CLAIM_SECONDS, step_key
+from platform_api.audit.service import record
+from platform_api.auth.dependencies import Principal
+from platform_api.errors import Conflict, NotFound, RunStateConflict, SelfApproval
+from platform_api.kube.client import KubeClient, KubeConflict, KubeInvalid, KubeNotFound
+from platform_api.models import ToolCall
+from platform_api.tasks.requester import is_requester
+from platform_api.tasks.service import org_of_namespace
+
+
+class ResolveBody(BaseModel):
+    """An expert's finding on a step whose outcome is unknown."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"outcome": "applied", "note": "the level reads 10 in the Shopify admin"},
+                {"outcome": "not_applied", "note": "no change in the inventory history"},
+            ]
+        },
+    )
+
+    outcome: Outcome = Field(
+        description="`applied` (the side effect happened: the step completes with it) or "
+        "`not_applied` (it did not: the agent may call once more)"
+    )
+    note: str | None = Field(
+        default=None, max_length=4096, description="what the expert checked upstream"
+    )
+
+
+class ResolveRead(BaseModel):
+    """The recorded resolution."""
+
+    id: str = Field(description="`<namespace>/<task name>/<step id>`")
+    outcome: Outcome
+    attempt: int = Field(description="the execution attempt resolved")
+    ledger: str = Field(
+        description="what became of the proxy's claim: `finished` (applied), `released` "
+        "(not applied) or `absent` (nothing was claimed)"
+    )
+    resolution: dict[str, Any]
+
+
+def _open_claim(row: ToolCall | None, now: datetime) -> bool:
+    if row is None:
+        return False
+    stale = (now - row.created_at).total_seconds() > STALE_CLAIM_SECONDS
+    return row.state == "unknown" or (row.state == "started" and stale)
+
+
+async def _settle_ledger(
+    session: AsyncSession,
+    task: AgenticTask,
+    step_id: str,
+    body: ResolveBody,
+    by: str,
+    now: datetime,
+) -> str:
+    """Finish (`applied`) or release (`not_applied`) the step's open claim."""
+    agent_id = f"{task.metadata.namespace}/{task.spec.agent_ref.name}"
+    key = step_key(task, step_id)
+    row = await session.get(
+        ToolCall, (uuid.UUID(task.spec.org_id), agent_id, key), with_for_update=True
+    )
+    if not _open_claim(row, now):
+        return "absent"
+    assert row is not None
+    if body.outcome is Outcome.NOT_APPLIED:
+        await session.delete(row)
+        return "released"
+    row.state = "done"
+    row.status_code = 200
+    row.result = {"outcome": Outcome.APPLIED.value, "resolvedBy": by, "note": body.note or ""}
+    row.finished_at = now
+    return "finished"
+
+
+async def resolve_unknown(
+    session: AsyncSession,
+    kube: KubeClient,
+    principal: Principal,
+    *,
+    namespace: str,
+    name: str,
+    step_id: str,
+    body: ResolveBody,
+) -> ResolveRead:
+    """Record `principal`'s resolution of the step (see the module docstring)."""
+    org = await org_of_namespace(session, principal, namespace)
+    try:
+        task = AgenticTask.from_wire(await kube.get_task(namespace, name))
+    except KubeNotFound:
+        raise NotFound("no such task") from None
+    if task.spec.org_id != str(org.id):
+        raise NotFound("no such task")
+    if task.step(step_id) is None:
+        raise NotFound("the plan has no such step", step_id=step_id)
+    if await is_requester(session, org.id, task, principal.username):
+        # as with approvals: `not_applied` lets the side effect run again, so the requester
+        # does not resolve their own task
+        raise SelfApproval("the requester of a task cannot resolve its steps", step_id=step_id)
+    now = datetime.now(UTC)
+    try:
+        after = taskflow.resolve(
+            task, step_id, body.outcome, by=principal.username, note=body.note, now=now
+        )
+    except taskflow.TaskFlowError as exc:
+        raise Conflict(exc.message, reason=exc.code, step_id=step_id) from None
+    ledger = await _settle_ledger(session, task, step_id, body, principal.username, now)
+    if after != task.current_status():
+        try:
+            await kube.apply_task_status(
+                namespace,
+                name,
+                task.metadata.resource_version or "",
+                taskflow.owned_status(after, taskflow.Writer.PLATFORM_API),
+            )
+        except KubeConflict:
+            raise RunStateConflict(
+                "the task changed while resolving; read it again", step_id=step_id
+            ) from None
+        except KubeInvalid as exc:
+            raise RunStateConflict(
+                "the API server refused the resolution", step_id=step_id, reason=exc.message
+            ) from None
+    resolution = after.step(step_id).resolution
+    assert resolution is not None
+    await record(
+        session,
+        actor=principal.username,
+        action="task.step.resolved",
+        target=f"agentictask:{namespace}/{name}",
+        org_id=org.id,
+        details={
+            "step_id": step_id,
+            "outcome": body.outcome.value,
+            "attempt": resolution.attempt,
+            "note": body.note,
+            "ledger": ledger,
+            "uid": task.metadata.uid,
+        },
+    )
+    return ResolveRead(
+        id=f"{namespace}/{name}/{step_id}",
+        outcome=body.outcome,
+        attempt=resolution.attempt,
+        ledger=ledger,
+        resolution=resolution.to_wire(),
+    )
