@@ -406,7 +406,7 @@ async def call_tool(proxy: Proxy, agent: Agent, tool: str, body: ToolCallIn) -> 
     except PlatformError as exc:
         error = exc
     upstream_error, read_back = error, None
-    if key is not None and settle(error, spec.side_effecting) == "unknown":
+    if key is not None and settle(error, spec.side_effect) == "unknown":
         confirmed = await readback.confirm_applied(
             adapter, body.action, params, credentials, proxy.http
         )
@@ -416,7 +416,7 @@ async def call_tool(proxy: Proxy, agent: Agent, tool: str, body: ToolCallIn) -> 
     elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
     async with proxy.sessions() as session, session.begin():
         if key is not None:
-            error = await _settle_claim(session, agent, key, result, error, spec.side_effecting)
+            error = await _settle_claim(session, agent, key, result, error, spec.side_effect)
         await record(
             session,
             actor=f"agent:{agent.agent_id}",
