@@ -142,7 +142,14 @@ class Org:
                 return dict(entry)
         return {}
 
-    def record_execution(self, task_id: str, step_id: str, result: dict[str, Any]) -> None:
+    def record_execution(
+        self,
+        task_id: str,
+        step_id: str,
+        result: dict[str, Any] | None,
+        state: str = "Succeeded",
+        error: str | None = None,
+    ) -> None:
         """Write a finished execution into the step's status, as its agent would (the test
         acts as a cluster admin, whom the writers policy lets repair tasks)."""
         namespace, name = task_id.split("/")
@@ -156,11 +163,12 @@ class Org:
             for entry in steps:
                 if entry["id"] == step_id:
                     entry["execution"] = {
-                        "state": "Succeeded",
+                        "state": state,
                         "attempt": 1,
                         "startedAt": now,
                         "finishedAt": now,
-                        "result": result,
+                        **({"result": result} if result is not None else {}),
+                        **({"error": error} if error is not None else {}),
                     }
             patch = {
                 "metadata": {"resourceVersion": raw["metadata"]["resourceVersion"]},

@@ -207,3 +207,46 @@ def test_a_lead_cancels_a_task_from_the_detail_view(page: Page, org: Org) -> Non
     org.wait(made["id"], lambda t: t["phase"] == "Cancelled")
     expect(panel).to_contain_text("The task ended (Cancelled)", timeout=15_000)
     expect(panel.get_by_role("button", name="Cancel task")).to_have_count(0)
+
+
+def test_an_unknown_outcome_is_resolved_from_the_queue_and_the_detail_view(
+    page: Page, org: Org, artifacts: Path
+) -> None:
+    """Issue 12 item 4 for experts: a step whose approved call may or may not have taken
+    effect is not approvable again; the expert checks upstream and says which."""
+    made = org.task()
+    task_id = made["id"]
+    r = org.http.post(
+        f"/agentic/tasks/{task_id}/steps/refund/approve", json={}, headers=org.expert2.headers
+    )
+    assert r.status_code == 200, r.text
+    org.record_execution(
+        task_id, "refund", None, state="OutcomeUnknown", error="tool_call_outcome_unknown"
+    )
+    org.wait_queue(
+        lambda p: any(
+            i["id"] == f"{task_id}/refund" and i["status"] == "outcome_unknown" for i in p["items"]
+        )
+    )
+
+    login(page, org, org.expert)
+    row = page.locator(f'tr[data-id="{task_id}/refund"]')
+    expect(row.get_by_role("button", name=re.compile("^Approve"))).to_have_count(0)
+    row.get_by_role("link", name=re.compile("^Resolve")).click()
+    expect(page).to_have_url(f"{org.url}/workspace/tasks/{task_id}/refund")
+    panel = page.locator("#decide")
+    expect(panel).to_contain_text("Outcome unknown")
+    expect(page.locator("#facts .pill").first).to_have_text("outcome_unknown")
+    page.locator("#resolve-note").fill("no refund in the payment history")
+    page.screenshot(path=str(artifacts / "detail-outcome-unknown.png"), full_page=True)
+    panel.get_by_role("button", name="It did not (not applied)").click()
+    expect(page.locator("#notice")).to_contain_text("it did not take effect")
+    entry = org.step_entry(task_id, "refund")
+    resolution = entry["resolution"]
+    assert (resolution["outcome"], resolution["by"], resolution["attempt"]) == (
+        "not_applied",
+        org.expert.username,
+        1,
+    )
+    assert resolution["note"] == "no refund in the payment history"
+    expect(panel.get_by_role("button", name="It took effect (applied)")).to_have_count(0)

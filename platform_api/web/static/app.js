@@ -430,9 +430,12 @@
     row._check = check;
     row._select = el("td", { class: "col-select" }, check);
     const actions = el("div", { class: "row-actions" });
-    if (item.kind === "input" || item.requested_by === me.username) {
-      // an input step is answered in the detail view; a requester may not approve its own
-      const verb = item.kind === "input" && can("run.control") ? "Answer" : "Details";
+    if (item.kind === "input" || item.requested_by === me.username || item.status === "outcome_unknown") {
+      // an input step is answered in the detail view, and an unknown outcome resolved
+      // there; a requester may not approve its own
+      const verb = item.status === "outcome_unknown" && item.requested_by !== me.username
+        ? "Resolve"
+        : item.kind === "input" && can("run.control") ? "Answer" : "Details";
       actions.append(el("a", {
         href: detailHref(item.id),
         class: "button-link",
@@ -718,7 +721,7 @@
     Pending: "pending", Escalated: "escalated", Approved: "ok", Executing: "pending",
     Executed: "ok", Failed: "bad", Rejected: "bad", Expired: "bad",
     pending: "pending", escalated: "escalated", decided: "ok", expired: "overdue",
-    waiting: "muted", closed: "muted",
+    waiting: "muted", closed: "muted", outcome_unknown: "overdue", OutcomeUnknown: "overdue",
   };
 
   function describeDecision(decision) {
@@ -856,6 +859,10 @@
     const step = data.plan.find((s) => s.id === data.step_id);
     body.replaceChildren();
     panel.hidden = false;
+    if (data.status === "outcome_unknown") {
+      renderResolve(data, step);
+      return;
+    }
     const open = data.status === "pending" || data.status === "escalated";
     if (!open) {
       const why = {
@@ -923,6 +930,47 @@
       else if (step.options) body.append(selectForm(id, step));
       else body.append(provideForm(id, step));
     }
+  }
+
+  // A step whose approved tool call may or may not have taken effect: the expert checks
+  // the upstream and says which (POST /human-tasks/{id}/resolve); never retried on its own.
+  function renderResolve(data, step) {
+    const body = $("decide-body");
+    body.append(el("p", { class: "deciding" },
+      "Outcome unknown: ", el("strong", { text: step.description }), " ", risk(step.risk)));
+    body.append(el("p", { text:
+      "The approved call was sent, but its answer was lost (a timeout, a broken connection " +
+      "or a server error after sending). Check the upstream, then say whether it took effect: " +
+      "\"applied\" completes the step with it; \"not applied\" lets the agent call once more." }));
+    if (!can("tasks.decide")) {
+      body.append(el("p", { text: `Your role (${me.role}) may read this task but not resolve it.` }));
+      return;
+    }
+    if (data.requested_by === me.username) {
+      body.append(el("p", { class: "sub", text:
+        "You requested this task: another expert must resolve it." }));
+      return;
+    }
+    const note = el("textarea", { id: "resolve-note", rows: "2", maxlength: "4096" });
+    body.append(el("div", { class: "field" },
+      el("label", { for: "resolve-note", text: "What you checked (optional)" }), note));
+    const path = `/human-tasks/${data.id.split("/").map(encodeURIComponent).join("/")}/resolve`;
+    const buttons = el("div", { class: "actions" });
+    for (const [outcome, text, kind] of [
+      ["applied", "It took effect (applied)", "primary"],
+      ["not_applied", "It did not (not applied)", "danger"],
+    ]) {
+      const button = el("button", { type: "button", class: kind, "data-outcome": outcome, text });
+      button.addEventListener("click", () => submitDecision(
+        () => call("POST", path, { outcome, note: note.value.trim() || null }),
+        button,
+        outcome === "applied"
+          ? "Resolved: it took effect; the step completes."
+          : "Resolved: it did not take effect; the agent may call once more.",
+      ));
+      buttons.append(button);
+    }
+    body.append(buttons);
   }
 
   function noteField(prefix) {
