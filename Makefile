@@ -116,3 +116,8 @@ node-down: venv
 
 node-status: venv
 	@$(VENV)/bin/humanwork-node status
+
+# the real-node tests (root, containerd, iptables): not in `make test`, see tests/node/conftest.py
+.PHONY: test-node
+test-node: venv cluster-binaries node-binaries images
+	$(PY) -m pytest tests/node $(PYTEST_ARGS)

@@ -278,6 +278,9 @@ def _up(state: Path, timeout: float) -> ClusterInfo:
     kcm = ca.issue("controller-manager", "system:kube-controller-manager")
     sched = ca.issue("scheduler", "system:kube-scheduler")
     kwok_cert = ca.issue("kwok", "kwok", org="system:masters")
+    # the real node's identities (humanwork_dev.node), issued now as the CA lives only here
+    ca.issue("node", "system:node:humanwork-node-0", org="system:nodes")
+    ca.issue("kube-proxy", "system:kube-proxy")
     sa = pki.service_account_keys(state / "pki")
 
     ports = {n: free_port() for n in ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "kwok")}
@@ -489,6 +492,10 @@ def down(state: Path | None = None) -> None:
 
 
 def _down(state: Path) -> None:
+    if (state / "node").exists():  # the real node first: its pods, mounts and iptables
+        from humanwork_dev import node
+
+        node._down(state)
     path = state / "state.json"
     if path.exists():
         with contextlib.suppress(ValueError, TypeError):
