@@ -29,6 +29,7 @@ import contextlib
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -49,7 +50,7 @@ CACHE = Path(os.environ.get("HUMANWORK_CACHE", Path.home() / ".cache" / "humanwo
 NODE_NAME = "humanwork-node-0"
 BRIDGE = "hwnode0"
 POD_CIDR = "10.213.0.0/24"
-NODE_IP = "10.213.0.1"
+NODE_IP = cluster.REAL_NODE_IP
 # every address this module and its tests create is in GUARDED: the pods' /24, the node's
 # address, the tests' own listeners; whatever comes from there and is not for the pod
 # range or this machine is dropped
@@ -408,6 +409,31 @@ def _wait(what: str, check: Callable[[], bool], timeout: float, pids: dict[str, 
     raise NodeError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
+async def _forward(listen: tuple[str, int], target: tuple[str, int]) -> None:
+    """Copy TCP connections from `listen` to `target` (the API server on loopback), so that
+    pods reach it at the address the `kubernetes` Service points at."""
+    import asyncio
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError):
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        writer.close()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*target)
+        except OSError:
+            writer.close()
+            return
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    server = await asyncio.start_server(serve, *listen)
+    async with server:
+        await server.serve_forever()
+
+
 def _router_synced() -> bool:
     return "-j KUBE-ROUTER-FORWARD" in _run("iptables", "-S", "FORWARD").stdout
 
@@ -478,6 +504,13 @@ def _up(state: Path, timeout: float, build_images: bool) -> dict[str, Any]:
         )  # fmt: skip
         _wait("the real node to be Ready", lambda: _node_ready(state), timeout, procs)
         mark("kubelet")
+        api_port = int(json.loads((state / "state.json").read_text())["server"].rsplit(":", 1)[1])
+        procs["api-forward"] = cluster.spawn(
+            "api-forward",
+            [sys.executable, "-m", "humanwork_dev.node", "forward", f"{NODE_IP}:{api_port}",
+             f"127.0.0.1:{api_port}"],
+            logs,
+        )  # fmt: skip
         procs["kube-proxy"] = cluster.spawn(
             "kube-proxy", [str(bin_dir / "kube-proxy"), f"--config={d / 'kube-proxy.yaml'}"], logs
         )
@@ -559,7 +592,7 @@ def _stop(state: Path, pids: dict[str, int]) -> None:
         time.sleep(1)
         for task in tasks:
             _ctr(d, "tasks", "delete", "-f", task, check=False)
-    for name in ("kube-router", "coredns", "kube-proxy", "containerd"):
+    for name in ("kube-router", "coredns", "kube-proxy", "api-forward", "containerd"):
         if name in pids:
             cluster.stop_process(pids[name])
     for pid in _shim_pids(d):
@@ -567,6 +600,9 @@ def _stop(state: Path, pids: dict[str, int]) -> None:
             os.kill(pid, 9)
     for point in _mounts_under(d):
         _run("umount", "-l", point, check=False, quiet=True)
+    if not _mounts_under(d):  # the images and pods' files (a new `up` imports again)
+        for sub in ("containerd", "kubelet"):
+            shutil.rmtree(d / sub, ignore_errors=True)
     # the pods' network namespaces that CNI made while this node ran
     before_file = d / "netns.before"
     before = set(before_file.read_text().split()) if before_file.exists() else set()
@@ -615,11 +651,18 @@ def _down(state: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="humanwork-node", description=__doc__.split("\n")[0])
-    parser.add_argument("command", choices=["up", "down", "status"])
+    parser.add_argument("command", choices=["up", "down", "status", "forward"])
+    parser.add_argument("args", nargs="*", help="forward: LISTEN-HOST:PORT TARGET-HOST:PORT")
     parser.add_argument("--state-dir", type=Path, default=None)
     parser.add_argument("--build-images", action="store_true", help="rebuild the images first")
     args = parser.parse_args(argv)
     state = args.state_dir or cluster.state_dir_default()
+    if args.command == "forward":
+        import asyncio
+
+        (lh, lp), (th, tp) = (a.rsplit(":", 1) for a in args.args)
+        asyncio.run(_forward((lh, int(lp)), (th, int(tp))))
+        return 0
     try:
         if args.command == "up":
             info = up(state, build_images=args.build_images)
