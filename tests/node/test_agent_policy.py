@@ -8,6 +8,8 @@ that no policy confines."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -51,13 +53,17 @@ def test_the_operators_policy_lets_the_agent_reach_what_it_needs_and_nothing_els
     platform = run_pod(platform_ns, _serving("platform", 8000, builders.PLATFORM_POD_LABELS))
     agent = run_pod(org_ns, _serving("agent", 8080, dict(agent_labels)))
     other = run_pod(other_ns, _serving("other-agent", 8080, {"app": "other-agent"}))
+    # a pod of the platform namespace that is not the platform API (a database, the operator)
+    database = run_pod(platform_ns, _serving("database", 5432, {"app": "database"}))
     outsider = run_pod(other_ns, pod_manifest("outsider", PAUSE))
     agent_pid, outsider_pid = container_pid(agent), container_pid(outsider)
     platform_pid = container_pid(platform)
     agent_ip, other_ip = agent["status"]["podIP"], other["status"]["podIP"]
+    database_ip = database["status"]["podIP"]
 
     # positive controls before any policy: everything is open both ways
     assert connects(agent_pid, other_ip, 8080)
+    assert connects(agent_pid, database_ip, 5432)
     assert connects(outsider_pid, agent_ip, 8080)
 
     slices = json.loads(
@@ -78,9 +84,35 @@ def test_the_operators_policy_lets_the_agent_reach_what_it_needs_and_nothing_els
     assert eventually(lambda: not connects(outsider_pid, agent_ip, 8080, timeout=1)), (
         "another org's pod still reaches the agent"
     )
+    assert eventually(lambda: not connects(agent_pid, database_ip, 5432, timeout=1)), (
+        "a non-platform pod of the platform namespace still reachable from the agent"
+    )
     # what the policy allows still answers
     assert connects(agent_pid, "10.96.0.1", 443), "the API server, through its Service"
     assert connects(agent_pid, platform["status"]["podIP"], 8000), "the platform API"
     assert connects(platform_pid, agent_ip, 8080), "the platform reaches the agent"
     # and the refused target is still up: reached from a pod no policy confines
     assert connects(outsider_pid, other_ip, 8080)
+    assert connects(platform_pid, database_ip, 5432)
+    # cluster DNS answers the agent (a UDP query to the node's CoreDNS)
+    assert resolves(agent_pid, "10.213.0.1", "kubernetes.default.svc.cluster.local") == "10.96.0.1"
+
+
+def resolves(pid: int, server: str, name: str) -> str | None:
+    """The A record `server` gives for `name`, asked from the network namespace of `pid`."""
+    code = (
+        "import socket, struct, sys\n"
+        f"name = {name!r}\n"
+        "q = struct.pack('>HHHHHH', 0x1234, 0x0100, 1, 0, 0, 0)\n"
+        "q += b''.join(bytes([len(p)]) + p.encode() for p in name.split('.')) + b'\\0'\n"
+        "q += struct.pack('>HH', 1, 1)\n"
+        "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3)\n"
+        f"s.sendto(q, ({server!r}, 53))\n"
+        "r = s.recv(512)\n"
+        "print('.'.join(str(b) for b in r[-4:]) if struct.unpack('>H', r[6:8])[0] else '')\n"
+    )
+    done = subprocess.run(
+        ["nsenter", "-t", str(pid), "-n", sys.executable, "-c", code],
+        capture_output=True, text=True, check=False, timeout=15,
+    )  # fmt: skip
+    return done.stdout.strip() or None
