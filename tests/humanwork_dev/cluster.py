@@ -271,6 +271,8 @@ def _up(state: Path, timeout: float) -> ClusterInfo:
     # the real node's identities (humanwork_dev.node), issued now as the CA lives only here
     ca.issue("node", "system:node:humanwork-node-0", org="system:nodes")
     ca.issue("kube-proxy", "system:kube-proxy")
+    # the API server's client identity at the real node's kubelet (exec, logs, port-forward)
+    kubelet_client = ca.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client")
     sa = pki.service_account_keys(state / "pki")
 
     ports = {n: free_port() for n in ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "kwok")}
@@ -327,6 +329,10 @@ def _up(state: Path, timeout: float) -> ClusterInfo:
                 f"--tls-cert-file={serving.cert}",
                 f"--tls-private-key-file={serving.key}",
                 f"--client-ca-file={ca.ca.cert}",
+                f"--kubelet-client-certificate={kubelet_client.cert}",
+                f"--kubelet-client-key={kubelet_client.key}",
+                # by address: a node name is not resolvable here (and no lookup should leave)
+                "--kubelet-preferred-address-types=InternalIP",
                 "--authorization-mode=Node,RBAC",
                 "--enable-admission-plugins=NodeRestriction",
                 f"--service-account-issuer={ISSUER}",

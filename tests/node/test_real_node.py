@@ -147,3 +147,34 @@ def test_no_packet_from_a_pod_leaves_the_pod_range(
     assert connects(pid, server["status"]["podIP"], 8080)
     # no NetworkPolicy here: only the node's guard stands between the pod and the listener
     assert not connects(pid, addr, port, timeout=3)
+
+
+def test_inside_the_container_the_agent_writes_only_where_its_volumes_allow(
+    cluster: Cluster,
+    real_node: dict[str, Any],
+    restricted_namespace: Callable[[str], str],
+    run_pod: Callable[..., dict[str, Any]],
+) -> None:
+    ns = restricted_namespace("sandbox")
+    manifest = _server("agent")
+    manifest["spec"]["containers"][0]["volumeMounts"] = [{"name": "tmp", "mountPath": "/tmp"}]
+    manifest["spec"]["volumes"] = [{"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}}]
+    run_pod(ns, manifest)
+    probe = (
+        "import os, pathlib\n"
+        "status = dict(l.split(':\\t', 1) for l in open('/proc/self/status') if ':\\t' in l)\n"
+        "print('uid', os.getuid(), os.getgid())\n"
+        "print('nnp', status['NoNewPrivs'].strip(), 'capeff', status['CapEff'].strip())\n"
+        "for path in ('/tmp/ok', '/pwned', '/opt/humanwork/pwned', '/etc/pwned'):\n"
+        "    try:\n"
+        "        pathlib.Path(path).write_text('x'); print('wrote', path)\n"
+        "    except OSError as exc:\n"
+        "        print('refused', path, exc.strerror)\n"
+    )
+    out = cluster.kubectl("-n", ns, "exec", "agent", "--", "python", "-c", probe).stdout
+    lines = out.splitlines()
+    assert lines[0] == "uid 10001 10001"
+    assert lines[1] == "nnp 1 capeff 0000000000000000"
+    assert lines[2] == "wrote /tmp/ok"  # the emptyDir volume: the one writable place
+    for line in lines[3:]:
+        assert line.startswith("refused ") and line.endswith("Read-only file system"), line
