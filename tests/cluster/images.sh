@@ -70,11 +70,15 @@ for spec in operator:operator platform:platform-api agent:agent; do
     -v "$CACHE/wheels:/wheels:ro" -v "$CACHE/pip.conf:/etc/pip.conf:ro" \
     -f "$REPO/$file" -t "$name:$VERSION" "$REPO" >/dev/null
   echo "images: $name:$VERSION built in $(( $(date +%s) - t1 ))s" >&2
-  if [ -n "$ARCHIVE" ]; then
+  if [ -n "$ARCHIVE" ]; then  # written again only when the image changed
     mkdir -p "$ARCHIVE"
-    rm -f "$ARCHIVE/${spec##*:}.tar"
-    "${BUILDAH[@]}" push --quiet "$name:$VERSION" \
-      "docker-archive:$ARCHIVE/${spec##*:}.tar:docker.io/$name:$VERSION"
+    id=$("${BUILDAH[@]}" inspect --type image --format '{{.FromImageID}}' "$name:$VERSION")
+    tar="$ARCHIVE/${spec##*:}.tar"
+    if [ ! -f "$tar" ] || [ "$(cat "$tar.id" 2>/dev/null)" != "$id" ]; then
+      rm -f "$tar"
+      "${BUILDAH[@]}" push --quiet "$name:$VERSION" "docker-archive:$tar:docker.io/$name:$VERSION"
+      echo "$id" > "$tar.id"
+    fi
   fi
 done
 echo "images: done in $(( $(date +%s) - t0 ))s" >&2
