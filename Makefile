@@ -5,7 +5,9 @@
 #   make demo       the demo agent plans the seed's example task: a plan waits in the queue
 #   make test       everything the CI runs, on a fresh machine
 #   make docs       regenerate the generated docs (OpenAPI, configuration tables)
-#   make images     build the container images (needs a Docker engine; none here)
+#   make images     build the container images with buildah on a Debian base (no Docker needed)
+#   make node-up    a real node (kubelet, containerd, CNI, kube-proxy, CoreDNS, kube-router)
+#                   beside the kwok node of a running `make cluster-up`; make node-down stops it
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -97,7 +99,25 @@ clean:
 docs: venv
 	$(PY) -m humanwork_dev.deployables
 
+# buildah (Debian's package) on a base made by debootstrap; cached in ~/.cache/humanwork/images.
+# With Docker: docker build -f Dockerfile.<name> -t humanwork/<name>:0.1.0 . works unchanged.
 images:
-	docker build -f Dockerfile.operator -t humanwork/operator:0.1.0 .
-	docker build -f Dockerfile.platform -t humanwork/platform-api:0.1.0 .
-	docker build -f Dockerfile.agent -t humanwork/agent:0.1.0 .
+	@bash tests/cluster/images.sh --archive $${HUMANWORK_CACHE:-$$HOME/.cache/humanwork}/images/archives
+
+.PHONY: node-binaries node-up node-down node-status
+node-binaries:
+	@bash tests/cluster/node-packages.sh && bash tests/cluster/build-node.sh
+
+node-up: venv cluster-up node-binaries images
+	@$(VENV)/bin/humanwork-node up
+
+node-down: venv
+	@$(VENV)/bin/humanwork-node down
+
+node-status: venv
+	@$(VENV)/bin/humanwork-node status
+
+# the real-node tests (root, containerd, iptables): not in `make test`, see tests/node/conftest.py
+.PHONY: test-node
+test-node: venv cluster-binaries node-binaries images
+	$(PY) -m pytest tests/node $(PYTEST_ARGS)

@@ -166,6 +166,59 @@ class Egress(ResourceModel):
     _unique_cidrs = field_validator("llm_cidrs")(_unique)
 
 
+class TolerationOperator(StrEnum):
+    EXISTS = "Exists"
+    EQUAL = "Equal"
+
+
+class TaintEffect(StrEnum):
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+LABEL_KEY_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+LABEL_VALUE_PATTERN = r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$"
+LabelKey = Annotated[str, Field(min_length=1, max_length=317, pattern=LABEL_KEY_PATTERN)]
+LabelValue = Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)]
+
+
+class Toleration(ResourceModel):
+    """A taint the agent pods tolerate (as in a pod spec), for nodes set aside for sandboxes."""
+
+    model_config = ConfigDict(
+        json_schema_extra=k8s(
+            rules=[
+                cel(
+                    "self.operator != 'Exists' || !has(self.value) || self.value == ''",
+                    "a toleration with operator Exists has no value",
+                ),
+            ]
+        )
+    )
+
+    key: LabelKey | None = Field(default=None, description="Taint key; empty matches all keys.")
+    operator: TolerationOperator = Field(
+        default=TolerationOperator.EQUAL, description="Exists or Equal (default)."
+    )
+    value: LabelValue | None = Field(default=None, description="Taint value for Equal.")
+    effect: TaintEffect | None = Field(
+        default=None, description="NoSchedule, PreferNoSchedule or NoExecute; empty: all."
+    )
+    toleration_seconds: int | None = Field(
+        default=None, ge=0, description="How long a NoExecute taint is tolerated."
+    )
+
+    @model_validator(mode="after")
+    def _exists_has_no_value(self) -> Self:
+        if self.operator is TolerationOperator.EXISTS and self.value:
+            raise ValueError("a toleration with operator Exists has no value")
+        return self
+
+
 class TokenPolicy(ResourceModel):
     """Lifetime and rotation of the agent's platform API token."""
 
@@ -297,8 +350,42 @@ class AgentInstanceSpec(ResourceModel):
         description="Lifetime and rotation of the agent's platform API token.",
         json_schema_extra=k8s(default={}),
     )
+    node_selector: dict[str, LabelValue] = Field(
+        default_factory=dict,
+        description="Node labels the agent pods must run on (pod spec nodeSelector).",
+        max_length=32,
+        json_schema_extra=k8s(
+            rules=[
+                cel(
+                    f"self.all(k, size(k) <= 317 && k.matches(r'{LABEL_KEY_PATTERN}'))",
+                    "nodeSelector keys are label keys",
+                )
+            ]
+        ),
+    )
+    tolerations: tuple[Toleration, ...] = Field(
+        default=(),
+        description="Taints the agent pods tolerate (pod spec tolerations).",
+        max_length=16,
+        json_schema_extra=k8s(list_type="atomic"),
+    )
+    runtime_class_name: str | None = Field(
+        default=None,
+        description="RuntimeClass of the agent pods, e.g. gvisor or kata where the cluster "
+        "has them; the cluster's default runtime when unset.",
+        max_length=63,
+        pattern=DNS_LABEL_PATTERN,
+    )
 
     _unique_tools = field_validator("enabled_tools")(_unique)
+
+    @field_validator("node_selector")
+    @classmethod
+    def _label_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        bad = [k for k in value if len(k) > 317 or not re.match(LABEL_KEY_PATTERN, k)]
+        if bad:
+            raise ValueError(f"nodeSelector keys that are not label keys: {bad}")
+        return value
 
 
 class TokenStatus(ResourceModel):

@@ -336,13 +336,7 @@ def _egress_rules(instance: AgentInstance, settings: OperatorSettings) -> list[d
     rules: list[dict[str, Any]] = [
         dns,
         {
-            "to": [
-                {
-                    "namespaceSelector": {
-                        "matchLabels": {"kubernetes.io/metadata.name": settings.platform_namespace}
-                    }
-                }
-            ],
+            "to": [_platform_pods(settings)],
             "ports": [{"protocol": "TCP", "port": settings.platform_api_port}],
         },
     ]
@@ -360,9 +354,52 @@ def _tcp(port: int) -> dict[str, Any]:
     return {"protocol": "TCP", "port": port}
 
 
-def network_policy(instance: AgentInstance, settings: OperatorSettings) -> Manifest:
-    """Default deny for the agent pods, except: ingress from the platform namespace on the
-    agent port; egress to DNS, the platform API and the CIDRs of `spec.egress`."""
+PLATFORM_POD_LABELS = {"app.kubernetes.io/name": "humanwork-platform-api"}
+"""The labels of the platform API's pods (manifests/base/platform): the only pods that may
+reach an agent, and the only ones of the platform namespace an agent may reach."""
+
+ApiServerEndpoint = tuple[str, int]
+
+
+def api_server_endpoints(slices: Iterable[Mapping[str, Any]]) -> list[ApiServerEndpoint]:
+    """(address, port) of the API server, from the EndpointSlices of the `kubernetes`
+    Service in `default` (what the agent's connection to kubernetes.default reaches once
+    the Service address is translated, which is what a NetworkPolicy sees)."""
+    found: set[ApiServerEndpoint] = set()
+    for eps in slices:
+        ports = [
+            int(p["port"])
+            for p in eps.get("ports") or []
+            if p.get("port") and p.get("protocol", "TCP") == "TCP"
+        ]
+        for endpoint in eps.get("endpoints") or []:
+            if (endpoint.get("conditions") or {}).get("ready") is False:
+                continue
+            found.update((addr, port) for addr in endpoint.get("addresses") or [] for port in ports)
+    return sorted(found)
+
+
+def _api_server_rule(endpoints: Sequence[ApiServerEndpoint]) -> list[dict[str, Any]]:
+    if not endpoints:
+        return []
+    addresses = sorted({addr for addr, _ in endpoints})
+    ports = sorted({port for _, port in endpoints})
+    return [
+        {
+            "to": [{"ipBlock": {"cidr": f"{a}/128" if ":" in a else f"{a}/32"}} for a in addresses],
+            "ports": [_tcp(p) for p in ports],
+        }
+    ]
+
+
+def network_policy(
+    instance: AgentInstance,
+    settings: OperatorSettings,
+    api_server: Sequence[ApiServerEndpoint] = (),
+) -> Manifest:
+    """Default deny for the agent pods, except: ingress from the platform API's pods on the
+    agent port; egress to DNS, the platform API's pods, the API server's endpoints
+    (`api_server`, to watch the agent's AgenticTasks) and the CIDRs of `spec.egress`."""
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -370,22 +407,18 @@ def network_policy(instance: AgentInstance, settings: OperatorSettings) -> Manif
         "spec": {
             "podSelector": {"matchLabels": selector_labels(instance)},
             "policyTypes": ["Ingress", "Egress"],
-            "ingress": [
-                {
-                    "from": [
-                        {
-                            "namespaceSelector": {
-                                "matchLabels": {
-                                    "kubernetes.io/metadata.name": settings.platform_namespace
-                                }
-                            }
-                        }
-                    ],
-                    "ports": [_tcp(settings.agent_port)],
-                }
-            ],
-            "egress": _egress_rules(instance, settings),
+            "ingress": [{"from": [_platform_pods(settings)], "ports": [_tcp(settings.agent_port)]}],
+            "egress": _egress_rules(instance, settings) + _api_server_rule(api_server),
         },
+    }
+
+
+def _platform_pods(settings: OperatorSettings) -> dict[str, Any]:
+    return {
+        "namespaceSelector": {
+            "matchLabels": {"kubernetes.io/metadata.name": settings.platform_namespace}
+        },
+        "podSelector": {"matchLabels": dict(PLATFORM_POD_LABELS)},
     }
 
 
@@ -557,8 +590,23 @@ def pod_template(instance: AgentInstance, settings: OperatorSettings) -> dict[st
             "containers": [container],
             "volumes": _volumes(instance, settings),
             "terminationGracePeriodSeconds": 30,
+            **scheduling(instance.spec),
         },
     }
+
+
+def scheduling(spec: AgentInstanceSpec) -> dict[str, Any]:
+    """nodeSelector, tolerations and runtimeClassName of the agent pods, where set."""
+    fields: dict[str, Any] = {}
+    if spec.node_selector:
+        fields["nodeSelector"] = dict(spec.node_selector)
+    if spec.tolerations:
+        fields["tolerations"] = [
+            t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in spec.tolerations
+        ]
+    if spec.runtime_class_name:
+        fields["runtimeClassName"] = spec.runtime_class_name
+    return fields
 
 
 def deployment(instance: AgentInstance, settings: OperatorSettings) -> Manifest:
@@ -599,6 +647,7 @@ def children(
     settings: OperatorSettings,
     token: MintedToken,
     callback_secret_value: str,
+    api_server: Sequence[ApiServerEndpoint] = (),
 ) -> list[Manifest]:
     """Every child of the AgentInstance, in the order to apply them: identity and RBAC,
     secrets and configuration, the NetworkPolicy before any pod can start, the Service,
@@ -610,7 +659,7 @@ def children(
         token_secret(instance, token),
         callback_secret(instance, callback_secret_value),
         config_map(instance),
-        network_policy(instance, settings),
+        network_policy(instance, settings, api_server),
         service(instance, settings),
         deployment(instance, settings),
     ]

@@ -33,6 +33,7 @@ _KINDS: dict[str, tuple[str, bool]] = {
     "Role": ("roles", True),
     "RoleBinding": ("rolebindings", True),
     "NetworkPolicy": ("networkpolicies", True),
+    "EndpointSlice": ("endpointslices", True),
     "Deployment": ("deployments", True),
     "AgentInstance": ("agentinstances", True),
     "AgenticTask": ("agentictasks", True),
@@ -118,6 +119,14 @@ class Kube:
             if exc.status == 404:
                 return None
             raise
+
+    async def list(
+        self, api_version: str, kind: str, namespace: str | None, label_selector: str
+    ) -> list[dict[str, Any]]:
+        """The objects of a collection that match `label_selector` (one page)."""
+        path = path_for(api_version, kind, namespace)
+        doc = await self._call("GET", path, query=[("labelSelector", label_selector)])
+        return list(doc.get("items") or [])
 
     async def apply(
         self, manifest: dict[str, Any], *, subresource: str | None = None

@@ -32,6 +32,8 @@ from humanwork_core.signing import derive_secret, generate_secret
 
 GROUP_VERSION = API_VERSION
 LONGEST_TOKEN_TTL = timedelta(days=30)
+# the EndpointSlices of the `kubernetes` Service in `default`: where the API server is
+API_SERVER_SLICES = "kubernetes.io/service-name=kubernetes"
 
 
 @dataclass(frozen=True)
@@ -289,8 +291,9 @@ def derive_status(
         "NetworkIsolated",
         True,
         "NetworkPolicyApplied",
-        f"NetworkPolicy {builders.agent_name(instance)} allows ingress only from "
-        f"{settings.platform_namespace} and egress only to DNS, the platform API and spec.egress",
+        f"NetworkPolicy {builders.agent_name(instance)} allows ingress only from the platform "
+        f"API in {settings.platform_namespace} and egress only to DNS, the platform API, the "
+        "API server and spec.egress",
         gen,
         now,
     )
@@ -431,7 +434,10 @@ async def reconcile(
     provisioned = instance.status is None or instance.status.token is None
     deployment: dict[str, Any] | None = None
     done = applied.setdefault((ns, name), {})
-    for child in builders.children(instance, settings, minted, callback):
+    api_server = builders.api_server_endpoints(
+        await kube.list("discovery.k8s.io/v1", "EndpointSlice", "default", API_SERVER_SLICES)
+    )
+    for child in builders.children(instance, settings, minted, callback, api_server):
         key = (child["kind"], child["metadata"]["name"])
         digest = manifest_digest(child)
         if done.get(key) == digest:

@@ -42,6 +42,7 @@ KWOK_STAGES = REPO / "tests" / "cluster" / "kwok-stages.yaml"
 DEFAULT_STATE = REPO / ".cluster"
 NODE_NAME = "kwok-node-0"
 SERVICE_CIDR = "10.96.0.0/16"
+REAL_NODE_IP = "10.213.0.1"  # humanwork_dev.node.NODE_IP
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 
 
@@ -84,20 +85,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _advertise_address() -> str:
-    """A non-loopback address of this machine (kube-apiserver refuses a loopback one)."""
-    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.connect(("192.0.2.1", 9))  # no packet is sent for a UDP connect
-        addr = str(s.getsockname()[0])
-        if not addr.startswith("127."):
-            return addr
-    for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET):
-        addr = str(info[4][0])
-        if not addr.startswith("127."):
-            return addr
-    raise ClusterError("no non-loopback IPv4 address found for --advertise-address")
 
 
 def _kubeconfig(path: Path, server: str, ca: Path, client: pki.Pair, user: str) -> Path:
@@ -261,7 +248,10 @@ def _up(state: Path, timeout: float) -> ClusterInfo:
         (state / sub).mkdir(parents=True, exist_ok=True)
 
     ca = pki.Authority(state / "pki")
-    advertise = _advertise_address()
+    # the address the in-cluster Service `kubernetes` points at: the real node's bridge
+    # address (humanwork_dev.node forwards it to the loopback API server for pods); it
+    # need not exist on the machine while only kwok runs
+    advertise = REAL_NODE_IP
     serving = ca.issue(
         "apiserver",
         "kube-apiserver",
@@ -278,6 +268,11 @@ def _up(state: Path, timeout: float) -> ClusterInfo:
     kcm = ca.issue("controller-manager", "system:kube-controller-manager")
     sched = ca.issue("scheduler", "system:kube-scheduler")
     kwok_cert = ca.issue("kwok", "kwok", org="system:masters")
+    # the real node's identities (humanwork_dev.node), issued now as the CA lives only here
+    ca.issue("node", "system:node:humanwork-node-0", org="system:nodes")
+    ca.issue("kube-proxy", "system:kube-proxy")
+    # the API server's client identity at the real node's kubelet (exec, logs, port-forward)
+    kubelet_client = ca.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client")
     sa = pki.service_account_keys(state / "pki")
 
     ports = {n: free_port() for n in ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "kwok")}
@@ -334,6 +329,10 @@ def _up(state: Path, timeout: float) -> ClusterInfo:
                 f"--tls-cert-file={serving.cert}",
                 f"--tls-private-key-file={serving.key}",
                 f"--client-ca-file={ca.ca.cert}",
+                f"--kubelet-client-certificate={kubelet_client.cert}",
+                f"--kubelet-client-key={kubelet_client.key}",
+                # by address: a node name is not resolvable here (and no lookup should leave)
+                "--kubelet-preferred-address-types=InternalIP",
                 "--authorization-mode=Node,RBAC",
                 "--enable-admission-plugins=NodeRestriction",
                 f"--service-account-issuer={ISSUER}",
@@ -489,6 +488,10 @@ def down(state: Path | None = None) -> None:
 
 
 def _down(state: Path) -> None:
+    if (state / "node").exists():  # the real node first: its pods, mounts and iptables
+        from humanwork_dev import node
+
+        node._down(state)
     path = state / "state.json"
     if path.exists():
         with contextlib.suppress(ValueError, TypeError):

@@ -8,6 +8,7 @@ import hashlib
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,6 +38,7 @@ NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 ORG = "3f2b8c1e-7d4a-4e9b-9c51-2a6f0d8e4b17"
 UID = "6b1c9f0e-1111-4222-8333-944455556666"
 SETTINGS = OperatorSettings()
+REPO = Path(__file__).resolve().parents[2]
 CALLBACK = "c0ffee" * 10
 FORBIDDEN = ("DATABASE", "POSTGRES", "REDIS", "SHOPIFY", "AMAZON")
 
@@ -90,8 +92,11 @@ def objs(token: MintedToken) -> dict[str, dict[str, Any]]:
     return {obj["kind"] + "/" + obj["metadata"]["name"]: obj for obj in all_children(token)}
 
 
+API_SERVER = [("192.0.2.10", 6443), ("192.0.2.11", 6443)]
+
+
 def all_children(token: MintedToken, **spec: Any) -> list[dict[str, Any]]:
-    return children(instance(**spec), SETTINGS, token, CALLBACK)
+    return children(instance(**spec), SETTINGS, token, CALLBACK, API_SERVER)
 
 
 def deployment(**spec: Any) -> dict[str, Any]:
@@ -472,7 +477,10 @@ def test_network_policy_ingress_only_from_the_platform(objs: dict[str, dict[str,
                 {
                     "namespaceSelector": {
                         "matchLabels": {"kubernetes.io/metadata.name": "humanwork-system"}
-                    }
+                    },
+                    "podSelector": {
+                        "matchLabels": {"app.kubernetes.io/name": "humanwork-platform-api"}
+                    },
                 }
             ],
             "ports": [{"protocol": "TCP", "port": 8080}],
@@ -500,7 +508,10 @@ def test_network_policy_egress_is_dns_platform_and_configured_cidrs(
                 {
                     "namespaceSelector": {
                         "matchLabels": {"kubernetes.io/metadata.name": "humanwork-system"}
-                    }
+                    },
+                    "podSelector": {
+                        "matchLabels": {"app.kubernetes.io/name": "humanwork-platform-api"}
+                    },
                 }
             ],
             "ports": [{"protocol": "TCP", "port": 8000}],
@@ -513,7 +524,74 @@ def test_network_policy_egress_is_dns_platform_and_configured_cidrs(
             "to": [{"ipBlock": {"cidr": "203.0.113.0/24"}}],
             "ports": [{"protocol": "TCP", "port": 443}, {"protocol": "TCP", "port": 8443}],
         },
+        {  # the API server's endpoints, where the agent watches its AgenticTasks
+            "to": [{"ipBlock": {"cidr": "192.0.2.10/32"}}, {"ipBlock": {"cidr": "192.0.2.11/32"}}],
+            "ports": [{"protocol": "TCP", "port": 6443}],
+        },
     ]
+
+
+def test_the_api_server_endpoints_come_from_the_kubernetes_endpointslices() -> None:
+    slices = [
+        {
+            "addressType": "IPv4",
+            "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}],
+            "endpoints": [
+                {"addresses": ["192.0.2.10"], "conditions": {"ready": True}},
+                {"addresses": ["192.0.2.12"], "conditions": {"ready": False}},  # not serving
+                {"addresses": ["192.0.2.11"]},  # no conditions: ready
+            ],
+        },
+        {
+            "addressType": "IPv6",
+            "ports": [{"port": 443}],
+            "endpoints": [{"addresses": ["fd00::1"]}],
+        },
+    ]
+    found = builders.api_server_endpoints(slices)
+    assert found == [("192.0.2.10", 6443), ("192.0.2.11", 6443), ("fd00::1", 443)]
+    rule = builders.network_policy(instance(egress={}), SETTINGS, found)["spec"]["egress"][-1]
+    assert {"ipBlock": {"cidr": "fd00::1/128"}} in rule["to"]
+    assert builders.api_server_endpoints([]) == []
+
+
+def test_the_agent_pods_scheduling_fields_come_from_the_spec() -> None:
+    assert not {"nodeSelector", "tolerations", "runtimeClassName"} & set(pod_spec())
+    spec = pod_spec(
+        nodeSelector={"humanwork.dev/node": "real"},
+        tolerations=[
+            {"key": "humanwork.dev/real-node", "operator": "Exists", "effect": "NoSchedule"}
+        ],
+        runtimeClassName="gvisor",
+    )
+    assert spec["nodeSelector"] == {"humanwork.dev/node": "real"}
+    assert spec["tolerations"] == [
+        {"key": "humanwork.dev/real-node", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    assert spec["runtimeClassName"] == "gvisor"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"nodeSelector": {"not a key!": "x"}},
+        {"nodeSelector": {"zone": "not a value!"}},
+        {"tolerations": [{"key": "k", "operator": "Exists", "value": "v"}]},
+        {"tolerations": [{"key": "k", "effect": "Sometimes"}]},
+        {"runtimeClassName": "GVisor"},
+    ],
+)
+def test_bad_scheduling_fields_are_refused(bad: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        instance(**bad)
+
+
+def test_the_platform_pod_labels_are_those_of_the_platform_manifest() -> None:
+    import yaml
+
+    doc = yaml.safe_load((REPO / "manifests/base/platform/deployment.yaml").read_text())
+    labels = doc["spec"]["template"]["metadata"]["labels"]
+    assert builders.PLATFORM_POD_LABELS.items() <= labels.items()
 
 
 def test_network_policy_without_egress_allowances_is_dns_and_platform_only() -> None:

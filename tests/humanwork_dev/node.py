@@ -1,0 +1,687 @@
+"""Start and stop one real node beside the kwok node of the local control plane.
+
+The node runs real containers: containerd (Debian's) with runc behind an OCI wrapper
+(`oom-wrapper.sh`: root here lacks CAP_SYS_RESOURCE, so the negative oom_score_adj the
+kubelet gives pod sandboxes is rewritten to 0), a CNI bridge with host-local addresses on
+a private /24 that exists only on this machine, the kubelet and kube-proxy (iptables mode)
+from the control plane's own Kubernetes module, CoreDNS for cluster DNS, and kube-router
+in firewall-only mode to enforce NetworkPolicy. Everything runs as host processes in
+their own sessions; state, configs and logs live under `<cluster state>/node/`.
+
+Network safety: before containerd starts, `guard_up` adds this module's own iptables
+chain, jumped to first from the host's FORWARD chains (mangle and filter), that drops
+whatever comes from the pod range and is not for the pod range, so no packet from a pod
+leaves the machine even when a NetworkPolicy does not drop it; and one from OUTPUT that
+drops host packets DNATed from a Service address to a non-local address (a Service whose
+endpoints are kwok's invented pod addresses). Nothing else of the host's iptables or
+routes is changed; `down` removes exactly what `up` added.
+
+The node is tainted `humanwork.dev/real-node:NoSchedule`: only pods that tolerate it (and
+select `humanwork.dev/node=real`) run there; everything else stays on kwok.
+
+    humanwork-node up | down | status
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from humanwork_dev import cluster, pki
+
+REPO = cluster.REPO
+BUILD_SCRIPT = REPO / "tests" / "cluster" / "build-node.sh"
+PACKAGES_SCRIPT = REPO / "tests" / "cluster" / "node-packages.sh"
+IMAGES_SCRIPT = REPO / "tests" / "cluster" / "images.sh"
+CACHE = Path(os.environ.get("HUMANWORK_CACHE", Path.home() / ".cache" / "humanwork"))
+NODE_NAME = "humanwork-node-0"
+BRIDGE = "hwnode0"
+POD_CIDR = "10.213.0.0/24"
+NODE_IP = cluster.REAL_NODE_IP
+# every address this module and its tests create is in GUARDED: the pods' /24, the node's
+# address, the tests' own listeners; whatever comes from there and is not for the pod
+# range or this machine is dropped
+GUARDED = "10.213.0.0/16"
+GUARD = "HUMANWORK-NODE-GUARD"
+OUT_GUARD = "HUMANWORK-NODE-OUT"
+TAINT_KEY = "humanwork.dev/real-node"
+LABEL = ("humanwork.dev/node", "real")
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+CNI_BIN = "/usr/lib/cni"
+
+
+class NodeError(RuntimeError):
+    """The real node could not be built, started or reached."""
+
+
+def _run(*args: str, check: bool = True, quiet: bool = False) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(list(args), capture_output=True, text=True, check=False)
+    if check and done.returncode != 0:
+        raise NodeError(f"{' '.join(args)} failed ({done.returncode}): {done.stderr.strip()}")
+    if not quiet and done.returncode != 0:
+        print(f"node: {' '.join(args)}: {done.stderr.strip()}", file=sys.stderr)
+    return done
+
+
+def node_dir(state: Path) -> Path:
+    return state / "node"
+
+
+# --- network: the bridge and the guard ---------------------------------------------------
+
+
+def _guard_rules() -> list[tuple[str, str, list[str]]]:
+    """(table, hook chain, rule) triples: jumps from the host's chains into ours."""
+    return [
+        ("mangle", "FORWARD", ["-s", GUARDED, "-j", GUARD]),
+        ("filter", "FORWARD", ["-s", GUARDED, "-j", GUARD]),
+        ("filter", "OUTPUT", ["-m", "conntrack", "--ctstate", "DNAT", "-j", OUT_GUARD]),
+    ]
+
+
+FORWARD_SYSCTL = Path("/proc/sys/net/ipv4/ip_forward")
+
+
+def guard_up(saved: Path | None = None) -> None:
+    """Create the bridge and the egress guard (idempotent). The CNI bridge turns on IPv4
+    forwarding; its value before is kept in `saved` so that `guard_down` restores it."""
+    if saved is not None and not saved.exists():
+        saved.write_text(FORWARD_SYSCTL.read_text())
+    if _run("ip", "link", "show", BRIDGE, check=False, quiet=True).returncode != 0:
+        _run("ip", "link", "add", BRIDGE, "type", "bridge")
+        _run("ip", "addr", "add", f"{NODE_IP}/24", "dev", BRIDGE)
+    _run("ip", "link", "set", BRIDGE, "up")
+    for table in ("mangle", "filter"):
+        _run("iptables", "-t", table, "-N", GUARD, check=False, quiet=True)
+        _run("iptables", "-t", table, "-F", GUARD)
+        _run("iptables", "-t", table, "-A", GUARD, "-d", POD_CIDR, "-j", "RETURN")
+        _run("iptables", "-t", table, "-A", GUARD, "-m", "addrtype", "--dst-type", "LOCAL",
+             "-j", "RETURN")  # fmt: skip
+        _run("iptables", "-t", table, "-A", GUARD, "-j", "DROP")
+    _run("iptables", "-N", OUT_GUARD, check=False, quiet=True)
+    _run("iptables", "-F", OUT_GUARD)
+    for rule in (
+        ["-m", "conntrack", "--ctstate", "DNAT", "--ctorigdst", cluster.SERVICE_CIDR,
+         "-m", "addrtype", "!", "--dst-type", "LOCAL", "!", "-d", POD_CIDR, "-j", "DROP"],
+    ):  # fmt: skip
+        _run("iptables", "-A", OUT_GUARD, *rule)
+    for table, hook, rule in _guard_rules():
+        _ensure_first(table, hook, rule)
+
+
+def _ensure_first(table: str, hook: str, rule: list[str]) -> None:
+    """Put a jump at the top of a host chain (inserted before the old copies are removed,
+    so that the guard is never absent)."""
+
+    def positions() -> list[int]:
+        lines = _run("iptables", "-t", table, "-S", hook).stdout.splitlines()[1:]
+        target = rule[-1]
+        return [i + 1 for i, ln in enumerate(lines) if ln.endswith(f"-j {target}")
+                and all(w in ln.split() for w in rule if not w.startswith("-"))]  # fmt: skip
+
+    if positions()[:1] == [1]:
+        return
+    _run("iptables", "-t", table, "-I", hook, "1", *rule)
+    for pos in sorted(positions()[1:], reverse=True):
+        _run("iptables", "-t", table, "-D", hook, str(pos))
+
+
+def guard_first() -> bool:
+    """Whether the guard is the first rule of the host's mangle FORWARD chain (which the
+    kernel runs before the filter FORWARD chain that kube-proxy and kube-router reorder)
+    and is jumped to from the filter FORWARD chain too."""
+    mangle = _run("iptables", "-t", "mangle", "-S", "FORWARD").stdout.splitlines()
+    filt = _run("iptables", "-t", "filter", "-S", "FORWARD").stdout
+    return len(mangle) > 1 and mangle[1].endswith(f"-j {GUARD}") and f"-j {GUARD}" in filt
+
+
+def guard_down(saved: Path | None = None) -> None:
+    if saved is not None and saved.exists():
+        FORWARD_SYSCTL.write_text(saved.read_text())
+        saved.unlink()
+    for table, hook, rule in _guard_rules():
+        while (
+            _run("iptables", "-t", table, "-D", hook, *rule, check=False, quiet=True).returncode
+            == 0
+        ):
+            pass
+    for table in ("mangle", "filter"):
+        _run("iptables", "-t", table, "-F", GUARD, check=False, quiet=True)
+        _run("iptables", "-t", table, "-X", GUARD, check=False, quiet=True)
+    _run("iptables", "-F", OUT_GUARD, check=False, quiet=True)
+    _run("iptables", "-X", OUT_GUARD, check=False, quiet=True)
+    _run("ip", "link", "del", BRIDGE, check=False, quiet=True)
+
+
+# --- configuration files -----------------------------------------------------------------
+
+OOM_WRAPPER = """#!/bin/sh
+# runc behind containerd: root here lacks CAP_SYS_RESOURCE, so a negative oom_score_adj
+# (the kubelet gives pod sandboxes -998) cannot be set; rewrite it to 0 in the bundle.
+bundle=""; prev=""
+for a in "$@"; do
+  case "$a" in --bundle=*) bundle="${a#--bundle=}";; esac
+  case "$prev" in --bundle|-b) bundle="$a";; esac
+  prev="$a"
+done
+if [ -n "$bundle" ] && [ -f "$bundle/config.json" ]; then
+  sed -i -E 's/"oomScoreAdj":-[0-9]+/"oomScoreAdj":0/' "$bundle/config.json"
+fi
+exec /usr/bin/runc "$@"
+"""
+
+
+def _containerd_config(d: Path) -> str:
+    cri = 'plugins."io.containerd.grpc.v1.cri"'
+    return f"""version = 2
+root = "{d / "containerd" / "root"}"
+state = "{d / "containerd" / "state"}"
+[grpc]
+  address = "{d / "containerd.sock"}"
+[ttrpc]
+  address = "{d / "containerd.sock.ttrpc"}"
+[debug]
+  address = "{d / "containerd-debug.sock"}"
+[metrics]
+  address = ""
+[{cri}]
+  sandbox_image = "{PAUSE_IMAGE}"
+  enable_selinux = false
+  restrict_oom_score_adj = true
+  [{cri}.containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [{cri}.containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [{cri}.containerd.runtimes.runc.options]
+        BinaryName = "{d / "oom-wrapper.sh"}"
+        SystemdCgroup = false
+  [{cri}.cni]
+    bin_dir = "{CNI_BIN}"
+    conf_dir = "{d / "cni"}"
+"""
+
+
+def _cni_config() -> dict[str, Any]:
+    return {
+        "cniVersion": "0.4.0",
+        "name": "humanwork-node",
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": BRIDGE,
+                "isGateway": True,
+                "ipMasq": False,  # nothing is masqueraded: no packet is meant to leave
+                "hairpinMode": True,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{"subnet": POD_CIDR, "gateway": NODE_IP,
+                                 "rangeStart": "10.213.0.10", "rangeEnd": "10.213.0.250"}]],
+                    "routes": [{"dst": "0.0.0.0/0"}],
+                },
+            },
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+        ],
+    }  # fmt: skip
+
+
+def _kubelet_config(d: Path, state: Path, ports: dict[str, int]) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "failCgroupV1": False,  # this machine's cgroups are hybrid v1 (see the node note)
+        "cgroupDriver": "cgroupfs",
+        "containerRuntimeEndpoint": f"unix://{d / 'containerd.sock'}",
+        "address": NODE_IP,
+        "port": ports["kubelet"],
+        "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": ports["kubelet-healthz"],
+        "authentication": {
+            "anonymous": {"enabled": False},
+            "webhook": {"enabled": False},
+            "x509": {"clientCAFile": str(state / "pki" / "ca.crt")},
+        },
+        "authorization": {"mode": "AlwaysAllow"},  # any client certificate of the local CA
+        "clusterDNS": [NODE_IP],
+        "clusterDomain": "cluster.local",
+        "resolvConf": str(d / "resolv.conf"),
+        "failSwapOn": False,
+        "serializeImagePulls": False,
+        "maxPods": 110,
+        "evictionHard": {"memory.available": "100Mi"},
+        "imageGCHighThresholdPercent": 100,
+        "syncFrequency": "10s",  # Secret/ConfigMap volume updates reach pods sooner
+        "podCIDR": POD_CIDR,
+    }
+
+
+def _kube_proxy_config(d: Path, ports: dict[str, int]) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "clientConnection": {"kubeconfig": str(d / "kube-proxy.kubeconfig")},
+        "mode": "iptables",
+        "clusterCIDR": POD_CIDR,
+        "hostnameOverride": NODE_NAME,
+        "bindAddress": NODE_IP,
+        "healthzBindAddress": f"127.0.0.1:{ports['proxy-healthz']}",
+        "metricsBindAddress": f"127.0.0.1:{ports['proxy-metrics']}",
+        "nodePortAddresses": [f"{NODE_IP}/32"],
+        "conntrack": {"maxPerCore": 0},  # leave the machine's conntrack sysctls alone
+        "iptables": {"localhostNodePorts": False, "masqueradeAll": False},
+    }
+
+
+def _corefile(state: Path) -> str:
+    # no `forward`: a name outside the cluster gets no answer and no packet leaves
+    return f""".:53 {{
+    bind {NODE_IP}
+    errors
+    health 127.0.0.1:{cluster.free_port()}
+    kubernetes cluster.local in-addr.arpa ip6.arpa {{
+        kubeconfig {state / "kubeconfig"} humanwork-local
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+    }}
+    cache 5
+}}
+"""
+
+
+def write_configs(state: Path, ports: dict[str, int]) -> Path:
+    d = node_dir(state)
+    for sub in ("logs", "cni", "containerd", "kubelet", "kubelet-pki"):
+        (d / sub).mkdir(parents=True, exist_ok=True)
+    (d / "oom-wrapper.sh").write_text(OOM_WRAPPER)
+    (d / "oom-wrapper.sh").chmod(0o755)
+    (d / "containerd.toml").write_text(_containerd_config(d))
+    (d / "cni" / "10-humanwork.conflist").write_text(json.dumps(_cni_config(), indent=2))
+    (d / "kubelet.yaml").write_text(yaml.safe_dump(_kubelet_config(d, state, ports)))
+    (d / "kube-proxy.yaml").write_text(yaml.safe_dump(_kube_proxy_config(d, ports)))
+    (d / "Corefile").write_text(_corefile(state))
+    (d / "resolv.conf").write_text("")  # pods get cluster DNS only, not the host's
+    pki_dir = state / "pki"
+    ca = pki_dir / "ca.crt"
+    server = json.loads((state / "state.json").read_text())["server"]
+    for user, stem in (("kubelet", "node"), ("kube-proxy", "kube-proxy")):
+        pair = pki.Pair(pki_dir / f"{stem}.crt", pki_dir / f"{stem}.key")
+        cluster._kubeconfig(d / f"{user}.kubeconfig", server, ca, pair, user)
+    return d
+
+
+# --- images ---------------------------------------------------------------------------------
+
+
+def _ctr(d: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return _run("ctr", "--address", str(d / "containerd.sock"), "-n", "k8s.io", *args, check=check)
+
+
+def pause_archive() -> Path:
+    """The pause image as a docker archive, built once per machine from the pause.c that
+    ships in the k8s.io/kubernetes module (gcc -static, then buildah from scratch)."""
+    out = CACHE / "images" / "archives" / "pause.tar"
+    if out.exists():
+        return out
+    gomod = _run("go", "env", "GOMODCACHE").stdout.strip()
+    source = Path(gomod) / "k8s.io" / "kubernetes@v1.37.2" / "build" / "pause" / "linux" / "pause.c"
+    if not source.exists():
+        raise NodeError(f"{source} missing: run tests/cluster/build-node.sh first")
+    work = CACHE / "images" / "pause"
+    work.mkdir(parents=True, exist_ok=True)
+    _run("gcc", "-Os", "-static", "-o", str(work / "pause"), str(source), '-DVERSION="3.10"')
+    buildah = ["buildah", "--root", str(CACHE / "images" / "storage"),
+               "--runroot", str(CACHE / "images" / "run")]  # fmt: skip
+    ctr = _run(*buildah, "from", "scratch").stdout.strip()
+    _run(*buildah, "copy", ctr, str(work / "pause"), "/pause")
+    _run(*buildah, "config", "--entrypoint", '["/pause"]', "--user", "65535:65535", ctr)
+    _run(*buildah, "commit", "--rm", ctr, "localhost/pause:3.10")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _run(*buildah, "push", "localhost/pause:3.10", f"docker-archive:{out}:{PAUSE_IMAGE}")
+    return out
+
+
+def import_images(state: Path, archives: list[Path]) -> list[str]:
+    """Import docker archives into the node's containerd (CRI namespace)."""
+    d = node_dir(state)
+    for archive in archives:
+        _ctr(d, "images", "import", "--no-unpack=false", str(archive))
+    listed = _ctr(d, "images", "ls", "-q").stdout.split()
+    return [name for name in listed if not name.startswith("sha256:")]
+
+
+def product_archives(build: bool) -> list[Path]:
+    folder = CACHE / "images" / "archives"
+    names = ("operator", "platform-api", "agent")
+    if build or not all((folder / f"{n}.tar").exists() for n in names):
+        done = subprocess.run([str(IMAGES_SCRIPT), "--archive", str(folder)], check=False)
+        if done.returncode != 0:
+            raise NodeError(f"{IMAGES_SCRIPT} failed (exit {done.returncode})")
+    return [folder / f"{n}.tar" for n in names]
+
+
+# --- processes ------------------------------------------------------------------------------
+
+
+def binaries() -> Path:
+    for script in (PACKAGES_SCRIPT, BUILD_SCRIPT):
+        done = subprocess.run([str(script)], check=False, stdout=subprocess.PIPE, text=True)
+        if done.returncode != 0:
+            raise NodeError(f"{script} failed (exit {done.returncode}); see its output above")
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+def _admin_get(state: Path, path: str) -> Any:
+    server = json.loads((state / "state.json").read_text())["server"]
+    with cluster.admin_http(state) as c:
+        return c.get(f"{server}{path}").json()
+
+
+def _node_ready(state: Path) -> bool:
+    doc = _admin_get(state, f"/api/v1/nodes/{NODE_NAME}")
+    conds = doc.get("status", {}).get("conditions", [])
+    return any(x["type"] == "Ready" and x["status"] == "True" for x in conds)
+
+
+def _wait(what: str, check: Callable[[], bool], timeout: float, pids: dict[str, Any]) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for name, p in pids.items():
+            if p.poll() is not None:
+                raise NodeError(f"{name} exited with {p.returncode} while waiting for {what}")
+        with contextlib.suppress(Exception):
+            if check():
+                return
+        time.sleep(0.3)
+    raise NodeError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+async def _forward(listen: tuple[str, int], target: tuple[str, int]) -> None:
+    """Copy TCP connections from `listen` to `target` (the API server on loopback), so that
+    pods reach it at the address the `kubernetes` Service points at."""
+    import asyncio
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError):
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        writer.close()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*target)
+        except OSError:
+            writer.close()
+            return
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    server = await asyncio.start_server(serve, *listen)
+    async with server:
+        await server.serve_forever()
+
+
+def _router_synced() -> bool:
+    return "-j KUBE-ROUTER-FORWARD" in _run("iptables", "-S", "FORWARD").stdout
+
+
+def status(state: Path | None = None) -> dict[str, Any] | None:
+    state = state or cluster.state_dir_default()
+    path = node_dir(state) / "node.json"
+    if not path.exists() or not cluster.status(state):
+        return None
+    info: dict[str, Any] = json.loads(path.read_text())
+    if not all(cluster._alive(pid) for pid in info["pids"].values()):
+        return None
+    return info
+
+
+def up(
+    state: Path | None = None, timeout: float = 180.0, build_images: bool = False
+) -> dict[str, Any]:
+    """Start the real node beside a running control plane (or return the running one)."""
+    state = state or cluster.state_dir_default()
+    running = status(state)
+    if running:
+        return running
+    if not cluster.status(state):
+        raise NodeError("no local control plane is running: `humanwork-cluster up` first")
+    with cluster._exclusive(state):
+        _down(state)
+        return _up(state, timeout, build_images)
+
+
+def _up(state: Path, timeout: float, build_images: bool) -> dict[str, Any]:
+    started = time.monotonic()
+    phases: dict[str, float] = {}
+
+    def mark(phase: str) -> None:
+        phases[phase] = round(time.monotonic() - started, 2)
+
+    bin_dir = binaries()
+    archives = [pause_archive(), *product_archives(build_images)]
+    mark("binaries+images")
+    names = ("kubelet", "kubelet-healthz", "proxy-healthz", "proxy-metrics")
+    ports = {n: cluster.free_port() for n in names}
+    d = write_configs(state, ports)
+    logs = d / "logs"
+    guard_up(d / "ip_forward.saved")  # before any pod can run
+    # let `ip netns` make /run/netns its shared mount now: made later (by a test's own
+    # `ip netns add`), its bind mount would hide the pods' namespaces from `down`
+    _run("ip", "netns", "add", "hwnode-init")
+    _run("ip", "netns", "delete", "hwnode-init")
+    if not (d / "netns.before").exists():
+        (d / "netns.before").write_text("\n".join(sorted(_cni_netns())))
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    try:
+        procs["containerd"] = cluster.spawn(
+            "containerd", ["containerd", "--config", str(d / "containerd.toml")], logs
+        )
+        _wait("containerd", lambda: _ctr(d, "version").returncode == 0, 60, procs)
+        images = import_images(state, archives)
+        mark("containerd+import")
+        procs["kubelet"] = cluster.spawn(
+            "kubelet",
+            [str(bin_dir / "kubelet"), f"--config={d / 'kubelet.yaml'}",
+             f"--kubeconfig={d / 'kubelet.kubeconfig'}", f"--hostname-override={NODE_NAME}",
+             f"--node-ip={NODE_IP}", f"--root-dir={d / 'kubelet'}",
+             f"--cert-dir={d / 'kubelet-pki'}", f"--node-labels={LABEL[0]}={LABEL[1]}",
+             f"--register-with-taints={TAINT_KEY}=true:NoSchedule", "--v=1"],
+            logs,
+        )  # fmt: skip
+        _wait("the real node to be Ready", lambda: _node_ready(state), timeout, procs)
+        mark("kubelet")
+        api_port = int(json.loads((state / "state.json").read_text())["server"].rsplit(":", 1)[1])
+        procs["api-forward"] = cluster.spawn(
+            "api-forward",
+            [sys.executable, "-m", "humanwork_dev.node", "forward", f"{NODE_IP}:{api_port}",
+             f"127.0.0.1:{api_port}"],
+            logs,
+        )  # fmt: skip
+        procs["kube-proxy"] = cluster.spawn(
+            "kube-proxy", [str(bin_dir / "kube-proxy"), f"--config={d / 'kube-proxy.yaml'}"], logs
+        )
+        procs["coredns"] = cluster.spawn(
+            "coredns", [str(bin_dir / "coredns"), "-conf", str(d / "Corefile")], logs
+        )
+        procs["kube-router"] = cluster.spawn(
+            "kube-router",
+            [str(bin_dir / "kube-router"), f"--kubeconfig={state / 'kubeconfig'}",
+             "--run-firewall=true", "--run-router=false", "--run-service-proxy=false",
+             "--enable-cni=false", f"--hostname-override={NODE_NAME}",
+             f"--service-cluster-ip-range={cluster.SERVICE_CIDR}",
+             "--health-port=0", "--metrics-port=0", "--v=1"],
+            logs,
+        )  # fmt: skip
+        _wait(
+            "kube-proxy /healthz",
+            lambda: httpx.get(f"http://127.0.0.1:{ports['proxy-healthz']}/healthz").is_success,
+            60,
+            procs,
+        )
+        _wait("kube-router's first sync", _router_synced, 60, procs)
+        mark("proxy+dns+netpol")
+        guard_up()  # kube-proxy and kube-router insert at the top: put the guard back first
+        if not guard_first():
+            raise NodeError("the egress guard is not the first rule of the FORWARD chains")
+    except BaseException:
+        _stop(state, {n: p.pid for n, p in procs.items()})
+        raise
+    info = {
+        "node": NODE_NAME,
+        "node_ip": NODE_IP,
+        "pod_cidr": POD_CIDR,
+        "pids": {n: p.pid for n, p in procs.items()},
+        "images": images,
+        "ready_seconds": round(time.monotonic() - started, 2),
+        "phases": phases,
+    }
+    (d / "node.json").write_text(json.dumps(info, indent=2))
+    return info
+
+
+def _shim_pids(d: Path) -> list[int]:
+    """The containerd shims serving this node's containerd (they outlive it otherwise)."""
+    sock = str(d / "containerd.sock")
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            if argv and argv[0].endswith(b"containerd-shim-runc-v2") and sock.encode() in argv:
+                pids.append(int(proc.name))
+    return pids
+
+
+def _cni_netns() -> set[str]:
+    folder = Path("/run/netns")
+    return {p.name for p in folder.glob("cni-*")} if folder.exists() else set()
+
+
+def _mounts_under(root: Path) -> list[str]:
+    prefix = str(root) + "/"
+    lines = Path("/proc/self/mounts").read_text().splitlines()
+    points = [ln.split()[1].replace("\\040", " ") for ln in lines]
+    return sorted({p for p in points if p.startswith(prefix)}, key=len, reverse=True)
+
+
+def _stop(state: Path, pids: dict[str, int]) -> None:
+    d = node_dir(state)
+    kubelet = pids.pop("kubelet", None)
+    if kubelet:
+        cluster.stop_process(kubelet)
+    if "containerd" in pids and (d / "containerd.sock").exists():
+        # every pod's sandbox: stopped and removed through CRI's own store (CNI DEL included)
+        tasks = _ctr(d, "tasks", "ls", "-q", check=False).stdout.split()
+        for task in tasks:
+            _ctr(d, "tasks", "kill", "-s", "SIGKILL", task, check=False)
+        time.sleep(1)
+        for task in tasks:
+            _ctr(d, "tasks", "delete", "-f", task, check=False)
+    for name in ("kube-router", "coredns", "kube-proxy", "api-forward", "containerd"):
+        if name in pids:
+            cluster.stop_process(pids[name])
+    for pid in _shim_pids(d):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, 9)
+    for point in _mounts_under(d):
+        _run("umount", "-l", point, check=False, quiet=True)
+    if not _mounts_under(d):  # the images and pods' files (a new `up` imports again)
+        for sub in ("containerd", "kubelet"):
+            shutil.rmtree(d / sub, ignore_errors=True)
+    # the pods' network namespaces that CNI made while this node ran
+    before_file = d / "netns.before"
+    before = set(before_file.read_text().split()) if before_file.exists() else set()
+    for netns in _cni_netns() - before:
+        _run("ip", "netns", "delete", netns, check=False, quiet=True)
+    # kube-proxy's and kube-router's chains and sets (only this node runs them here)
+    _cleanup_service_rules()
+    guard_down(d / "ip_forward.saved")
+
+
+def _cleanup_service_rules() -> None:
+    for table in ("filter", "nat", "mangle"):
+        rules = _run("iptables-save", "-t", table, check=False, quiet=True).stdout.splitlines()
+        ours = ("KUBE-", "KUBE_")
+        for line in rules:
+            words = shlex.split(line)  # comments are quoted and hold spaces
+            if line.startswith("-A ") and not words[1].startswith(ours) and "-j KUBE-" in line:
+                _run("iptables", "-t", table, "-D", *words[1:], check=False, quiet=True)
+        chains = [ln[1:].split()[0] for ln in rules if ln.startswith(":KUBE-")]
+        for chain in chains:
+            _run("iptables", "-t", table, "-F", chain, check=False, quiet=True)
+        for chain in chains:
+            _run("iptables", "-t", table, "-X", chain, check=False, quiet=True)
+    for name in _run("ipset", "list", "-n", check=False, quiet=True).stdout.split():
+        if name.startswith(("KUBE-", "kube-router-", "inet6:")):
+            _run("ipset", "destroy", name, check=False, quiet=True)
+
+
+def down(state: Path | None = None) -> None:
+    """Stop the real node and remove everything it added to the machine."""
+    state = state or cluster.state_dir_default()
+    with cluster._exclusive(state):
+        _down(state)
+
+
+def _down(state: Path) -> None:
+    d = node_dir(state)
+    path = d / "node.json"
+    pids: dict[str, int] = {}
+    if path.exists():
+        with contextlib.suppress(ValueError, TypeError):
+            pids = dict(json.loads(path.read_text()).get("pids", {}))
+        path.unlink()
+    _stop(state, pids)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="humanwork-node", description=__doc__.split("\n")[0])
+    parser.add_argument("command", choices=["up", "down", "status", "forward"])
+    parser.add_argument("args", nargs="*", help="forward: LISTEN-HOST:PORT TARGET-HOST:PORT")
+    parser.add_argument("--state-dir", type=Path, default=None)
+    parser.add_argument("--build-images", action="store_true", help="rebuild the images first")
+    args = parser.parse_args(argv)
+    state = args.state_dir or cluster.state_dir_default()
+    if args.command == "forward":
+        import asyncio
+
+        (lh, lp), (th, tp) = (a.rsplit(":", 1) for a in args.args)
+        asyncio.run(_forward((lh, int(lp)), (th, int(tp))))
+        return 0
+    try:
+        if args.command == "up":
+            info = up(state, build_images=args.build_images)
+            print(f"real node {NODE_NAME} ready ({info['ready_seconds']}s): {info['phases']}",
+                  file=sys.stderr)  # fmt: skip
+        elif args.command == "down":
+            down(state)
+            print("real node stopped", file=sys.stderr)
+        else:
+            running = status(state)
+            if not running:
+                print("no real node is running", file=sys.stderr)
+                return 1
+            print(json.dumps(running, indent=2))
+    except NodeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
