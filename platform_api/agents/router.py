@@ -280,7 +280,7 @@ async def _org_agent(
     "tokens (401 `token_revoked`); the operator then issues a new token into the agent's "
     "Secret, with no grace for the revoked ones. The AgentInstance stays. Audited as "
     "`agent.token_revoked`.",
-    responses=error_responses(401, 403, 404, 503),
+    responses=error_responses(401, 403, 404, 422, 503),
 )
 async def revoke_token(
     session: Session,

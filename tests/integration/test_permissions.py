@@ -54,6 +54,8 @@ OPERATOR_EVERYWHERE = (
     | grant("", ["events"], ["create"])
     | grant("apiextensions.k8s.io", ["customresourcedefinitions"], ["list", "watch"])
 )
+OPERATOR_IN_DEFAULT = grant("discovery.k8s.io", ["endpointslices"], ["list"])
+"""The API server's endpoints (the `kubernetes` EndpointSlices), for the agents' egress."""
 PLATFORM_EVERYWHERE = (
     grant(HW, ["agentictasks"], ["get", "list", "watch", "create", "patch"])
     | grant(HW, ["agentictasks/status"], ["patch"])
@@ -130,7 +132,8 @@ WHERE = ("system", "org", "elsewhere")
 
 def test_each_component_holds_exactly_its_matrix(identities: dict[str, Any]) -> None:
     for where in WHERE:
-        assert granted(identities, "operator", where) == OPERATOR_EVERYWHERE, where
+        operator = OPERATOR_EVERYWHERE | (OPERATOR_IN_DEFAULT if where == "elsewhere" else set())
+        assert granted(identities, "operator", where) == operator, where
         platform = PLATFORM_EVERYWHERE | (PLATFORM_IN_SYSTEM if where == "system" else set())
         assert granted(identities, "platform", where) == platform, where
         agent = AGENT_AT_HOME if where == "org" else set()

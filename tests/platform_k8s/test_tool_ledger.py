@@ -49,7 +49,10 @@ PROXY_TIMEOUT = 1.0
 def settings(database_url: str, platform_kubeconfig: Path) -> Settings:
     """The platform with a short upstream timeout, so that `late` answers come after it."""
     return make_settings(
-        database_url, kubeconfig=str(platform_kubeconfig), upstream_timeout_seconds=PROXY_TIMEOUT
+        database_url,
+        kubeconfig=str(platform_kubeconfig),
+        upstream_timeout_seconds=PROXY_TIMEOUT,
+        upstream_allowed_endpoints=["127.0.0.1/32"],  # the fakes listen on loopback
     )
 
 
