@@ -717,6 +717,46 @@ def _platform_metadata(settings: OperatorSettings, name: str) -> dict[str, Any]:
     }
 
 
+ORG_SECRETS_CLUSTER_ROLE = "humanwork-operator-org-secrets"
+"""The ClusterRole with the Secret verbs the operator needs in an org namespace
+(manifests/base/operator/rbac.yaml); it holds `bind` on this one ClusterRole only."""
+ORG_SECRETS_BINDING = "humanwork-operator-secrets"
+
+
+def org_secrets_role_binding(namespace: str, settings: OperatorSettings) -> Manifest:
+    """The RoleBinding that gives the operator (and no one else) the Secret verbs of one
+    org namespace: its ClusterRole holds none (issue 12, item 6). The admission policy
+    humanwork-operator-org-binding refuses it outside a namespace labelled
+    humanwork.io/org-id or for another subject. Not owned by an AgentInstance: it serves
+    every instance of the namespace and goes with the namespace."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {
+            "name": ORG_SECRETS_BINDING,
+            "namespace": namespace,
+            "labels": {
+                "app.kubernetes.io/name": MANAGED_BY,
+                "app.kubernetes.io/component": "operator",
+                "app.kubernetes.io/part-of": PART_OF,
+                "app.kubernetes.io/managed-by": MANAGED_BY,
+            },
+        },
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": ORG_SECRETS_CLUSTER_ROLE,
+        },
+        "subjects": [
+            {
+                "kind": "ServiceAccount",
+                "name": settings.service_account,
+                "namespace": settings.platform_namespace,
+            }
+        ],
+    }
+
+
 def signing_keys_secret(
     keys: Sequence[tuple[SigningKey, datetime]], settings: OperatorSettings
 ) -> Manifest:

@@ -20,6 +20,9 @@ class OperatorSettings:
     platform_namespace: str = "humanwork-system"
     """Namespace of the platform API (and of the operator): the only ingress source of
     agent pods, and one of their egress destinations."""
+    service_account: str = "humanwork-operator"
+    """The operator's own ServiceAccount (in `platform_namespace`): the subject of the
+    RoleBinding it makes in each org namespace for that namespace's Secrets."""
     platform_api_service: str = "humanwork-platform-api"
     platform_api_port: int = 8000
     """The platform API's port; the Service port and the pod port are assumed equal, since a

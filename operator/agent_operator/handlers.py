@@ -3,7 +3,10 @@
 - create / update / resume of an AgentInstance reconciles it, and so does the operator's
   scheduler when its token is due for rotation or its periodic resync comes;
 - an event on any child the operator manages (deleted or edited by hand, or a Deployment
-  whose readiness changed) reconciles its owner, which restores the child;
+  whose readiness changed) reconciles its owner, which restores the child; Secrets are
+  not watched (a cluster-wide watch needs a cluster-wide `list`, and the operator reads
+  Secrets only in org namespaces, issue 12 item 6): a deleted or edited token or callback
+  Secret is restored at the instance's next reconcile, at the latest its periodic resync;
 - the DELETED event of an AgentInstance records its tokens as revoked (no finalizer: a
   deletion never waits for the operator; the children go by garbage collection).
 """
@@ -41,7 +44,6 @@ INSTANCES = (GROUP, VERSION, "agentinstances")
 TASKS = (GROUP, VERSION, "agentictasks")
 CHILD_KINDS = (
     ("", "v1", "serviceaccounts"),
-    ("", "v1", "secrets"),
     ("", "v1", "configmaps"),
     ("", "v1", "services"),
     ("rbac.authorization.k8s.io", "v1", "roles"),

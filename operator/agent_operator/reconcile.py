@@ -8,6 +8,7 @@ returns the Events worth telling; the handler layer posts them.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -384,7 +385,8 @@ async def reconcile(
             Event("NamespaceHardened", f"set {', '.join(sorted(missing_psa))} on namespace {ns}")
         )
 
-    token_secret = await kube.get("v1", "Secret", ns, builders.token_secret_name(instance))
+    done = applied.setdefault((ns, name), {})
+    token_secret = await _read_token_secret(kube, settings, instance, done)
     if token_secret is not None and not builders.owned_by(token_secret, instance):
         # left by a deleted instance of the same name, or planted: never adopt its token
         await _take_over_token_secret(kube, instance, token_secret)
@@ -433,7 +435,6 @@ async def reconcile(
 
     provisioned = instance.status is None or instance.status.token is None
     deployment: dict[str, Any] | None = None
-    done = applied.setdefault((ns, name), {})
     api_server = builders.api_server_endpoints(
         await kube.list("discovery.k8s.io/v1", "EndpointSlice", "default", API_SERVER_SLICES)
     )
@@ -484,6 +485,43 @@ async def reconcile(
             GROUP_VERSION, "AgentInstance", ns, name, {"metadata": {"annotations": done_requests}}
         )
     return Outcome(status, events, rotated=rotated, provisioned=provisioned)
+
+
+BINDING_WAIT_SECONDS = (0.1, 0.2, 0.4, 0.8, 1.5)
+"""Pauses before re-reading a Secret that a RoleBinding just made readable: the API
+server's authorizer sees a new RoleBinding within moments, not at once."""
+
+
+async def _read_token_secret(
+    kube: Kube,
+    settings: OperatorSettings,
+    instance: AgentInstance,
+    done: dict[tuple[str, str], str],
+) -> dict[str, Any] | None:
+    """The instance's token Secret (None when absent), after making sure the operator may
+    read it: its ClusterRole holds no verb on Secrets, so in each org namespace it binds
+    itself to humanwork-operator-org-secrets first (once per instance until the next
+    resync). A 403 right after that binding is retried briefly; any other is raised (the
+    handlers retry the reconcile, which re-applies a binding removed by hand)."""
+    ns = builders.namespace_of(instance)
+    binding = builders.org_secrets_role_binding(ns, settings)
+    key = (binding["kind"], binding["metadata"]["name"])
+    digest = manifest_digest(binding)
+    fresh_binding = done.get(key) != digest
+    if fresh_binding:
+        await kube.apply(binding)
+        done[key] = digest
+    name = builders.token_secret_name(instance)
+    for pause in (*BINDING_WAIT_SECONDS, None):
+        try:
+            return await kube.get("v1", "Secret", ns, name)
+        except KubeError as exc:
+            if exc.status == 403 and not fresh_binding:
+                done.pop(key, None)  # the binding was removed: the retry applies it again
+            if exc.status != 403 or not fresh_binding or pause is None:
+                raise
+            await asyncio.sleep(pause)
+    return None  # not reached: the last attempt returns or raises
 
 
 def revoked_tokens(

@@ -86,9 +86,12 @@ def test_the_base_builds_with_every_part(cluster: Cluster) -> None:
     assert kinds["CustomResourceDefinition"] == 2
     assert kinds["ValidatingAdmissionPolicy"] == kinds["ValidatingAdmissionPolicyBinding"] >= 3
     assert kinds["ServiceAccount"] == 2  # the operator and the platform API
-    assert kinds["ClusterRole"] == kinds["ClusterRoleBinding"] == 2
-    # the platform's, in humanwork-system; the operator's, in default (the API server's endpoints)
-    assert kinds["Role"] == kinds["RoleBinding"] == 2
+    # the operator's, the platform's, and the operator's org Secrets (bound per org namespace
+    # by the operator itself)
+    assert kinds["ClusterRole"] == 3 and kinds["ClusterRoleBinding"] == 2
+    # the platform's and the operator's (its key Secrets), in humanwork-system; the
+    # operator's in default (the API server's endpoints)
+    assert kinds["Role"] == kinds["RoleBinding"] == 3
     assert kinds["Deployment"] == 2 and kinds["Service"] == 1 and kinds["Namespace"] == 1
     # no Secret: the overlays (dev) or the users (production) make them, and the operator
     # generates its own key material

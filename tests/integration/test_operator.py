@@ -450,3 +450,35 @@ def test_tokens_rotate_by_themselves_before_they_expire(
     assert 'humanwork_operator_reconciles_total{result="ok",trigger="rotation"}' in (
         operator.metrics()
     )
+
+
+def test_a_token_secret_and_the_operators_secret_binding_removed_by_hand_come_back(
+    cluster: Cluster, operator: OperatorProcess, ready_agent: tuple[str, str]
+) -> None:
+    """The operator no longer watches Secrets (issue 12, item 6): a deleted token Secret is
+    restored by the instance's next reconcile (here an annotation; otherwise the periodic
+    resync), even when its own RoleBinding to the org Secrets was removed too (its read is
+    refused, kopf retries, the binding is applied again)."""
+    ns, _org_id = ready_agent
+    core, rbac = client.CoreV1Api(cluster.api), client.RbacAuthorizationV1Api(cluster.api)
+    binding = rbac.read_namespaced_role_binding("humanwork-operator-secrets", ns)
+    assert binding.role_ref.name == "humanwork-operator-org-secrets"
+    assert [(s.kind, s.namespace, s.name) for s in binding.subjects] == [
+        ("ServiceAccount", PLATFORM_NS, "humanwork-operator")
+    ]
+    first = get_instance(cluster, ns)["status"]["token"]["jti"]
+    rbac.delete_namespaced_role_binding("humanwork-operator-secrets", ns)
+    core.delete_namespaced_secret("agent-agent-token", ns)
+    client.CustomObjectsApi(cluster.api).patch_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        ns,
+        PLURAL,
+        "agent",
+        {"metadata": {"annotations": {"humanwork.io/config-nudge": uuid.uuid4().hex}}},
+    )
+    restored = eventually(lambda: agent_token(cluster, ns), timeout=30)
+    claims = tokens.read_minted_token(restored).claims
+    assert claims.jti != first  # the deleted token is not resurrected: a new one is issued
+    assert eventually(lambda: get_instance(cluster, ns)["status"]["token"]["jti"] == claims.jti)
+    assert rbac.read_namespaced_role_binding("humanwork-operator-secrets", ns).subjects

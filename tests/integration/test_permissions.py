@@ -29,6 +29,8 @@ Permission = tuple[str, str, str, str]
 """(apiGroup, resource[/subresource], verb, resourceName or '*')."""
 HW = "humanwork.io"
 RBAC = "rbac.authorization.k8s.io"
+ORG_SECRETS = "humanwork-operator-org-secrets"
+KEY_SECRETS = ("humanwork-agent-signing-keys", "humanwork-callback-key")
 
 
 def grant(
@@ -43,19 +45,26 @@ OPERATOR_EVERYWHERE = (
     | grant(HW, ["agentictasks"], ["get", "list", "watch", "create", "delete"])
     | grant(HW, ["agentictasks/status"], ["get", "patch"])
     | grant("", ["namespaces"], ["get", "list", "watch", "patch"])
-    # known gap, see docs/security.md: Secrets and ConfigMaps of every namespace, because the
-    # operator watches its children cluster-wide; the policies keep it from the admission
-    # parameters, and it holds no verb on RBAC beyond what it grants agents
-    | grant("", ["secrets", "configmaps"], ["get", "list", "watch", "create", "patch"])
+    # no Secret anywhere (below: its key material, and the Secrets of org namespaces);
+    # ConfigMaps everywhere (the policies keep it from the admission parameters)
+    | grant("", ["configmaps"], ["get", "list", "watch", "create", "patch"])
     | grant("", ["serviceaccounts", "services"], ["list", "watch", "create", "patch"])
     | grant(RBAC, ["roles", "rolebindings"], ["list", "watch", "create", "patch"])
     | grant("networking.k8s.io", ["networkpolicies"], ["list", "watch", "create", "patch"])
     | grant("apps", ["deployments"], ["get", "list", "watch", "create", "patch"])
     | grant("", ["events"], ["create"])
     | grant("apiextensions.k8s.io", ["customresourcedefinitions"], ["list", "watch"])
+    # to bind itself to the org Secrets ClusterRole, and no other
+    | grant(RBAC, ["clusterroles"], ["bind"], [ORG_SECRETS])
 )
 OPERATOR_IN_DEFAULT = grant("discovery.k8s.io", ["endpointslices"], ["list"])
 """The API server's endpoints (the `kubernetes` EndpointSlices), for the agents' egress."""
+OPERATOR_IN_SYSTEM = grant("", ["secrets"], ["get"], KEY_SECRETS) | grant(
+    "", ["secrets"], ["create"]
+)
+"""Its key material by name; `create` cannot take names (a policy refuses any other)."""
+OPERATOR_IN_ORG = grant("", ["secrets"], ["get", "create", "patch"])
+"""Through the RoleBinding it makes in each org namespace (humanwork-operator-secrets)."""
 PLATFORM_EVERYWHERE = (
     grant(HW, ["agentictasks"], ["get", "list", "watch", "create", "patch"])
     | grant(HW, ["agentictasks/status"], ["patch"])
@@ -132,7 +141,11 @@ WHERE = ("system", "org", "elsewhere")
 
 def test_each_component_holds_exactly_its_matrix(identities: dict[str, Any]) -> None:
     for where in WHERE:
-        operator = OPERATOR_EVERYWHERE | (OPERATOR_IN_DEFAULT if where == "elsewhere" else set())
+        operator = OPERATOR_EVERYWHERE | {
+            "system": OPERATOR_IN_SYSTEM,
+            "org": OPERATOR_IN_ORG,
+            "elsewhere": OPERATOR_IN_DEFAULT,
+        }.get(where, set())
         assert granted(identities, "operator", where) == operator, where
         platform = PLATFORM_EVERYWHERE | (PLATFORM_IN_SYSTEM if where == "system" else set())
         assert granted(identities, "platform", where) == platform, where
@@ -142,6 +155,8 @@ def test_each_component_holds_exactly_its_matrix(identities: dict[str, Any]) -> 
     for who in ("operator", "platform", "agent"):
         for where in WHERE:
             held = granted(identities, who, where)
+            if who == "operator":  # bind, on its org Secrets ClusterRole only
+                held -= grant(RBAC, ["clusterroles"], ["bind"], [ORG_SECRETS])
             assert not {p for p in held if p[2] in ("escalate", "bind", "impersonate", "*")}
             assert not {p for p in held if p[0] in ("admissionregistration.k8s.io", "*")}
             assert not {p for p in held if p[1] in ("clusterroles", "clusterrolebindings", "*")}
@@ -209,3 +224,111 @@ def test_what_rbac_cannot_say_the_policies_refuse(
     _refused(
         lambda: client.CoreV1Api(clients["agent"]).read_namespaced_secret("agent-agent-token", ns)
     )
+
+
+def _bystander(core: client.CoreV1Api, ns: str) -> str:
+    name = f"bystander-{uuid.uuid4().hex[:6]}"
+    core.create_namespaced_secret(
+        ns,
+        client.V1Secret(metadata=client.V1ObjectMeta(name=name), string_data={"k": "v"}),
+    )
+    return name
+
+
+def test_the_operator_reads_no_secret_but_the_agents_and_its_keys(
+    cluster: Cluster, identities: dict[str, Any], make_namespace: Any
+) -> None:
+    """From the operator's own token: the Secrets of `default`, of humanwork-system (but its
+    two keys) and of a namespace of no org are out of reach, read or listed; an agent's
+    token Secret in its org namespace and the key Secrets are in reach (positive control)."""
+    admin = client.CoreV1Api(cluster.api)
+    operator = client.CoreV1Api(identities["clients"]["operator"])
+    org_ns = identities["namespaces"]["org"]
+    plain = make_namespace("plain")
+    planted = [(ns, _bystander(admin, ns)) for ns in ("default", PLATFORM_NS, plain)]
+    try:
+        for ns, name in planted:
+            _refused(lambda ns=ns, name=name: operator.read_namespaced_secret(name, ns))
+            _refused(lambda ns=ns: operator.list_namespaced_secret(ns))
+        _refused(lambda: operator.list_secret_for_all_namespaces())
+        _refused(lambda: operator.list_namespaced_secret(org_ns))  # no list there either
+        for name in KEY_SECRETS:
+            assert operator.read_namespaced_secret(name, PLATFORM_NS).data
+        assert operator.read_namespaced_secret("agent-agent-token", org_ns).data["token"]
+    finally:
+        for ns, name in planted:
+            if ns != plain:
+                admin.delete_namespaced_secret(name, ns)
+
+
+def _binding(ns: str, role: tuple[str, str], subject: tuple[str, str]) -> client.V1RoleBinding:
+    return client.V1RoleBinding(
+        metadata=client.V1ObjectMeta(name=f"try-{uuid.uuid4().hex[:6]}"),
+        role_ref=client.V1RoleRef(api_group=RBAC, kind=role[0], name=role[1]),
+        subjects=[
+            client.RbacV1Subject(kind="ServiceAccount", namespace=subject[0], name=subject[1])
+        ],
+    )
+
+
+def test_the_operator_cannot_bind_its_secret_access_elsewhere_nor_make_an_org(
+    cluster: Cluster, identities: dict[str, Any], make_namespace: Any
+) -> None:
+    """The operator holds `bind` on humanwork-operator-org-secrets: the policies keep that
+    binding to org namespaces and to itself, keep it from binding any other ClusterRole,
+    from relabelling a namespace as an org (or unlabelling one), and from writing any
+    Secret in humanwork-system but its keys, or a ServiceAccount token Secret anywhere."""
+    api = identities["clients"]["operator"]
+    rbac, core = client.RbacAuthorizationV1Api(api), client.CoreV1Api(api)
+    org_ns, org_id = identities["namespaces"]["org"], identities["org_id"]
+    me = (PLATFORM_NS, "humanwork-operator")
+    org_secrets = ("ClusterRole", ORG_SECRETS)
+
+    def bind(ns: str, role: tuple[str, str], subject: tuple[str, str]) -> Any:
+        return rbac.create_namespaced_role_binding(ns, _binding(ns, role, subject), dry_run="All")
+
+    for ns in ("default", make_namespace("plain")):
+        body = _refused(lambda ns=ns: bind(ns, org_secrets, me))
+        assert "has no humanwork.io/org-id label" in body
+    body = _refused(lambda: bind(org_ns, org_secrets, (org_ns, "agent-agent")))
+    assert "to itself only" in body
+    # a ClusterRole whose rules it holds (its own) would pass RBAC: the policy refuses it
+    body = _refused(lambda: bind(org_ns, ("ClusterRole", "humanwork-operator"), (org_ns, "x")))
+    assert "binds Roles and the ClusterRole humanwork-operator-org-secrets only" in body
+    body = _refused(lambda: bind(org_ns, ("Role", "agent-agent"), ("default", "default")))
+    assert "only to ServiceAccounts of its namespace" in body
+    bind(org_ns, org_secrets, me)  # positive control: what it does in an org namespace
+
+    for ns, labels in (
+        ("default", {"humanwork.io/org-id": org_id}),
+        (org_ns, {"humanwork.io/org-id": str(uuid.uuid4())}),
+        (org_ns, {"humanwork.io/org-id": None}),
+    ):
+        patch = {"metadata": {"labels": labels}}
+        body = _refused(lambda ns=ns, p=patch: core.patch_namespace(ns, p, dry_run="All"))
+        assert "humanwork.io/org-id label" in body
+    # positive control: the Pod Security labels it sets
+    core.patch_namespace(
+        org_ns,
+        {"metadata": {"labels": {"pod-security.kubernetes.io/warn": "restricted"}}},
+        dry_run="All",
+    )
+
+    def secret(ns: str, name: str, kind: str = "Opaque", **annotations: str) -> Any:
+        body = client.V1Secret(
+            metadata=client.V1ObjectMeta(name=name, annotations=annotations or None), type=kind
+        )
+        return core.create_namespaced_secret(ns, body, dry_run="All")
+
+    body = _refused(lambda: secret(PLATFORM_NS, "humanwork-platform-secrets"))
+    assert "no Secret in humanwork-system but its key material" in body
+    body = _refused(
+        lambda: secret(
+            org_ns,
+            "minted",
+            "kubernetes.io/service-account-token",
+            **{"kubernetes.io/service-account.name": "agent-agent"},
+        )
+    )
+    assert "only Opaque Secrets" in body
+    secret(org_ns, f"opaque-{uuid.uuid4().hex[:6]}")  # positive control
