@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 cluster-binaries: venv
-	@ln -sf "$$(tests/cluster/build.sh)/kubectl" $(VENV)/bin/kubectl
+	@ln -sf "$$(humanwork_dev/scripts/build.sh)/kubectl" $(VENV)/bin/kubectl
 
 .PHONY: postgres-binaries
 postgres-binaries:
@@ -102,11 +102,11 @@ docs: venv
 # buildah (Debian's package) on a base made by debootstrap; cached in ~/.cache/humanwork/images.
 # With Docker: docker build -f Dockerfile.<name> -t humanwork/<name>:0.1.0 . works unchanged.
 images:
-	@bash tests/cluster/images.sh --archive $${HUMANWORK_CACHE:-$$HOME/.cache/humanwork}/images/archives
+	@bash humanwork_dev/scripts/images.sh --archive $${HUMANWORK_CACHE:-$$HOME/.cache/humanwork}/images/archives
 
 .PHONY: node-binaries node-up node-down node-status
 node-binaries:
-	@bash tests/cluster/node-packages.sh && bash tests/cluster/build-node.sh
+	@bash humanwork_dev/scripts/node-packages.sh && bash humanwork_dev/scripts/build-node.sh
 
 node-up: venv cluster-up node-binaries images
 	@$(VENV)/bin/humanwork-node up

@@ -33,9 +33,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # the fake upstreams live with the tests
 
 from humanwork_dev import cluster, stack  # noqa: E402
+from humanwork_dev.fakes.shopify import FakeShopify  # noqa: E402
 from humanwork_dev.postgres import PostgresServer  # noqa: E402
 from humanwork_dev.processes import AgentProcess, OperatorProcess, PlatformProcess  # noqa: E402
-from tests.fakes.shopify import FakeShopify  # noqa: E402
 
 PASSWORD = "bench-password-0123456789"
 CREDENTIALS_KEY = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="  # 32 bytes, bench only

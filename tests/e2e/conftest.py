@@ -22,11 +22,11 @@ import httpx
 import pytest
 
 from humanwork_core import signing
+from humanwork_dev.fakes.amazon import FakeAmazon
+from humanwork_dev.fakes.shopify import FakeShopify
 from humanwork_dev.processes import AgentProcess, PlatformProcess
 from tests.agents import agent_credentials, provision_agent
 from tests.conftest import Cluster
-from tests.fakes.amazon import FakeAmazon
-from tests.fakes.shopify import FakeShopify
 from tests.platform.conftest import ADMIN_PASSWORD
 
 SEED_REQUEST = (

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 
+from humanwork_dev.fakes import catalog
 from tests.e2e.conftest import World, execution_state, step_of
-from tests.fakes import catalog
 
 MUG = catalog.BY_SKU[catalog.DISCREPANT_SKU].inventory_item_id
 WAREHOUSE = catalog.WAREHOUSE_LOCATION_ID

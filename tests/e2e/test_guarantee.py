@@ -20,8 +20,8 @@ from typing import Any
 import yaml
 
 from humanwork_dev.cluster import token_kubeconfig
+from humanwork_dev.fakes import catalog
 from tests.e2e.conftest import World, execution_state, step_of
-from tests.fakes import catalog
 
 MUG = catalog.BY_SKU["HW-MUG-001"].inventory_item_id
 WAREHOUSE = catalog.WAREHOUSE_LOCATION_ID

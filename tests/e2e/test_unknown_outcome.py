@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from humanwork_dev.fakes import catalog
 from tests.e2e.conftest import World, execution_state, step_of
-from tests.fakes import catalog
 
 MUG = catalog.BY_SKU[catalog.DISCREPANT_SKU].inventory_item_id
 WAREHOUSE = catalog.WAREHOUSE_LOCATION_ID

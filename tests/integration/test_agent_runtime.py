@@ -41,10 +41,10 @@ from humanwork_core.resources import (
     StepStatus,
     Verdict,
 )
+from humanwork_dev.fakes import catalog
 from humanwork_dev.processes import PLATFORM_NS, AgentProcess
 from tests.agents import agent_token
 from tests.conftest import Cluster
-from tests.fakes import catalog
 from tests.integration.test_tasks import Writer, approve
 from tests.support import eventually
 from tests.unit.test_agent_events import Receiver

@@ -21,6 +21,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from humanwork_dev.fakes import FakeShopify
 from platform_api.app import create_app
 from platform_api.tools.upstreams import ShopifyAdapter, UpstreamError
 from platform_api.tools.upstreams.egress import (
@@ -30,7 +31,6 @@ from platform_api.tools.upstreams.egress import (
     EgressPolicy,
     EgressRefused,
 )
-from tests.fakes import FakeShopify
 from tests.platform.conftest import Api, StaticResolver, TwoOrgs, make_settings
 
 PUBLIC = "23.227.38.65"  # never connected to: only the store-time check sees it

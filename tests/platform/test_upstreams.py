@@ -1,5 +1,5 @@
 """The tool proxy's upstream adapters (Shopify Admin API, Amazon SP-API) against the fake
-upstreams of `tests.fakes`, real HTTP servers on 127.0.0.1: each action's data, side
+upstreams of `humanwork_dev.fakes`, real HTTP servers on 127.0.0.1: each action's data, side
 effects counted once per call, credential errors without credentials, parameter and
 action checks before any request, the LWA token exchanged once and reused, retries of
 GETs only, and `sanitise`."""
@@ -17,6 +17,7 @@ import pytest
 
 from humanwork_core import catalog as action_catalog
 from humanwork_core.resources import Risk
+from humanwork_dev.fakes import FakeAmazon, FakeShopify, catalog
 from platform_api.tools.upstreams import (
     REDACTED,
     AmazonAdapter,
@@ -31,7 +32,6 @@ from platform_api.tools.upstreams import (
     sanitise,
 )
 from platform_api.tools.upstreams.egress import Egress, EgressClient, EgressPolicy
-from tests.fakes import FakeAmazon, FakeShopify, catalog
 
 MUG = catalog.BY_SKU["HW-MUG-001"]
 WAREHOUSE = catalog.WAREHOUSE_LOCATION_ID

@@ -16,11 +16,11 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from humanwork_dev.fakes.shopify import FakeShopify
 from platform_api.models import IntegrationCredential, utcnow
 from platform_api.state import Platform
 from tests.agents import agent_credentials, provision_agent
 from tests.conftest import Cluster
-from tests.fakes.shopify import FakeShopify
 from tests.platform.conftest import StaticResolver
 from tests.platform_k8s.conftest import Orgs
 

@@ -22,10 +22,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from humanwork_dev.fakes.server import BackgroundServer
 from platform_api.settings import Settings
 from tests.agents import LLM_KEY, create_instance, wait_phase
 from tests.conftest import Cluster
-from tests.fakes.server import BackgroundServer
 from tests.integration.test_tasks import task_manifest
 from tests.platform.conftest import Api, make_settings
 from tests.platform_k8s.conftest import Orgs

@@ -24,6 +24,8 @@ import pytest
 
 from humanwork_core import signing
 from humanwork_core.signing import SIGNATURE_HEADER
+from humanwork_dev.fakes import catalog
+from humanwork_dev.fakes.shopify import FakeShopify
 from platform_api.settings import Settings
 from tests.agents import (
     agent_credentials,
@@ -33,8 +35,6 @@ from tests.agents import (
     wait_phase,
 )
 from tests.conftest import Cluster
-from tests.fakes import catalog
-from tests.fakes.shopify import FakeShopify
 from tests.platform.conftest import make_settings
 from tests.platform_k8s.conftest import Orgs, TaskApi
 from tests.platform_k8s.test_tool_proxy import call, enable, store_credentials, write_plan

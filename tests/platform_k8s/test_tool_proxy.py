@@ -1,7 +1,7 @@
 """The tool proxy, from the attacker's side: an agent holding a valid token still cannot
 cause a side effect no expert approved, cannot repeat an approved one, cannot use a tool
 its org did not enable, cannot reach another org's task, and never sees a credential.
-The upstream is a real local HTTP server (tests/fakes) that counts every side effect."""
+The upstream is a real local HTTP server (humanwork_dev/fakes) that counts every side effect."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from typing import Any
 import httpx
 import pytest
 
+from humanwork_dev.fakes import catalog
+from humanwork_dev.fakes.shopify import FakeShopify
 from tests.agents import agent_credentials, provision_agent
 from tests.conftest import Cluster
-from tests.fakes import catalog
-from tests.fakes.shopify import FakeShopify
 from tests.platform.conftest import Caller
 from tests.platform_k8s.conftest import Orgs, TaskApi
 

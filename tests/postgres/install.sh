@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install PostgreSQL's server binaries from Debian's packages when they are missing, for
-# the throwaway servers of tests/humanwork_dev/postgres.py. Idempotent: does nothing when
+# the throwaway servers of humanwork_dev/postgres.py. Idempotent: does nothing when
 # an initdb exists under /usr/lib/postgresql/*/bin. Needs root (or sudo) to install.
 set -euo pipefail
 

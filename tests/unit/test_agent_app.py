@@ -21,7 +21,7 @@ from agent_image.app import Runtime, build_runtime, create_app
 from agent_image.kube import KubeClient
 from agent_image.settings import AgentSettings
 from humanwork_core import signing
-from tests.fakes.openai_server import FakeOpenAI
+from humanwork_dev.fakes.openai_server import FakeOpenAI
 from tests.unit.test_agent_events import ORG, SECRET, Receiver, agent_settings
 from tests.unit.test_agent_planner import SEED_EXAMPLE
 

@@ -24,7 +24,7 @@ from starlette.routing import Route
 from agent_image.events import EVENT_TYPES, EventSender
 from agent_image.settings import AgentSettings
 from humanwork_core import signing
-from tests.fakes.server import BackgroundServer
+from humanwork_dev.fakes.server import BackgroundServer
 
 ORG = "3f2b8c1e-7d4a-4e9b-9c51-2a6f0d8e4b17"
 SECRET = "c0ffee" * 10 + "abcd"

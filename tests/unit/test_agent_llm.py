@@ -16,7 +16,7 @@ from agent_image.llm import (
     cost_estimate,
     llm_configured,
 )
-from tests.fakes.openai_server import FakeOpenAI
+from humanwork_dev.fakes.openai_server import FakeOpenAI
 
 KEY = "sk-test-key"
 MESSAGES = [

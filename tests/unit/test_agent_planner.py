@@ -27,8 +27,8 @@ from agent_image.planning.periods import parse_period
 from humanwork_core import taskflow
 from humanwork_core.catalog import tool_name
 from humanwork_core.resources import AgenticTaskSpec, Risk, StepKind
-from tests.fakes import catalog
-from tests.fakes.openai_server import FakeOpenAI
+from humanwork_dev.fakes import catalog
+from humanwork_dev.fakes.openai_server import FakeOpenAI
 
 SEED_EXAMPLE = (
     "Reconcile all Amazon orders for October and update inventory in Shopify for any discrepancies"
@@ -57,7 +57,7 @@ def _between(moment: str, after: str | None, before: str | None) -> bool:
 
 def catalog_tool_result(tool: str, action: str, params: dict[str, Any]) -> dict[str, Any]:
     """What the platform's proxy answers for a read of the seeded merchant (the world of
-    tests/fakes/catalog.py): the `result` of `{tool, action, result, ...}`."""
+    humanwork_dev/fakes/catalog.py): the `result` of `{tool, action, result, ...}`."""
     if (tool, action) == ("amazon", "listOrders"):
         orders = [
             catalog.amazon_order(o)

@@ -49,7 +49,7 @@ def test_every_setting_has_a_meaning_and_no_fallback_is_left_over() -> None:
                 described_in_code.add(key)
     assert not described_in_code, (
         f"{sorted(described_in_code)} now have their own description: remove them from "
-        "FALLBACK_MEANINGS in tests/humanwork_dev/deployables.py"
+        "FALLBACK_MEANINGS in humanwork_dev/deployables.py"
     )
 
 

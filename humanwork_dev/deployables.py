@@ -34,7 +34,7 @@ from typing import Any
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 OPENAPI = Path("docs/openapi.json")
 CONFIGURATION = Path("docs/configuration.md")
 API = Path("docs/api.md")

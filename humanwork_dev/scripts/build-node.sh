@@ -38,7 +38,7 @@ minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
 cp_src="$("$HERE/build.sh" --print-bin)/../src/k8s/go.mod"
 if [ ! -f "$WORK/k8s/go.mod" ]; then
   if [ -f "$cp_src" ]; then cp "$cp_src" "$WORK/k8s/go.mod"; cp "${cp_src%.mod}.sum" "$WORK/k8s/" 2>/dev/null || true
-  else echo "build-node: run tests/cluster/build.sh first (its go.mod is reused)" >&2; exit 1; fi
+  else echo "build-node: run humanwork_dev/scripts/build.sh first (its go.mod is reused)" >&2; exit 1; fi
 fi
 cmds=()
 for b in kubelet kube-proxy; do [ -x "$BIN/$b" ] || cmds+=("k8s.io/kubernetes/cmd/$b"); done

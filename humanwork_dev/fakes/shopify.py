@@ -1,5 +1,5 @@
 """A fake Shopify Admin REST API: a real HTTP server speaking the paths and JSON shapes
-the Shopify adapter uses, over the seeded store of `tests.fakes.catalog`.
+the Shopify adapter uses, over the seeded store of `humanwork_dev.fakes.catalog`.
 
     with FakeShopify(access_token="shpat_test") as shop:
         shop.url                      # http://127.0.0.1:PORT (the integration's baseUrl)
@@ -37,8 +37,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tests.fakes import catalog
-from tests.fakes.server import ASGIApp, FakeUpstream, SideEffect
+from humanwork_dev.fakes import catalog
+from humanwork_dev.fakes.server import ASGIApp, FakeUpstream, SideEffect
 
 DEFAULT_TOKEN = "shpat_fake_0123456789abcdef0123456789"
 UNAUTHORIZED = {

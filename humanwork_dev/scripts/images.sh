@@ -3,8 +3,8 @@
 # runs the project's own Dockerfiles on a base image made here from Debian's packages
 # (debootstrap bookworm minbase + python3.11), since no container registry is reachable.
 #
-#   tests/cluster/images.sh                build (cached) and print the image sizes
-#   tests/cluster/images.sh --archive DIR  also write each image as DIR/<name>.tar (docker
+#   humanwork_dev/scripts/images.sh                build (cached) and print the image sizes
+#   humanwork_dev/scripts/images.sh --archive DIR  also write each image as DIR/<name>.tar (docker
 #                                          archive) for `ctr images import`
 #
 # Everything lands outside the repository, in $HUMANWORK_CACHE/images: the base's rootfs,
@@ -24,7 +24,7 @@ PYTHON="${PYTHON:-$(command -v python3.11 || command -v python3)}"
 ARCHIVE=""
 [ "${1:-}" = "--archive" ] && ARCHIVE="${2:?--archive needs a directory}"
 
-bash "$REPO/tests/cluster/node-packages.sh"
+bash "$REPO/humanwork_dev/scripts/node-packages.sh"
 mkdir -p "$CACHE/wheels"
 BUILDAH=(buildah --root "$CACHE/storage" --runroot "$CACHE/run"
          --storage-driver "${STORAGE_DRIVER:-overlay}")

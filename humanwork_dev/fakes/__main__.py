@@ -1,6 +1,6 @@
 """Serve the fake Shopify and Amazon as a long-running process (for `make up`'s demo):
 
-    python -m tests.fakes --shopify-port 8091 --amazon-port 8092 --credentials FILE
+    python -m humanwork_dev.fakes --shopify-port 8091 --amazon-port 8092 --credentials FILE
 
 writes the integration credentials pointing at them to FILE (JSON: {"shopify": {...},
 "amazon": {...}}) and serves until interrupted.
@@ -14,12 +14,12 @@ import signal
 import threading
 from pathlib import Path
 
-from tests.fakes.amazon import FakeAmazon
-from tests.fakes.shopify import FakeShopify
+from humanwork_dev.fakes.amazon import FakeAmazon
+from humanwork_dev.fakes.shopify import FakeShopify
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.fakes", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m humanwork_dev.fakes", description=__doc__)
     parser.add_argument("--shopify-port", type=int, default=0)
     parser.add_argument("--amazon-port", type=int, default=0)
     parser.add_argument("--credentials", type=Path, required=True)

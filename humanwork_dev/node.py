@@ -43,9 +43,9 @@ import yaml
 from humanwork_dev import cluster, pki
 
 REPO = cluster.REPO
-BUILD_SCRIPT = REPO / "tests" / "cluster" / "build-node.sh"
-PACKAGES_SCRIPT = REPO / "tests" / "cluster" / "node-packages.sh"
-IMAGES_SCRIPT = REPO / "tests" / "cluster" / "images.sh"
+BUILD_SCRIPT = REPO / "humanwork_dev" / "scripts" / "build-node.sh"
+PACKAGES_SCRIPT = REPO / "humanwork_dev" / "scripts" / "node-packages.sh"
+IMAGES_SCRIPT = REPO / "humanwork_dev" / "scripts" / "images.sh"
 CACHE = Path(os.environ.get("HUMANWORK_CACHE", Path.home() / ".cache" / "humanwork"))
 NODE_NAME = "humanwork-node-0"
 BRIDGE = "hwnode0"
@@ -339,7 +339,7 @@ def pause_archive() -> Path:
     gomod = _run("go", "env", "GOMODCACHE").stdout.strip()
     source = Path(gomod) / "k8s.io" / "kubernetes@v1.37.2" / "build" / "pause" / "linux" / "pause.c"
     if not source.exists():
-        raise NodeError(f"{source} missing: run tests/cluster/build-node.sh first")
+        raise NodeError(f"{source} missing: run humanwork_dev/scripts/build-node.sh first")
     work = CACHE / "images" / "pause"
     work.mkdir(parents=True, exist_ok=True)
     _run("gcc", "-Os", "-static", "-o", str(work / "pause"), str(source), '-DVERSION="3.10"')

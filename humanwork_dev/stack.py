@@ -265,7 +265,7 @@ def _start_fakes(starts: _Starts) -> None:
         [
             sys.executable,
             "-m",
-            "tests.fakes",
+            "humanwork_dev.fakes",
             "--shopify-port",
             str(SHOPIFY_PORT),
             "--amazon-port",

@@ -1,6 +1,6 @@
 """A fake Amazon: the Login with Amazon token endpoint and the Selling Partner API paths
 the Amazon adapter uses, on one real HTTP server, over the seeded orders of
-`tests.fakes.catalog`.
+`humanwork_dev.fakes.catalog`.
 
     with FakeAmazon(refresh_token="Atzr|...", client_id="amzn1...", client_secret="...") as amz:
         amz.url, amz.token_url        # SP-API base URL and LWA token URL
@@ -37,8 +37,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tests.fakes import catalog
-from tests.fakes.server import ASGIApp, FakeUpstream, SideEffect
+from humanwork_dev.fakes import catalog
+from humanwork_dev.fakes.server import ASGIApp, FakeUpstream, SideEffect
 
 DEFAULT_REFRESH_TOKEN = "Atzr|fake-refresh-token-0123456789abcdef"
 DEFAULT_CLIENT_ID = "amzn1.application-oa2-client.fake0123456789"

@@ -5,7 +5,7 @@ PodSecurity admission), kube-controller-manager, kube-scheduler and kwok (which
 simulates one node so that pods are scheduled and reach Running) run as processes
 in their own session, bound to 127.0.0.1, with their state, certificates, logs and
 kubeconfigs in one folder (`.cluster/` by default). The binaries come from
-`tests/cluster/build.sh`, which builds them once per machine and caches them.
+`humanwork_dev/scripts/build.sh`, which builds them once per machine and caches them.
 
     humanwork-cluster up       # idempotent: reuses a running cluster
     humanwork-cluster status
@@ -36,9 +36,9 @@ import yaml
 
 from humanwork_dev import pki
 
-REPO = Path(__file__).resolve().parents[2]
-BUILD_SCRIPT = REPO / "tests" / "cluster" / "build.sh"
-KWOK_STAGES = REPO / "tests" / "cluster" / "kwok-stages.yaml"
+REPO = Path(__file__).resolve().parents[1]
+BUILD_SCRIPT = REPO / "humanwork_dev" / "scripts" / "build.sh"
+KWOK_STAGES = REPO / "humanwork_dev" / "scripts" / "kwok-stages.yaml"
 DEFAULT_STATE = REPO / ".cluster"
 NODE_NAME = "kwok-node-0"
 SERVICE_CIDR = "10.96.0.0/16"

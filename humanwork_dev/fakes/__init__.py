@@ -4,7 +4,7 @@ Login with Amazon + Selling Partner API for the actions the platform's adapters 
 over one seeded merchant (`catalog`), checking credentials like the real APIs and
 counting every side effect.
 
-    from tests.fakes import FakeAmazon, FakeShopify, catalog
+    from humanwork_dev.fakes import FakeAmazon, FakeShopify, catalog
 
     with FakeShopify() as shop, FakeAmazon() as amazon:
         shop.credentials(), amazon.credentials()   # integration credentials to store
@@ -14,10 +14,10 @@ counting every side effect.
 No pytest dependency: the demo (`make up`) and the end-to-end tests import these too.
 """
 
-from tests.fakes import catalog
-from tests.fakes.amazon import FakeAmazon
-from tests.fakes.server import BackgroundServer, FakeUpstream, RecordedRequest, SideEffect
-from tests.fakes.shopify import FakeShopify
+from humanwork_dev.fakes import catalog
+from humanwork_dev.fakes.amazon import FakeAmazon
+from humanwork_dev.fakes.server import BackgroundServer, FakeUpstream, RecordedRequest, SideEffect
+from humanwork_dev.fakes.shopify import FakeShopify
 
 __all__ = [
     "BackgroundServer",

@@ -32,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.fakes.server import BackgroundServer
+from humanwork_dev.fakes.server import BackgroundServer
 
 DEFAULT_MODEL = "fake-gpt"
 
