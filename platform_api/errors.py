@@ -235,6 +235,15 @@ class IntegrationMissing(PlatformError):
     status_code = 409
 
 
+class IntegrationEndpointRefused(PlatformError):
+    """A stored integration endpoint the platform will not connect to (a URL stored
+    before the endpoint rules, or a setting narrowed since); `details` name the field
+    and the reason. The org's admin must store the integration again."""
+
+    code = "integration_endpoint_refused"
+    status_code = 409
+
+
 class UpstreamFailed(PlatformError):
     """The upstream (Shopify, Amazon, ...) failed or refused the call; never carries a
     credential. The HTTP status is chosen per error (502 by default)."""

@@ -60,6 +60,7 @@ from platform_api.agent_api.auth import Agent
 from platform_api.audit.service import record
 from platform_api.errors import (
     IdempotencyConflict,
+    IntegrationEndpointRefused,
     IntegrationMissing,
     InvalidToolParams,
     KubernetesUnavailable,
@@ -82,6 +83,7 @@ from platform_api.models import Org, ToolCall
 from platform_api.tools import upstreams
 from platform_api.tools.repository import ToolPermissionRepository
 from platform_api.tools.upstreams.base import OUTCOME_NOT_SENT, OUTCOME_UNKNOWN
+from platform_api.tools.upstreams.egress import EgressRefused
 
 log = logging.getLogger(__name__)
 
@@ -229,6 +231,12 @@ def _map_upstream(exc: upstreams.UpstreamError) -> PlatformError:
         return UnknownAction(str(exc.message))
     if isinstance(exc, upstreams.InvalidParams):
         return InvalidToolParams(str(exc.message))
+    if isinstance(exc, EgressRefused):
+        return IntegrationEndpointRefused(
+            str(exc.message),
+            field=exc.field,
+            reason=exc.reason,
+        )
     if isinstance(exc, upstreams.MissingCredentials):
         return IntegrationMissing(str(exc.message))
     failed = UpstreamFailed(str(exc.message))

@@ -77,7 +77,9 @@ async def test_a_stored_internal_endpoint_is_refused_when_the_agent_calls(
         )
     r = await _list_products(client, agent)
     assert r.status_code == 409, r.text
-    assert r.json()["code"] == "integration_missing" and "baseUrl" in r.json()["message"]
+    refused = r.json()
+    assert refused["code"] == "integration_endpoint_refused" and "baseUrl" in refused["message"]
+    assert refused["details"] == {"field": "baseUrl", "reason": "address_forbidden"}
     assert internal.requests == []
 
 
