@@ -108,6 +108,35 @@ async def _settle_ledger(
     return "finished"
 
 
+WRITE_ATTEMPTS = 5
+"""Fresh reads of the task when a concurrent writer changed it under the resolution."""
+
+
+async def _read(
+    session: AsyncSession,
+    kube: KubeClient,
+    org_id: uuid.UUID,
+    principal: Principal,
+    namespace: str,
+    name: str,
+    step_id: str,
+) -> AgenticTask:
+    """The task as it is now; 404 outside the org, 403 for its own requester."""
+    try:
+        task = AgenticTask.from_wire(await kube.get_task(namespace, name))
+    except KubeNotFound:
+        raise NotFound("no such task") from None
+    if task.spec.org_id != str(org_id):
+        raise NotFound("no such task")
+    if task.step(step_id) is None:
+        raise NotFound("the plan has no such step", step_id=step_id)
+    if await is_requester(session, org_id, task, principal.username):
+        # as with approvals: `not_applied` lets the side effect run again, so the requester
+        # does not resolve their own task
+        raise SelfApproval("the requester of a task cannot resolve its steps", step_id=step_id)
+    return task
+
+
 async def resolve_unknown(
     session: AsyncSession,
     kube: KubeClient,
@@ -118,29 +147,21 @@ async def resolve_unknown(
     step_id: str,
     body: ResolveBody,
 ) -> ResolveRead:
-    """Record `principal`'s resolution of the step (see the module docstring)."""
+    """Record `principal`'s resolution of the step (see the module docstring). The
+    resolution is written under the task's resourceVersion; when another writer (the
+    operator ticking the task) changed it meanwhile, the task is read again, a few times."""
     org = await org_of_namespace(session, principal, namespace)
-    try:
-        task = AgenticTask.from_wire(await kube.get_task(namespace, name))
-    except KubeNotFound:
-        raise NotFound("no such task") from None
-    if task.spec.org_id != str(org.id):
-        raise NotFound("no such task")
-    if task.step(step_id) is None:
-        raise NotFound("the plan has no such step", step_id=step_id)
-    if await is_requester(session, org.id, task, principal.username):
-        # as with approvals: `not_applied` lets the side effect run again, so the requester
-        # does not resolve their own task
-        raise SelfApproval("the requester of a task cannot resolve its steps", step_id=step_id)
     now = datetime.now(UTC)
-    try:
-        after = taskflow.resolve(
-            task, step_id, body.outcome, by=principal.username, note=body.note, now=now
-        )
-    except taskflow.TaskFlowError as exc:
-        raise Conflict(exc.message, reason=exc.code, step_id=step_id) from None
-    ledger = await _settle_ledger(session, task, step_id, body, principal.username, now)
-    if after != task.current_status():
+    for _ in range(WRITE_ATTEMPTS):
+        task = await _read(session, kube, org.id, principal, namespace, name, step_id)
+        try:
+            after = taskflow.resolve(
+                task, step_id, body.outcome, by=principal.username, note=body.note, now=now
+            )
+        except taskflow.TaskFlowError as exc:
+            raise Conflict(exc.message, reason=exc.code, step_id=step_id) from None
+        if after == task.current_status():
+            break  # a repeat of the recorded resolution
         try:
             await kube.apply_task_status(
                 namespace,
@@ -148,14 +169,16 @@ async def resolve_unknown(
                 task.metadata.resource_version or "",
                 taskflow.owned_status(after, taskflow.Writer.PLATFORM_API),
             )
+            break
         except KubeConflict:
-            raise RunStateConflict(
-                "the task changed while resolving; read it again", step_id=step_id
-            ) from None
+            continue
         except KubeInvalid as exc:
             raise RunStateConflict(
                 "the API server refused the resolution", step_id=step_id, reason=exc.message
             ) from None
+    else:
+        raise RunStateConflict("the task kept changing while resolving; try again", step_id=step_id)
+    ledger = await _settle_ledger(session, task, step_id, body, principal.username, now)
     resolution = after.step(step_id).resolution
     assert resolution is not None
     await record(

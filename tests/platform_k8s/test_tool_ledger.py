@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
+from kubernetes import client as kclient
 
 from humanwork_core import signing
 from humanwork_core.signing import SIGNATURE_HEADER
@@ -293,3 +294,56 @@ async def test_one_agents_event_keys_do_not_suppress_anothers(
     assert theirs.json()["duplicate"] is False, theirs.text  # B's event is B's own
     again = await post(_event(orgs.ns_a, "other", orgs.org_a, key), other[1])
     assert again.json()["duplicate"] is True  # B's own replay still deduplicates
+
+
+async def test_a_forged_unknown_outcome_buys_no_second_write(
+    client: httpx.AsyncClient,
+    cluster: Cluster,
+    tasks: TaskApi,
+    orgs: Orgs,
+    agent: dict[str, str],
+    shop: FakeShopify,
+) -> None:
+    """A compromised agent whose write went through records the step's execution as
+    `OutcomeUnknown` itself (it is the execution's writer) so that an expert, finding no
+    trace, answers `not_applied`: the ledger holds the finished call, so nothing is
+    released and the agent's next call replays the first result."""
+    task_id, name = await approved_write(tasks, orgs)
+    first = await call(client, agent, "adjustInventoryLevel", FIX, key="k", task=name, step="fix")
+    assert first.status_code == 200, first.text
+    ns = orgs.ns_a
+    objects = kclient.CustomObjectsApi(cluster.api)
+    raw = objects.get_namespaced_custom_object("humanwork.io", "v1alpha1", ns, "agentictasks", name)
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for entry in raw["status"]["steps"]:
+        if entry["id"] == "fix":
+            entry["execution"] = {
+                "state": "OutcomeUnknown",
+                "attempt": 1,
+                "startedAt": now,
+                "finishedAt": now,
+                "error": "tool_call_outcome_unknown",
+            }
+    objects.patch_namespaced_custom_object_status(
+        "humanwork.io",
+        "v1alpha1",
+        ns,
+        "agentictasks",
+        name,
+        {
+            "metadata": {"resourceVersion": raw["metadata"]["resourceVersion"]},
+            "status": raw["status"],
+        },
+    )
+    resolved = await client.post(
+        f"/human-tasks/{task_id}/fix/resolve",
+        json={"outcome": "not_applied", "note": "no trace in the admin"},
+        headers=orgs.expert.headers,
+    )
+    assert resolved.status_code == 200, resolved.text
+    assert resolved.json()["ledger"] == "absent"  # nothing open to release
+    again = await call(
+        client, agent, "adjustInventoryLevel", FIX, key="fresh", task=name, step="fix"
+    )
+    assert again.status_code == 200 and again.json()["replayed"] is True, again.text
+    assert len(shop.side_effects) == 1
