@@ -35,6 +35,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agent_image.config import LoadedConfig
+from agent_image.kube import KubeError, KubeUnreachable
 from agent_image.settings import AgentSettings
 from humanwork_core import signing
 from humanwork_core.errors import HumanworkError
@@ -97,6 +98,16 @@ class KubernetesRefused(AgentError):
 class KubernetesUnavailable(AgentError):
     code = "kubernetes_unavailable"
     status_code = 503
+
+
+def kube_error(exc: KubeError) -> AgentError:
+    """The agent's error for a failed Kubernetes API call: unavailable when the API is
+    unreachable, else refused (with the API server's status and reason)."""
+    if isinstance(exc, KubeUnreachable):
+        return KubernetesUnavailable(f"the Kubernetes API is unreachable: {exc.message}")
+    return KubernetesRefused(
+        f"the Kubernetes API refused: {exc.message}", status=exc.status, reason=exc.reason
+    )
 
 
 def error_body(code: str, message: str, details: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -1,0 +1,259 @@
+"""The agent's runtime: everything it works with, built once per process from the settings.
+
+:class:`Runtime` holds the configuration, the HTTP, Kubernetes, platform and model clients,
+the planner, the responder, the corrections store and the cancelled tasks; the routes
+(`agent_image.routes`) find it on the app's state and the background jobs are given it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from agent_image import proposals
+from agent_image.commands import CommandVerifier, ConfigOverlay, kube_error
+from agent_image.config import ConfigHolder
+from agent_image.corrections import CorrectionStore
+from agent_image.events import EventSender
+from agent_image.kube import KubeClient, KubeError
+from agent_image.llm import Completion, LLMClient, llm_configured
+from agent_image.planning.config import AgentConfig, LLMGate
+from agent_image.planning.drafts import Plan
+from agent_image.planning.llm import Planner
+from agent_image.platform import PlatformClient, PlatformError
+from agent_image.responder import Responder
+from agent_image.settings import AgentSettings
+
+LOG = logging.getLogger("humanwork.agent")
+
+
+class CancelRegistry:
+    """Tasks the platform cancelled, kept in `<state dir>/cancelled.json` so that a
+    restarted agent does not resume them."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / "cancelled.json"
+        try:
+            self.entries: dict[str, dict[str, Any]] = dict(json.loads(self.path.read_text()))
+        except (OSError, ValueError, TypeError):
+            self.entries = {}
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.entries
+
+    def add(self, name: str, **info: Any) -> None:
+        self.entries[name] = {"at": datetime.now(UTC).isoformat(), **info}
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.entries, indent=1))
+            tmp.replace(self.path)
+        except OSError as exc:
+            LOG.error("cannot persist the cancellation of %s: %s", name, exc)
+
+
+@dataclass
+class Runtime:
+    """Everything the agent works with; one per process, built from the settings only."""
+
+    settings: AgentSettings
+    holder: ConfigHolder
+    overlay: ConfigOverlay
+    http: httpx.AsyncClient
+    kube: KubeClient
+    events: EventSender
+    platform: PlatformClient
+    llm: LLMClient | None
+    gate: LLMGate
+    planner: Planner
+    responder: Responder
+    corrections: CorrectionStore
+    cancelled: CancelRegistry
+    verifier: CommandVerifier
+    started: float = field(default_factory=time.monotonic)
+    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Tasks being worked on (the executor tracks them): name -> what /v1/status shows."""
+    on_cancel: list[Callable[[str], Awaitable[None]]] = field(default_factory=list)
+    """Called with a task's name when the platform cancels it (the executor stops it)."""
+
+    # --- configuration ---------------------------------------------------------------------
+
+    def config(self) -> AgentConfig:
+        """The effective configuration: the ConfigMap's file with the pushed overlay."""
+        data, digest = self.overlay.effective(self.holder.current)
+        return AgentConfig(data, digest, self.settings.default_mode or None)
+
+    # --- task bookkeeping (for the executor) -----------------------------------------------
+
+    def track_task(self, name: str, **info: Any) -> None:
+        """Record (or update) what the agent is doing with task `name`."""
+        entry = self.tasks.setdefault(name, {"since": datetime.now(UTC).isoformat()})
+        entry.update(info)
+
+    def untrack_task(self, name: str) -> None:
+        self.tasks.pop(name, None)
+
+    def is_cancelled(self, name: str) -> bool:
+        """Whether the platform cancelled task `name` (the executor runs none of its steps)."""
+        return name in self.cancelled
+
+    def state_dir(self) -> Path:
+        self.settings.state_dir.mkdir(parents=True, exist_ok=True)
+        return self.settings.state_dir
+
+    # --- model audit -----------------------------------------------------------------------
+
+    async def audit_llm(self, completion: Completion, purpose: str) -> None:
+        payload = completion.audit(purpose)
+        payload["promptVersion"] = self.config().config_hash
+        await self.events.emit("llm.called", payload=payload)
+
+    async def read_tool(
+        self, tool: str, action: str, params: dict[str, Any], purpose: str = "plan"
+    ) -> dict[str, Any]:
+        """A read-only tool call through the platform's proxy (planning and chat need no
+        approval for reads); the tool's result; emits `tool.called`; raises PlatformError."""
+        key = str(uuid.uuid4())
+        started = time.perf_counter()
+        outcome = "ok"
+        try:
+            answer = await self.platform.call_tool(
+                tool, action, params, key, None, None, attempts=2
+            )
+        except PlatformError as exc:
+            outcome = exc.code
+            raise
+        finally:
+            await self.events.emit(
+                "tool.called",
+                payload={
+                    "tool": tool,
+                    "action": action,
+                    "params": params,
+                    "purpose": purpose,
+                    "outcome": outcome,
+                    "latencyMs": round((time.perf_counter() - started) * 1000, 1),
+                    "idempotencyKey": key,
+                },
+            )
+        result = answer.get("result", answer)
+        return dict(result) if isinstance(result, dict) else {"value": result}
+
+    async def run_tool(self, tool: str, action: str, params: dict[str, Any]) -> dict[str, Any]:
+        """A read-only tool call for a chat reply; an error becomes the result."""
+        try:
+            return await self.read_tool(tool, action, params, purpose="chat")
+        except PlatformError as exc:
+            return {"error": exc.to_dict()}
+
+    # --- planning --------------------------------------------------------------------------
+
+    def task_name(self, idempotency_key: str | None) -> str:
+        """`<agent>-<10 hex>`: derived from the idempotency key when there is one, so a
+        retried request names the same task."""
+        if idempotency_key:
+            seed = f"{self.settings.agent_id}\0{idempotency_key}".encode()
+            suffix = hashlib.sha256(seed).hexdigest()[:10]
+        else:
+            suffix = uuid.uuid4().hex[:10]
+        return f"{self.settings.agent_name}-{suffix}"
+
+    async def own_task(self, name: str) -> dict[str, Any] | None:
+        try:
+            task = await self.kube.get_task(name)
+        except KubeError as exc:
+            raise kube_error(exc) from None
+        if task is None:
+            return None
+        ref = ((task.get("spec") or {}).get("agentRef") or {}).get("name")
+        return task if ref == self.settings.agent_name else None
+
+    async def propose(
+        self,
+        request: str,
+        requester: str,
+        *,
+        conversation_id: str | None = None,
+        revises: str | None = None,
+        feedback: str | None = None,
+        policy: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        plan_request: str | None = None,
+    ) -> tuple[dict[str, Any], Plan | None, bool]:
+        """Plan `request` and create its AgenticTask (see :func:`agent_image.proposals.propose`)."""
+        return await proposals.propose(
+            self,
+            proposals.Proposal(
+                request=request,
+                requester=requester,
+                conversation_id=conversation_id,
+                revises=revises,
+                feedback=feedback,
+                policy=policy,
+                idempotency_key=idempotency_key,
+                plan_request=plan_request,
+            ),
+        )
+
+
+def build_runtime(
+    settings: AgentSettings,
+    *,
+    http: httpx.AsyncClient | None = None,
+    kube: KubeClient | None = None,
+    llm: LLMClient | None = None,
+) -> Runtime:
+    """The runtime of the settings; reads only the configuration file (which must exist)
+    and the state folder; secrets and tokens are read when used."""
+    holder = ConfigHolder(settings.config_file)
+    client = http or httpx.AsyncClient(timeout=30.0)
+    if llm is None and llm_configured(settings.llm_base_url):
+        key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
+        llm = LLMClient(
+            settings.llm_base_url,
+            key,
+            timeout=settings.llm_timeout_seconds,
+            max_retries=settings.llm_max_retries,
+        )
+    gate = LLMGate(llm)
+    events = EventSender(settings, client)
+    corrections = CorrectionStore(settings.state_dir)
+    runtime_ref: list[Runtime] = []
+
+    async def audit(completion: Completion, purpose: str) -> None:
+        await runtime_ref[0].audit_llm(completion, purpose)
+
+    async def tools(tool: str, action: str, params: dict[str, Any]) -> dict[str, Any]:
+        return await runtime_ref[0].run_tool(tool, action, params)
+
+    async def reads(tool: str, action: str, params: dict[str, Any]) -> dict[str, Any]:
+        return await runtime_ref[0].read_tool(tool, action, params)
+
+    runtime = Runtime(
+        settings=settings,
+        holder=holder,
+        overlay=ConfigOverlay(),
+        http=client,
+        kube=kube or KubeClient.from_settings(settings),
+        events=events,
+        platform=PlatformClient(settings, client),
+        llm=llm,
+        gate=gate,
+        planner=Planner(gate, audit, reads),
+        responder=Responder(gate, corrections, audit, tools),
+        corrections=corrections,
+        cancelled=CancelRegistry(settings.state_dir),
+        verifier=CommandVerifier(settings),
+    )
+    runtime_ref.append(runtime)
+    return runtime
