@@ -1,0 +1,277 @@
+"""The agent's workload: the hardened pod template (restricted Pod Security Standard),
+the Deployment and the Service."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from humanwork_core.resources import (
+    AgentInstance,
+    AgentInstanceSpec,
+)
+
+from ..config import OperatorSettings
+from .naming import (
+    CONFIG_FILE,
+    Manifest,
+    _metadata,
+    agent_id,
+    agent_name,
+    callback_secret_name,
+    config_map_name,
+    desired_replicas,
+    labels,
+    namespace_of,
+    selector_labels,
+    token_secret_name,
+)
+
+CONTAINER_NAME = "agent"
+
+
+PORT_NAME = "http"
+
+
+HEALTH_PATH = "/v1/health"
+
+
+SECRETS_DIR = "/var/run/humanwork"
+
+
+TOKEN_DIR = f"{SECRETS_DIR}/token"
+
+
+CALLBACK_DIR = f"{SECRETS_DIR}/callback"
+
+
+CONFIG_DIR = f"{SECRETS_DIR}/config"
+
+
+KUBE_API_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+STATE_DIR = "/tmp/humanwork-agent"
+"""The agent's checkpoints (on the pod's `tmp` emptyDir: they survive a container restart)."""
+
+
+READ_ONLY_FILE_MODE = 0o440
+
+
+def _quantity(value: int | str | None, default: str) -> str:
+    return default if value is None else str(value)
+
+
+def container_resources(spec: AgentInstanceSpec, settings: OperatorSettings) -> dict[str, Any]:
+    """Requests and limits: `spec.resources`, with the settings' defaults for what is unset."""
+    requests, limits = spec.resources.requests, spec.resources.limits
+    return {
+        "requests": {
+            "cpu": _quantity(requests.cpu, settings.default_cpu_request),
+            "memory": _quantity(requests.memory, settings.default_memory_request),
+        },
+        "limits": {
+            "cpu": _quantity(limits.cpu, settings.default_cpu_limit),
+            "memory": _quantity(limits.memory, settings.default_memory_limit),
+        },
+    }
+
+
+def _env(instance: AgentInstance, settings: OperatorSettings) -> list[dict[str, Any]]:
+    spec = instance.spec
+    platform = settings.platform_api_url
+    return [
+        {"name": "HUMANWORK_PLATFORM_URL", "value": platform},
+        {"name": "HUMANWORK_CALLBACK_URL", "value": f"{platform}/v1/agent-events"},
+        {"name": "HUMANWORK_AGENT_ID", "value": agent_id(instance)},
+        {"name": "HUMANWORK_AGENT_NAME", "value": instance.metadata.name},
+        {"name": "HUMANWORK_ORG_ID", "value": spec.org_id},
+        {"name": "HUMANWORK_NAMESPACE", "value": namespace_of(instance)},
+        {"name": "HUMANWORK_AGENT_PORT", "value": str(settings.agent_port)},
+        {"name": "HUMANWORK_TOKEN_FILE", "value": f"{TOKEN_DIR}/token"},
+        {"name": "HUMANWORK_CALLBACK_SECRET_FILE", "value": f"{CALLBACK_DIR}/secret"},
+        {"name": "HUMANWORK_CONFIG_FILE", "value": f"{CONFIG_DIR}/{CONFIG_FILE}"},
+        {"name": "HUMANWORK_KUBE_API_DIR", "value": KUBE_API_DIR},
+        {"name": "HUMANWORK_STATE_DIR", "value": STATE_DIR},
+        {"name": "HUMANWORK_LLM_BASE_URL", "value": spec.llm.base_url},
+        {
+            "name": "HUMANWORK_LLM_API_KEY",
+            "valueFrom": {
+                "secretKeyRef": {
+                    "name": spec.llm.api_key_secret_ref.name,
+                    "key": spec.llm.api_key_secret_ref.key,
+                    "optional": False,
+                }
+            },
+        },
+        {"name": "HOME", "value": "/tmp"},
+    ]
+
+
+def _volumes(instance: AgentInstance, settings: OperatorSettings) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": "platform-token",
+            "secret": {
+                "secretName": token_secret_name(instance),
+                "defaultMode": READ_ONLY_FILE_MODE,
+            },
+        },
+        {
+            "name": "callback-secret",
+            "secret": {
+                "secretName": callback_secret_name(instance),
+                "defaultMode": READ_ONLY_FILE_MODE,
+            },
+        },
+        {
+            "name": "agent-config",
+            "configMap": {"name": config_map_name(instance), "defaultMode": READ_ONLY_FILE_MODE},
+        },
+        {
+            "name": "kube-api-access",
+            "projected": {
+                "defaultMode": READ_ONLY_FILE_MODE,
+                "sources": [
+                    {
+                        "serviceAccountToken": {
+                            "path": "token",
+                            "expirationSeconds": settings.kube_api_token_seconds,
+                        }
+                    },
+                    {
+                        "configMap": {
+                            "name": "kube-root-ca.crt",
+                            "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                        }
+                    },
+                    {
+                        "downwardAPI": {
+                            "items": [
+                                {
+                                    "path": "namespace",
+                                    "fieldRef": {
+                                        "apiVersion": "v1",
+                                        "fieldPath": "metadata.namespace",
+                                    },
+                                }
+                            ]
+                        }
+                    },
+                ],
+            },
+        },
+        {"name": "tmp", "emptyDir": {"sizeLimit": settings.tmp_size_limit}},
+    ]
+
+
+def _volume_mounts() -> list[dict[str, Any]]:
+    return [
+        {"name": "platform-token", "mountPath": TOKEN_DIR, "readOnly": True},
+        {"name": "callback-secret", "mountPath": CALLBACK_DIR, "readOnly": True},
+        {"name": "agent-config", "mountPath": CONFIG_DIR, "readOnly": True},
+        {"name": "kube-api-access", "mountPath": KUBE_API_DIR, "readOnly": True},
+        {"name": "tmp", "mountPath": "/tmp"},
+    ]
+
+
+def _probe(period_seconds: int, initial_delay_seconds: int) -> dict[str, Any]:
+    return {
+        "httpGet": {"path": HEALTH_PATH, "port": PORT_NAME, "scheme": "HTTP"},
+        "initialDelaySeconds": initial_delay_seconds,
+        "periodSeconds": period_seconds,
+        "timeoutSeconds": 2,
+        "failureThreshold": 3,
+    }
+
+
+def pod_template(instance: AgentInstance, settings: OperatorSettings) -> dict[str, Any]:
+    """The hardened agent pod (meets the `restricted` Pod Security Standard)."""
+    uid = settings.agent_run_as_user
+    seccomp = {"type": "RuntimeDefault"}
+    container = {
+        "name": CONTAINER_NAME,
+        "image": instance.spec.image or settings.agent_image,
+        "imagePullPolicy": settings.agent_image_pull_policy,
+        "ports": [{"name": PORT_NAME, "containerPort": settings.agent_port, "protocol": "TCP"}],
+        "env": _env(instance, settings),
+        "resources": container_resources(instance.spec, settings),
+        "volumeMounts": _volume_mounts(),
+        "livenessProbe": _probe(period_seconds=10, initial_delay_seconds=5),
+        "readinessProbe": _probe(period_seconds=5, initial_delay_seconds=2),
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": uid,
+            "runAsGroup": uid,
+            "privileged": False,
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": dict(seccomp),
+        },
+    }
+    return {
+        "metadata": {"labels": labels(instance)},
+        "spec": {
+            "serviceAccountName": agent_name(instance),
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": uid,
+                "runAsGroup": uid,
+                "fsGroup": uid,
+                "seccompProfile": dict(seccomp),
+            },
+            "containers": [container],
+            "volumes": _volumes(instance, settings),
+            "terminationGracePeriodSeconds": 30,
+            **scheduling(instance.spec),
+        },
+    }
+
+
+def scheduling(spec: AgentInstanceSpec) -> dict[str, Any]:
+    """nodeSelector, tolerations and runtimeClassName of the agent pods, where set."""
+    fields: dict[str, Any] = {}
+    if spec.node_selector:
+        fields["nodeSelector"] = dict(spec.node_selector)
+    if spec.tolerations:
+        fields["tolerations"] = [
+            t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in spec.tolerations
+        ]
+    if spec.runtime_class_name:
+        fields["runtimeClassName"] = spec.runtime_class_name
+    return fields
+
+
+def deployment(instance: AgentInstance, settings: OperatorSettings) -> Manifest:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(instance, agent_name(instance)),
+        "spec": {
+            "replicas": desired_replicas(instance.spec),
+            "selector": {"matchLabels": selector_labels(instance)},
+            "template": pod_template(instance, settings),
+        },
+    }
+
+
+def service(instance: AgentInstance, settings: OperatorSettings) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(instance, agent_name(instance)),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector_labels(instance),
+            "ports": [
+                {
+                    "name": PORT_NAME,
+                    "port": settings.agent_port,
+                    "targetPort": PORT_NAME,
+                    "protocol": "TCP",
+                }
+            ],
+        },
+    }
