@@ -1,0 +1,101 @@
+"""Pure decisions about an agent's platform token: whether to (re)issue it, when it is
+due for rotation, and the status.token block (with the previous token's grace)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from agent_operator import builders
+from agent_operator.keyring import Keyring
+from humanwork_core import tokens
+from humanwork_core.resources import (
+    AgentInstance,
+    TokenStatus,
+)
+
+
+@dataclass(frozen=True)
+class TokenPlan:
+    """Whether to keep the stored token or mint a new one, and why."""
+
+    mint: bool
+    reason: str
+
+
+def plan_token(
+    instance: AgentInstance,
+    stored: tokens.MintedToken | None,
+    keyring: Keyring,
+    now: datetime,
+) -> TokenPlan:
+    """Pure: decide whether the agent's token must be (re)issued."""
+    if stored is None:
+        return TokenPlan(True, "Issued")
+    if builders.REVOKE_TOKEN_ANNOTATION in instance.metadata.annotations:
+        return TokenPlan(True, "Revoked")
+    published = {k.kid for k in keyring.published}
+    if stored.claims.kid not in published:
+        return TokenPlan(True, "SigningKeyRetired")
+    if builders.ROTATE_TOKEN_ANNOTATION in instance.metadata.annotations:
+        return TokenPlan(True, "RotationRequested")
+    due = tokens.rotation_due_at(
+        stored.claims.issued_at,
+        stored.claims.expires_at,
+        instance.spec.token.rotate_before_seconds,
+        instance.metadata.uid or instance.metadata.name,
+    )
+    if now >= due:
+        return TokenPlan(True, "RotationDue")
+    if stored.claims.org_id != instance.spec.org_id:
+        return TokenPlan(True, "OrgChanged")
+    return TokenPlan(False, "Current")
+
+
+def seconds_until_rotation(body: dict[str, Any], now: datetime) -> float | None:
+    """Pure: how long until the token recorded in the status is due for rotation (None when
+    there is no token yet, 0 when it is due)."""
+    instance = AgentInstance.model_validate(body)
+    token = instance.status.token if instance.status else None
+    if token is None:
+        return None
+    due = tokens.rotation_due_at(
+        token.issued_at,
+        token.expires_at,
+        instance.spec.token.rotate_before_seconds,
+        instance.metadata.uid or instance.metadata.name,
+    )
+    return max(0.0, (due - now).total_seconds())
+
+
+def token_status(
+    instance: AgentInstance,
+    minted: tokens.MintedToken,
+    previous: TokenStatus | None,
+    rotated: bool,
+    now: datetime,
+    *,
+    grace_seconds: int,
+    revoked: bool = False,
+) -> TokenStatus:
+    """Pure: the status.token block; on rotation the old jti stays valid for a short grace
+    (`grace_seconds`, at most until it expires); on revocation no earlier token stays."""
+    claims = minted.claims
+    prev_jti, grace = (None, None)
+    if revoked:
+        pass
+    elif rotated and previous is not None and previous.jti != claims.jti:
+        prev_jti = previous.jti
+        grace = min(now + timedelta(seconds=grace_seconds), previous.expires_at)
+    elif previous is not None and previous.jti == claims.jti:
+        prev_jti, grace = previous.previous_jti, previous.previous_grace_ends_at
+    return TokenStatus(
+        kid=claims.kid,
+        jti=claims.jti,
+        issued_at=claims.issued_at,
+        expires_at=claims.expires_at,
+        previous_jti=prev_jti,
+        previous_grace_ends_at=grace,
+        secret_name=builders.token_secret_name(instance),
+    )
