@@ -1,0 +1,123 @@
+"""The agent's moves (start and finish a step's execution) and the expert's resolution
+of an execution whose outcome is unknown."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+from pydantic import JsonValue
+
+from ..resources import (
+    AgenticTask,
+    AgenticTaskStatus,
+    Execution,
+    ExecutionState,
+)
+from ..resources.agentictask import Outcome, Resolution
+from .errors import (
+    ExecutionConflict,
+    NotApproved,
+    NotUnknown,
+    StepHashMismatch,
+    StepNotExecutable,
+    TaskTerminal,
+)
+from .state import (
+    _earlier_executed,
+    _find_step,
+    derive_phase,
+    is_resolved,
+    step_hash,
+)
+
+MAX_ATTEMPTS = 100
+
+
+def start_execution(task: AgenticTask, step_id: str, now: datetime) -> AgenticTaskStatus:
+    """Record that the agent starts (or, after a crash, restarts) running an approved step.
+
+    Only `execution` of that step changes.
+    """
+    step = _find_step(task, step_id)
+    phase = derive_phase(task, now)
+    if phase.terminal:
+        raise TaskTerminal(f"the task is {phase.value}", step_id=step_id)
+    status = task.current_status()
+    entry = status.step(step_id)
+    if entry.decision is None or not entry.decision.verdict.positive:
+        raise NotApproved("the step has no approving decision", step_id=step_id)
+    if entry.decision.step_hash != step_hash(step):
+        raise StepHashMismatch(
+            "the approval was given to another version of the step", step_id=step_id
+        )
+    if not _earlier_executed(task, step_id):
+        raise StepNotExecutable("an earlier step has not executed yet", step_id=step_id)
+    if entry.execution is None:
+        execution = Execution(state=ExecutionState.RUNNING, attempt=1, started_at=now)
+    elif entry.execution.state is ExecutionState.RUNNING or is_resolved(entry):
+        if entry.execution.attempt >= MAX_ATTEMPTS:
+            raise ExecutionConflict("the step ran out of attempts", step_id=step_id)
+        execution = Execution(
+            state=ExecutionState.RUNNING, attempt=entry.execution.attempt + 1, started_at=now
+        )
+    else:
+        raise ExecutionConflict("the step already finished", step_id=step_id)
+    return status.with_step(entry.model_copy(update={"execution": execution}))
+
+
+def finish_execution(
+    task: AgenticTask,
+    step_id: str,
+    now: datetime,
+    *,
+    result: Mapping[str, JsonValue] | None = None,
+    error: str | None = None,
+    unknown: bool = False,
+) -> AgenticTaskStatus:
+    """Record that a running step succeeded (no `error`), failed (with `error`), or ended
+    with an unknown outcome (`unknown`, with `error`: the proxy answered
+    `tool_call_outcome_unknown`; the step then waits for an expert's resolution).
+
+    Only `execution` of that step changes; a step that was in flight when the task was
+    cancelled may still report how it ended.
+    """
+    _find_step(task, step_id)
+    status = task.current_status()
+    entry = status.step(step_id)
+    if entry.execution is None or entry.execution.state is not ExecutionState.RUNNING:
+        raise ExecutionConflict("the step is not running", step_id=step_id)
+    execution = entry.execution.model_copy(
+        update={
+            "state": ExecutionState.OUTCOME_UNKNOWN
+            if unknown
+            else ExecutionState.SUCCEEDED
+            if error is None
+            else ExecutionState.FAILED,
+            "finished_at": now,
+            "result": dict(result) if result is not None else None,
+            "error": error,
+        }
+    )
+    return status.with_step(entry.model_copy(update={"execution": execution}))
+
+
+def resolve(
+    task: AgenticTask, step_id: str, outcome: Outcome, *, by: str, note: str | None, now: datetime
+) -> AgenticTaskStatus:
+    """Record an expert's resolution of a step whose outcome is unknown (the platform
+    API's move). Only `resolution` of that step changes; resolving the same attempt
+    again with the same outcome changes nothing, with another outcome is refused."""
+    _find_step(task, step_id)
+    status = task.current_status()
+    entry = status.step(step_id)
+    execution = entry.execution
+    if execution is None or execution.state is not ExecutionState.OUTCOME_UNKNOWN:
+        raise NotUnknown("the step's outcome is not unknown", step_id=step_id)
+    previous = entry.resolution
+    if previous is not None and previous.attempt == execution.attempt:
+        if previous.outcome is outcome:
+            return status
+        raise NotUnknown("the step was already resolved the other way", step_id=step_id)
+    resolution = Resolution(outcome=outcome, attempt=execution.attempt, by=by, at=now, note=note)
+    return status.with_step(entry.model_copy(update={"resolution": resolution}))

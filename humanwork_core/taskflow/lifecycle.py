@@ -1,0 +1,102 @@
+"""The operator's moves: :func:`tick` (deadlines, escalations, expiry, step states,
+phase and timestamps) and :func:`cancel`."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from ..resources import (
+    AgenticTask,
+    AgenticTaskStatus,
+    StepStatus,
+    TaskPhase,
+)
+from .errors import (
+    TaskTerminal,
+)
+from .state import (
+    current_step,
+    decidable_step,
+    derive_phase,
+    highest_pending_risk,
+    is_expired,
+    step_state,
+)
+
+
+def tick(task: AgenticTask, now: datetime) -> AgenticTaskStatus:
+    """Bring the derived parts of the status up to date at time `now`.
+
+    Gives the decidable step its deadline, escalates a missed one (new deadline) until the
+    policy's budget is spent and then expires it, and recomputes the step states, phase,
+    current step, highest pending risk, next deadline and timestamps. A task already in a
+    terminal phase is returned unchanged.
+    """
+    status = task.current_status()
+    if status.phase is not None and status.phase.terminal:
+        return status
+    policy = task.spec.policy
+    decidable = decidable_step(task)
+    entries: list[StepStatus] = []
+    for step in task.spec.steps:
+        entry = status.step(step.id)
+        if decidable is not None and step.id == decidable.id:
+            if entry.deadline is None:
+                entry = entry.model_copy(
+                    update={"deadline": now + timedelta(seconds=policy.decision_deadline_seconds)}
+                )
+            elif now >= entry.deadline and not is_expired(entry, policy, now):
+                entry = entry.model_copy(
+                    update={
+                        "escalations": entry.escalations + 1,
+                        "deadline": now + timedelta(seconds=policy.escalation.interval_seconds),
+                    }
+                )
+        entries.append(entry)
+    updated = task.model_copy(
+        update={"status": status.model_copy(update={"steps": _merge(status, entries)})}
+    )
+    entries = [
+        entry.model_copy(update={"state": step_state(updated, entry.id, now)}) for entry in entries
+    ]
+    updated = task.model_copy(
+        update={"status": status.model_copy(update={"steps": _merge(status, entries)})}
+    )
+    phase = derive_phase(updated, now)
+    waiting = decidable_step(updated) if phase is TaskPhase.PENDING_APPROVAL else None
+    new_status = updated.current_status().model_copy(
+        update={
+            "phase": phase,
+            "current_step": current_step(updated),
+            "highest_pending_risk": highest_pending_risk(updated, now),
+            "next_deadline": updated.current_status().step(waiting.id).deadline
+            if waiting is not None
+            else None,
+            "observed_generation": task.metadata.generation,
+            "started_at": status.started_at or now,
+            "completed_at": now if phase.terminal else None,
+        }
+    )
+    return new_status
+
+
+def _merge(status: AgenticTaskStatus, entries: list[StepStatus]) -> tuple[StepStatus, ...]:
+    """Plan entries in plan order, then any entries for unknown ids left as they were."""
+    known = {entry.id for entry in entries}
+    return (*entries, *(entry for entry in status.steps if entry.id not in known))
+
+
+def cancel(task: AgenticTask, now: datetime) -> AgenticTaskStatus:
+    """Stop the task for good (phase Cancelled); refused when it already ended."""
+    phase = derive_phase(task, now)
+    if phase.terminal:
+        raise TaskTerminal(f"the task is already {phase.value}")
+    status = task.current_status()
+    return status.model_copy(
+        update={
+            "phase": TaskPhase.CANCELLED,
+            "completed_at": now,
+            "highest_pending_risk": None,
+            "next_deadline": None,
+        }
+    )

@@ -1,0 +1,267 @@
+"""Reading an AgenticTask's state: the step hash a decision is bound to, the step
+predicates, which step is decidable or executable, the derived phase, step states and
+the parameters a tool runs with."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from datetime import datetime
+
+from pydantic import JsonValue
+
+from ..policy import OrgPolicy, effective_risk
+from ..policy import required_approvals as _quorum
+from ..resources import (
+    AgenticTask,
+    ExecutionState,
+    Risk,
+    Step,
+    StepState,
+    StepStatus,
+    TaskPhase,
+    TaskPolicy,
+    Verdict,
+)
+from .errors import (
+    StepNotFound,
+)
+
+
+def _canonical(value: object) -> object:
+    """Normalise a JSON value so that equal data always serialises to the same bytes.
+
+    Integral floats become ints: the API server stores 1.0 as 1, and a hash must survive
+    a round trip through it.
+    """
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError("JSON has no NaN or infinity")
+        return int(value) if value.is_integer() else value
+    if isinstance(value, Mapping):
+        return {str(key): _canonical(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_canonical(item) for item in value]
+    raise TypeError(f"not a JSON value: {type(value).__name__}")
+
+
+def canonical_json(value: object) -> bytes:
+    """Canonical JSON: sorted keys, no whitespace, UTF-8, integral floats as ints."""
+    return json.dumps(
+        _canonical(value),
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        allow_nan=False,
+    ).encode("utf-8")
+
+
+def step_hash(step: Step) -> str:
+    """SHA-256 (hex) of the canonical JSON of what the expert approves.
+
+    Covers id, description, kind, tool, parameters and risk (and the options of a select
+    step), so that a decision cannot be replayed onto a step that says something else.
+    """
+    payload: dict[str, object] = {
+        "id": step.id,
+        "description": step.description,
+        "kind": step.kind.value,
+        "tool": step.tool,
+        "parameters": step.parameters,
+        "risk": step.risk.value,
+    }
+    if step.options is not None:
+        payload["options"] = list(step.options)
+    return hashlib.sha256(canonical_json(payload)).hexdigest()
+
+
+def required_approvals(task: AgenticTask, step: Step, org: OrgPolicy) -> int:
+    """How many distinct experts must approve `step`: the stricter of the org's and the
+    task's quorum for the step's effective risk (never below what the org set)."""
+    return _quorum(org, task.spec.policy, effective_risk(step))
+
+
+def is_approved(entry: StepStatus) -> bool:
+    """Whether the step has its decision and it lets the step go ahead."""
+    return entry.decision is not None and entry.decision.verdict.positive
+
+
+def is_rejected(entry: StepStatus) -> bool:
+    """Whether the step was rejected."""
+    return entry.decision is not None and entry.decision.verdict is Verdict.REJECT
+
+
+def is_executed(entry: StepStatus) -> bool:
+    """Whether the step ran to success."""
+    return entry.execution is not None and entry.execution.state is ExecutionState.SUCCEEDED
+
+
+def is_expired(entry: StepStatus, policy: TaskPolicy, now: datetime) -> bool:
+    """Whether an undecided step ran out of time: deadline passed, escalations spent."""
+    if entry.decision is not None:
+        return False
+    if entry.state is StepState.EXPIRED:
+        return True
+    return (
+        entry.deadline is not None
+        and now >= entry.deadline
+        and entry.escalations >= policy.escalation.max_escalations
+    )
+
+
+def _find_step(task: AgenticTask, step_id: str) -> Step:
+    step = task.step(step_id)
+    if step is None:
+        raise StepNotFound(f"the plan has no step {step_id!r}", step_id=step_id)
+    return step
+
+
+def _earlier_executed(task: AgenticTask, step_id: str) -> bool:
+    status = task.current_status()
+    for step in task.spec.steps:
+        if step.id == step_id:
+            return True
+        if not is_executed(status.step(step.id)):
+            return False
+    return False
+
+
+def decidable_step(task: AgenticTask) -> Step | None:
+    """The step a decision may be made on now: the first undecided step, provided every
+    earlier step executed; None when the task waits for the agent, halted or finished.
+
+    Time is not considered here; :func:`decide` also refuses an expired step.
+    """
+    status = task.current_status()
+    if status.phase is not None and status.phase.terminal:
+        return None
+    for step in task.spec.steps:
+        entry = status.step(step.id)
+        if entry.decision is None:
+            return step
+        if not is_executed(entry):
+            return None
+    return None
+
+
+def executable_step(task: AgenticTask) -> Step | None:
+    """The step the agent may run now: approved, not finished, every earlier one executed."""
+    status = task.current_status()
+    if status.phase is not None and status.phase.terminal:
+        return None
+    for step in task.spec.steps:
+        entry = status.step(step.id)
+        if is_executed(entry):
+            continue
+        if is_approved(entry) and (
+            entry.execution is None
+            or entry.execution.state is ExecutionState.RUNNING
+            or is_resolved(entry)
+        ):
+            return step
+        return None
+    return None
+
+
+def is_outcome_unknown(entry: StepStatus) -> bool:
+    """Whether the step's tool call may or may not have taken effect (an expert decides)."""
+    return entry.execution is not None and entry.execution.state is ExecutionState.OUTCOME_UNKNOWN
+
+
+def awaiting_resolution(task: AgenticTask) -> Step | None:
+    """The step whose unknown outcome waits for an expert's resolution, if any."""
+    status = task.current_status()
+    if status.phase is not None and status.phase.terminal:
+        return None
+    for step in task.spec.steps:
+        entry = status.step(step.id)
+        if is_outcome_unknown(entry) and not is_resolved(entry):
+            return step
+    return None
+
+
+def is_resolved(entry: StepStatus) -> bool:
+    """Whether an expert resolved the step's current unknown outcome (the agent then runs
+    it again: the proxy replays `applied`, or calls once more after `not_applied`)."""
+    return (
+        is_outcome_unknown(entry)
+        and entry.resolution is not None
+        and entry.execution is not None
+        and entry.resolution.attempt == entry.execution.attempt
+    )
+
+
+def derive_phase(task: AgenticTask, now: datetime) -> TaskPhase:
+    """The phase the task is in, from its decisions, executions and the time.
+
+    A terminal phase already recorded is kept: terminal phases are absorbing.
+    """
+    status = task.current_status()
+    if status.phase is not None and status.phase.terminal:
+        return status.phase
+    for step in task.spec.steps:
+        entry = status.step(step.id)
+        if is_rejected(entry):
+            return TaskPhase.REJECTED
+        if entry.execution is not None:
+            if entry.execution.state is ExecutionState.FAILED:
+                return TaskPhase.FAILED
+            if entry.execution.state is ExecutionState.RUNNING or is_resolved(entry):
+                return TaskPhase.IN_PROGRESS
+            if entry.execution.state is ExecutionState.OUTCOME_UNKNOWN:
+                return TaskPhase.PENDING_APPROVAL  # waits for an expert's resolution
+            continue
+        if entry.decision is not None:
+            return TaskPhase.IN_PROGRESS
+        if is_expired(entry, task.spec.policy, now):
+            return TaskPhase.EXPIRED
+        return TaskPhase.PENDING_APPROVAL
+    return TaskPhase.COMPLETED
+
+
+def current_step(task: AgenticTask) -> str | None:
+    """Id of the first step not yet executed; None when every step executed."""
+    status = task.current_status()
+    return next((s.id for s in task.spec.steps if not is_executed(status.step(s.id))), None)
+
+
+def highest_pending_risk(task: AgenticTask, now: datetime) -> Risk | None:
+    """The highest risk among the steps still ahead; None once the task is terminal."""
+    if derive_phase(task, now).terminal:
+        return None
+    status = task.current_status()
+    pending = [effective_risk(s) for s in task.spec.steps if not is_executed(status.step(s.id))]
+    return max(pending, key=lambda risk: risk.rank) if pending else None
+
+
+def step_state(task: AgenticTask, step_id: str, now: datetime) -> StepState:
+    """The lifecycle state of one step (what the operator writes into `state`)."""
+    _find_step(task, step_id)
+    entry = task.current_status().step(step_id)
+    if is_rejected(entry):
+        return StepState.REJECTED
+    if entry.execution is not None:
+        return {
+            ExecutionState.RUNNING: StepState.EXECUTING,
+            ExecutionState.SUCCEEDED: StepState.EXECUTED,
+            ExecutionState.FAILED: StepState.FAILED,
+            ExecutionState.OUTCOME_UNKNOWN: StepState.OUTCOME_UNKNOWN,
+        }[entry.execution.state]
+    if entry.decision is not None:
+        return StepState.APPROVED
+    if is_expired(entry, task.spec.policy, now):
+        return StepState.EXPIRED
+    if entry.escalations > 0:
+        return StepState.ESCALATED
+    return StepState.PENDING
+
+
+def effective_parameters(step: Step, entry: StepStatus) -> dict[str, JsonValue]:
+    """The parameters the tool runs with: the expert's amendment if any, else the plan's."""
+    if entry.decision is not None and entry.decision.parameters is not None:
+        return dict(entry.decision.parameters)
+    return dict(step.parameters)
