@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from .resources import GROUP, RESOURCES, VERSION, KubeResource, ResourceModel
+from .resources import GROUP, RESOURCES, VERSION, CrdInfo, KubeResource, ResourceModel
 
 DEFAULT_OUT = Path("crds")
 HEADER = (
@@ -110,6 +110,32 @@ class _Converter:
     def convert(
         self, raw: Mapping[str, Any], *, path: str, in_status: bool, needs_description: bool
     ) -> dict[str, Any]:
+        node = self._prepare(
+            raw, path=path, in_status=in_status, needs_description=needs_description
+        )
+        if node.get("x-kubernetes-preserve-unknown-fields"):
+            return self._free_form(node, path=path, in_status=in_status)
+        if node.get("x-kubernetes-int-or-string"):
+            return {
+                "description": node["description"],
+                "x-kubernetes-int-or-string": True,
+                "anyOf": [{"type": "integer"}, {"type": "string"}],
+            }
+        _check_keywords(node, path)
+        out: dict[str, Any] = {}
+        for key in (*_SCALAR_KEYS, *_EXTENSION_KEYS):
+            if key in node:
+                out[key] = node[key]
+        self._nested(node, out, path=path, in_status=in_status)
+        if node.get("x-kubernetes-validations"):
+            out["x-kubernetes-validations"] = _rules(node["x-kubernetes-validations"], path)
+        return out
+
+    def _prepare(
+        self, raw: Mapping[str, Any], *, path: str, in_status: bool, needs_description: bool
+    ) -> dict[str, Any]:
+        """The node resolved, without null branches, its description normalised (required
+        where `needs_description`), without a null default (nor any default in status)."""
         node = self._drop_null(self._resolve(raw))
         if "description" in node:
             node["description"] = _normalise_text(node["description"])
@@ -119,40 +145,33 @@ class _Converter:
             node.pop("default", None)
         if node.get("default", ...) is None:
             del node["default"]
+        return node
 
-        out: dict[str, Any] = {}
-        if node.get("x-kubernetes-preserve-unknown-fields"):
-            out["description"] = node["description"]
-            out["type"] = "object"
-            out["x-kubernetes-preserve-unknown-fields"] = True
-            if "properties" in node:  # known fields of an otherwise free-form object
-                out["properties"] = {
-                    name: self.convert(
-                        sub, path=f"{path}.{name}", in_status=in_status, needs_description=True
-                    )
-                    for name, sub in node["properties"].items()
-                }
-            return out
-        if node.get("x-kubernetes-int-or-string"):
-            out["description"] = node["description"]
-            out["x-kubernetes-int-or-string"] = True
-            out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
-            return out
+    def _properties(
+        self, properties: Mapping[str, Any], *, path: str, in_status: bool
+    ) -> dict[str, Any]:
+        return {
+            name: self.convert(
+                sub, path=f"{path}.{name}", in_status=in_status, needs_description=True
+            )
+            for name, sub in properties.items()
+        }
 
-        unknown = set(node) - _DROPPED_KEYS - set(_SCALAR_KEYS) - set(_EXTENSION_KEYS)
-        unknown -= {"items", "properties", "required", "additionalProperties"}
-        unknown -= {"x-kubernetes-validations"}
-        if unknown:
-            raise SchemaError(f"{path}: unsupported schema keywords {sorted(unknown)}")
-        if "type" not in node:
-            raise SchemaError(f"{path}: no type")
+    def _free_form(self, node: Mapping[str, Any], *, path: str, in_status: bool) -> dict[str, Any]:
+        """An object of any shape, with the schema of the fields it knows, if any."""
+        out: dict[str, Any] = {
+            "description": node["description"],
+            "type": "object",
+            "x-kubernetes-preserve-unknown-fields": True,
+        }
+        if "properties" in node:  # known fields of an otherwise free-form object
+            out["properties"] = self._properties(node["properties"], path=path, in_status=in_status)
+        return out
 
-        for key in _SCALAR_KEYS:
-            if key in node:
-                out[key] = node[key]
-        for key in _EXTENSION_KEYS:
-            if key in node:
-                out[key] = node[key]
+    def _nested(
+        self, node: Mapping[str, Any], out: dict[str, Any], *, path: str, in_status: bool
+    ) -> None:
+        """Convert the node's items, properties and additionalProperties into `out`."""
         if "items" in node:
             out["items"] = self.convert(
                 node["items"], path=f"{path}[]", in_status=in_status, needs_description=False
@@ -160,12 +179,7 @@ class _Converter:
         if "properties" in node:
             if node.get("required"):
                 out["required"] = list(node["required"])
-            out["properties"] = {
-                name: self.convert(
-                    sub, path=f"{path}.{name}", in_status=in_status, needs_description=True
-                )
-                for name, sub in node["properties"].items()
-            }
+            out["properties"] = self._properties(node["properties"], path=path, in_status=in_status)
         additional = node.get("additionalProperties")
         if isinstance(additional, Mapping):
             if "properties" in node:
@@ -173,9 +187,17 @@ class _Converter:
             out["additionalProperties"] = self.convert(
                 additional, path=f"{path}{{}}", in_status=in_status, needs_description=False
             )
-        if node.get("x-kubernetes-validations"):
-            out["x-kubernetes-validations"] = _rules(node["x-kubernetes-validations"], path)
-        return out
+
+
+def _check_keywords(node: Mapping[str, Any], path: str) -> None:
+    """Refuse a node with a keyword a structural schema cannot carry, or without a type."""
+    unknown = set(node) - _DROPPED_KEYS - set(_SCALAR_KEYS) - set(_EXTENSION_KEYS)
+    unknown -= {"items", "properties", "required", "additionalProperties"}
+    unknown -= {"x-kubernetes-validations"}
+    if unknown:
+        raise SchemaError(f"{path}: unsupported schema keywords {sorted(unknown)}")
+    if "type" not in node:
+        raise SchemaError(f"{path}: no type")
 
 
 def _rules(rules: Sequence[Mapping[str, Any]], path: str) -> list[dict[str, Any]]:
@@ -222,9 +244,41 @@ def _printer_columns(resource: type[KubeResource]) -> list[dict[str, Any]]:
 def crd_for(resource: type[KubeResource]) -> dict[str, Any]:
     """The CustomResourceDefinition of one resource model, as a plain dict."""
     info = resource.crd
-    doc = resource.__doc__ or info.kind
+    version: dict[str, Any] = {
+        "name": VERSION,
+        "served": True,
+        "storage": True,
+        "subresources": _subresources(info),
+        "additionalPrinterColumns": _printer_columns(resource),
+    }
+    if info.selectable_fields:
+        version["selectableFields"] = [{"jsonPath": p} for p in info.selectable_fields]
+    version["schema"] = {"openAPIV3Schema": _root_schema(resource)}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": info.crd_name, "labels": dict(LABELS)},
+        "spec": {
+            "group": GROUP,
+            "names": {
+                "kind": info.kind,
+                "listKind": f"{info.kind}List",
+                "plural": info.plural,
+                "singular": info.singular,
+                "shortNames": list(info.short_names),
+                "categories": list(info.categories),
+            },
+            "scope": "Namespaced",
+            "versions": [version],
+        },
+    }
+
+
+def _root_schema(resource: type[KubeResource]) -> dict[str, Any]:
+    """The object's schema: apiVersion, kind, metadata, spec and status (and root rules)."""
+    info = resource.crd
     root: dict[str, Any] = {
-        "description": _normalise_text(doc),
+        "description": _normalise_text(resource.__doc__ or info.kind),
         "type": "object",
         "required": ["spec"],
         "properties": {
@@ -245,7 +299,11 @@ def crd_for(resource: type[KubeResource]) -> dict[str, Any]:
     }
     if info.root_rules:
         root["x-kubernetes-validations"] = _rules(info.root_rules, info.kind)
+    return root
 
+
+def _subresources(info: CrdInfo) -> dict[str, Any]:
+    """The status subresource, and scale where the resource has one."""
     subresources: dict[str, Any] = {"status": {}}
     if info.scale is not None:
         scale = {
@@ -255,36 +313,7 @@ def crd_for(resource: type[KubeResource]) -> dict[str, Any]:
         if info.scale.label_selector_path is not None:
             scale["labelSelectorPath"] = info.scale.label_selector_path
         subresources["scale"] = scale
-
-    version: dict[str, Any] = {
-        "name": VERSION,
-        "served": True,
-        "storage": True,
-        "subresources": subresources,
-        "additionalPrinterColumns": _printer_columns(resource),
-    }
-    if info.selectable_fields:
-        version["selectableFields"] = [{"jsonPath": p} for p in info.selectable_fields]
-    version["schema"] = {"openAPIV3Schema": root}
-
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": info.crd_name, "labels": dict(LABELS)},
-        "spec": {
-            "group": GROUP,
-            "names": {
-                "kind": info.kind,
-                "listKind": f"{info.kind}List",
-                "plural": info.plural,
-                "singular": info.singular,
-                "shortNames": list(info.short_names),
-                "categories": list(info.categories),
-            },
-            "scope": "Namespaced",
-            "versions": [version],
-        },
-    }
+    return subresources
 
 
 def all_crds() -> list[dict[str, Any]]:

@@ -7,119 +7,76 @@ the agent writes each step's `execution`, the platform API also writes an expert
 `resolution` of an execution whose outcome is unknown, the operator writes everything else (phase,
 current step, step states, deadlines, escalations, conditions). The rules every writer
 follows live in :mod:`humanwork_core.taskflow`.
+
+This module holds the spec (the plan and its policy) and the resource;
+:mod:`.tasktypes` the shared vocabulary and :mod:`.taskstatus` the status models, both
+re-exported here.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from enum import StrEnum
-from typing import Annotated, ClassVar, Self
+from typing import ClassVar, Self
 
-from pydantic import AwareDatetime, ConfigDict, Field, JsonValue, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from .. import catalog
 from ..risk import Risk
 from .common import (
     DNS_LABEL_PATTERN,
     NAME_PATTERN,
-    SHA256_PATTERN,
     UUID_PATTERN,
-    Condition,
     CrdInfo,
     KubeResource,
     PrinterColumn,
     ResourceModel,
     cel,
-    conditions_field,
     k8s,
 )
+from .taskstatus import AgenticTaskStatus, Decision, Execution, Resolution, StepStatus
+from .tasktypes import (
+    DAY_SECONDS,
+    MAX_APPROVALS,
+    MAX_OPTIONS,
+    MAX_STEPS,
+    ExecutionState,
+    FreeForm,
+    Option,
+    Outcome,
+    StepId,
+    StepKind,
+    StepState,
+    TaskPhase,
+    Verdict,
+)
 
-MAX_STEPS = 50
-MAX_OPTIONS = 20
-MAX_APPROVALS = 5
-DAY_SECONDS = 86_400
-
-FreeForm = dict[str, JsonValue]
-"""A JSON object of any shape (tool parameters, provided input, execution results)."""
-
-
-class StepKind(StrEnum):
-    """An action calls a tool; an input step asks the expert for content or a choice."""
-
-    ACTION = "action"
-    INPUT = "input"
-
-
-class TaskPhase(StrEnum):
-    """Where the task stands; the last five are terminal and never change again."""
-
-    PENDING_APPROVAL = "PendingApproval"
-    IN_PROGRESS = "InProgress"
-    COMPLETED = "Completed"
-    REJECTED = "Rejected"
-    FAILED = "Failed"
-    CANCELLED = "Cancelled"
-    EXPIRED = "Expired"
-
-    @property
-    def terminal(self) -> bool:
-        """Whether the phase is final."""
-        return self not in (TaskPhase.PENDING_APPROVAL, TaskPhase.IN_PROGRESS)
-
-
-class StepState(StrEnum):
-    """Lifecycle of one step (derived by the operator from decision, execution and time)."""
-
-    PENDING = "Pending"
-    ESCALATED = "Escalated"
-    APPROVED = "Approved"
-    EXECUTING = "Executing"
-    EXECUTED = "Executed"
-    FAILED = "Failed"
-    REJECTED = "Rejected"
-    EXPIRED = "Expired"
-    OUTCOME_UNKNOWN = "OutcomeUnknown"
-
-
-class Verdict(StrEnum):
-    """What the expert decided: approve or edit an action, provide or select an input, or
-    reject either (which halts the task)."""
-
-    APPROVE = "approve"
-    EDIT = "edit"
-    PROVIDE = "provide"
-    SELECT = "select"
-    REJECT = "reject"
-
-    @property
-    def positive(self) -> bool:
-        """Every verdict but reject lets the step go ahead."""
-        return self is not Verdict.REJECT
-
-
-class ExecutionState(StrEnum):
-    """State of the agent's run of a step."""
-
-    RUNNING = "Running"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-    OUTCOME_UNKNOWN = "OutcomeUnknown"
-    """The tool call may or may not have taken effect upstream: the step waits for an
-    expert's resolution, never for an automatic retry."""
-
-
-class Outcome(StrEnum):
-    """An expert's finding on a step whose outcome was unknown."""
-
-    APPLIED = "applied"
-    NOT_APPLIED = "not_applied"
-
-
-StepId = Annotated[str, Field(min_length=1, max_length=63, pattern=NAME_PATTERN)]
-Option = Annotated[str, Field(min_length=1, max_length=256)]
-
-
-# --- spec ----------------------------------------------------------------------------------
+__all__ = [
+    "DAY_SECONDS",
+    "MAX_APPROVALS",
+    "MAX_OPTIONS",
+    "MAX_STEPS",
+    "AgentRef",
+    "AgenticTask",
+    "AgenticTaskSpec",
+    "AgenticTaskStatus",
+    "Decision",
+    "EscalationPolicy",
+    "Execution",
+    "ExecutionState",
+    "FreeForm",
+    "Option",
+    "Outcome",
+    "RequiredApprovals",
+    "Resolution",
+    "Step",
+    "StepId",
+    "StepKind",
+    "StepState",
+    "StepStatus",
+    "TaskPhase",
+    "TaskPolicy",
+    "Verdict",
+]
 
 
 class AgentRef(ResourceModel):
@@ -413,207 +370,6 @@ class AgenticTaskSpec(ResourceModel):
     def step_ids(self) -> tuple[str, ...]:
         """The step ids in plan order."""
         return tuple(step.id for step in self.steps)
-
-
-# --- status --------------------------------------------------------------------------------
-
-
-class Decision(ResourceModel):
-    """One expert's decision on a step (also the shape of each recorded approval)."""
-
-    model_config = ConfigDict(
-        json_schema_extra=k8s(
-            rules=[
-                cel(
-                    "self.verdict != 'edit' || has(self.parameters)",
-                    "an edit carries the amended parameters",
-                ),
-                cel(
-                    "self.verdict != 'provide' || has(self.input)",
-                    "a provide decision carries the input",
-                ),
-                cel(
-                    "self.verdict != 'select' || has(self.selection)",
-                    "a select decision carries the selected option",
-                ),
-            ]
-        )
-    )
-
-    verdict: Verdict = Field(description="approve, edit, provide, select or reject.")
-    by: str = Field(
-        description="Who decided: the expert's user id, or policy:auto-approve.",
-        min_length=1,
-        max_length=253,
-    )
-    at: AwareDatetime = Field(description="When the decision was made.")
-    feedback: str | None = Field(
-        default=None,
-        description="The expert's note; on a rejection it goes back to the agent.",
-        max_length=4096,
-    )
-    parameters: FreeForm | None = Field(
-        default=None,
-        description="Amended tool parameters (verdict edit); they replace the plan's.",
-        json_schema_extra=k8s(preserve_unknown_fields=True),
-    )
-    input: FreeForm | None = Field(
-        default=None,
-        description="Content supplied by the expert (verdict provide).",
-        json_schema_extra=k8s(preserve_unknown_fields=True),
-    )
-    selection: str | None = Field(
-        default=None,
-        description="The option picked (verdict select); one of the step's options.",
-        min_length=1,
-        max_length=256,
-    )
-    idempotency_key: str = Field(
-        description="Client-chosen key that makes a retried decision a no-op.",
-        min_length=1,
-        max_length=128,
-    )
-    step_hash: str = Field(
-        description="SHA-256 of the step the expert saw (taskflow.step_hash); binds the "
-        "decision to exactly that step.",
-        pattern=SHA256_PATTERN,
-        max_length=64,
-    )
-
-    @model_validator(mode="after")
-    def _payload(self) -> Self:
-        if self.verdict is Verdict.EDIT and self.parameters is None:
-            raise ValueError("an edit carries the amended parameters")
-        if self.verdict is Verdict.PROVIDE and self.input is None:
-            raise ValueError("a provide decision carries the input")
-        if self.verdict is Verdict.SELECT and self.selection is None:
-            raise ValueError("a select decision carries the selected option")
-        return self
-
-
-class Execution(ResourceModel):
-    """The agent's run of an approved step."""
-
-    state: ExecutionState = Field(description="Running, Succeeded, Failed or OutcomeUnknown.")
-    attempt: int = Field(default=1, ge=1, le=100, description="Attempt number, from 1.")
-    started_at: AwareDatetime = Field(description="When the current attempt started.")
-    finished_at: AwareDatetime | None = Field(
-        default=None, description="When the step finished (Succeeded or Failed)."
-    )
-    result: FreeForm | None = Field(
-        default=None,
-        description="Summary of the tool's result, a free-form JSON object.",
-        json_schema_extra=k8s(preserve_unknown_fields=True),
-    )
-    error: str | None = Field(default=None, description="Why the step failed.", max_length=4096)
-
-
-class Resolution(ResourceModel):
-    """An expert's resolution of a step whose tool call ended with an unknown outcome
-    (written by the platform API)."""
-
-    outcome: Outcome = Field(
-        description="applied: the side effect happened (the step completes with it); "
-        "not_applied: it did not (the agent may call once more)."
-    )
-    attempt: int = Field(ge=1, le=100, description="The execution attempt it resolves.")
-    by: str = Field(description="The expert's user id.", min_length=1, max_length=253)
-    at: AwareDatetime = Field(description="When it was resolved.")
-    note: str | None = Field(
-        default=None, description="What the expert checked upstream.", max_length=4096
-    )
-
-
-class StepStatus(ResourceModel):
-    """Observed state of one step; each part is written by a different component."""
-
-    id: StepId = Field(description="Id of the step in spec.steps.")
-    state: StepState | None = Field(
-        default=None, description="Derived lifecycle state (written by the operator)."
-    )
-    approvals: tuple[Decision, ...] = Field(
-        default=(),
-        description="Approvals recorded so far, one per distinct expert (written by the "
-        "platform API); the decision is set when enough have been given.",
-        max_length=MAX_APPROVALS,
-        json_schema_extra=k8s(list_map_keys=["by"]),
-    )
-    decision: Decision | None = Field(
-        default=None,
-        description="The effective decision (written once by the platform API, never changed).",
-    )
-    execution: Execution | None = Field(
-        default=None, description="The agent's run of the step (written by the agent)."
-    )
-    resolution: Resolution | None = Field(
-        default=None,
-        description="An expert's resolution of an OutcomeUnknown execution (written by the "
-        "platform API).",
-    )
-    deadline: AwareDatetime | None = Field(
-        default=None, description="When the pending decision is due (written by the operator)."
-    )
-    escalations: int = Field(
-        default=0,
-        ge=0,
-        le=100,
-        description="How many times the decision deadline was missed and escalated.",
-    )
-
-
-class AgenticTaskStatus(ResourceModel):
-    """Observed state of the task, shared by the platform API, the agent and the operator."""
-
-    phase: TaskPhase | None = Field(
-        default=None,
-        description="PendingApproval, InProgress, Completed, Rejected, Failed, Cancelled or "
-        "Expired (written by the operator).",
-    )
-    current_step: StepId | None = Field(
-        default=None, description="Id of the first step not yet executed."
-    )
-    highest_pending_risk: Risk | None = Field(
-        default=None, description="Highest risk among the steps not yet executed."
-    )
-    next_deadline: AwareDatetime | None = Field(
-        default=None, description="Deadline of the decision the task is waiting for."
-    )
-    steps: tuple[StepStatus, ...] = Field(
-        default=(),
-        description="Per-step decisions, executions, deadlines and escalations, keyed by id.",
-        max_length=MAX_STEPS,
-        json_schema_extra=k8s(list_map_keys=["id"]),
-    )
-    conditions: tuple[Condition, ...] = conditions_field(
-        "Conditions of the task, per the API conventions."
-    )
-    observed_generation: int | None = Field(
-        default=None, ge=0, description="The metadata.generation this status reflects."
-    )
-    started_at: AwareDatetime | None = Field(
-        default=None, description="When the operator first saw the task."
-    )
-    completed_at: AwareDatetime | None = Field(
-        default=None, description="When the task reached a terminal phase."
-    )
-
-    def step(self, step_id: str) -> StepStatus:
-        """The status of a step; an empty one when nothing was recorded yet."""
-        for entry in self.steps:
-            if entry.id == step_id:
-                return entry
-        return StepStatus(id=step_id)
-
-    def with_step(self, entry: StepStatus) -> AgenticTaskStatus:
-        """A copy with the status of `entry.id` replaced (or appended)."""
-        steps = list(self.steps)
-        for index, existing in enumerate(steps):
-            if existing.id == entry.id:
-                steps[index] = entry
-                break
-        else:
-            steps.append(entry)
-        return self.model_copy(update={"steps": tuple(steps)})
 
 
 class AgenticTask(KubeResource):

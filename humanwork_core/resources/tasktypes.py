@@ -1,0 +1,106 @@
+"""The AgenticTask's vocabulary: its limits, the kinds, phases, states, verdicts and
+outcomes, and the constrained strings its spec and status share."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import Field, JsonValue
+
+from .common import (
+    NAME_PATTERN,
+)
+
+MAX_STEPS = 50
+
+
+MAX_OPTIONS = 20
+
+
+MAX_APPROVALS = 5
+
+
+DAY_SECONDS = 86_400
+
+
+FreeForm = dict[str, JsonValue]
+"""A JSON object of any shape (tool parameters, provided input, execution results)."""
+
+
+class StepKind(StrEnum):
+    """An action calls a tool; an input step asks the expert for content or a choice."""
+
+    ACTION = "action"
+    INPUT = "input"
+
+
+class TaskPhase(StrEnum):
+    """Where the task stands; the last five are terminal and never change again."""
+
+    PENDING_APPROVAL = "PendingApproval"
+    IN_PROGRESS = "InProgress"
+    COMPLETED = "Completed"
+    REJECTED = "Rejected"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"
+    EXPIRED = "Expired"
+
+    @property
+    def terminal(self) -> bool:
+        """Whether the phase is final."""
+        return self not in (TaskPhase.PENDING_APPROVAL, TaskPhase.IN_PROGRESS)
+
+
+class StepState(StrEnum):
+    """Lifecycle of one step (derived by the operator from decision, execution and time)."""
+
+    PENDING = "Pending"
+    ESCALATED = "Escalated"
+    APPROVED = "Approved"
+    EXECUTING = "Executing"
+    EXECUTED = "Executed"
+    FAILED = "Failed"
+    REJECTED = "Rejected"
+    EXPIRED = "Expired"
+    OUTCOME_UNKNOWN = "OutcomeUnknown"
+
+
+class Verdict(StrEnum):
+    """What the expert decided: approve or edit an action, provide or select an input, or
+    reject either (which halts the task)."""
+
+    APPROVE = "approve"
+    EDIT = "edit"
+    PROVIDE = "provide"
+    SELECT = "select"
+    REJECT = "reject"
+
+    @property
+    def positive(self) -> bool:
+        """Every verdict but reject lets the step go ahead."""
+        return self is not Verdict.REJECT
+
+
+class ExecutionState(StrEnum):
+    """State of the agent's run of a step."""
+
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    OUTCOME_UNKNOWN = "OutcomeUnknown"
+    """The tool call may or may not have taken effect upstream: the step waits for an
+    expert's resolution, never for an automatic retry."""
+
+
+class Outcome(StrEnum):
+    """An expert's finding on a step whose outcome was unknown."""
+
+    APPLIED = "applied"
+    NOT_APPLIED = "not_applied"
+
+
+StepId = Annotated[str, Field(min_length=1, max_length=63, pattern=NAME_PATTERN)]
+
+
+Option = Annotated[str, Field(min_length=1, max_length=256)]
