@@ -108,6 +108,14 @@ class Usage:
         completion = int(data.get("completion_tokens") or 0)
         return cls(prompt, completion, int(data.get("total_tokens") or prompt + completion))
 
+    def plus(self, other: Usage) -> Usage:
+        """The tokens of both calls."""
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.total_tokens + other.total_tokens,
+        )
+
     def as_dict(self) -> dict[str, int]:
         return {
             "promptTokens": self.prompt_tokens,
@@ -376,57 +384,81 @@ class LLMClient:
         )
         started = time.perf_counter()
         response, attempts = await self._send(body, stream=True)
-        parts: list[str] = []
-        calls: dict[int, dict[str, Any]] = {}
-        usage = Usage()
-        finish: str | None = None
-        answered_model = model
+        assembly = _StreamAssembly(model)
         try:
-            async for line in response.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                payload = line[5:].strip()
-                if payload == "[DONE]":
-                    break
-                try:
-                    chunk = json.loads(payload)
-                except ValueError:
-                    LOG.warning("skipping an unreadable stream chunk")
-                    continue
-                answered_model = str(chunk.get("model") or answered_model)
-                if chunk.get("usage"):
-                    usage = Usage.from_json(chunk["usage"])
-                for choice in chunk.get("choices") or ():
-                    delta = choice.get("delta") or {}
-                    finish = choice.get("finish_reason") or finish
-                    text = delta.get("content")
-                    if text:
-                        parts.append(text)
-                        yield Delta(text)
-                    for call in delta.get("tool_calls") or ():
-                        slot = calls.setdefault(
-                            int(call.get("index", 0)), {"id": "", "name": "", "arguments": ""}
-                        )
-                        slot["id"] = call.get("id") or slot["id"]
-                        function = call.get("function") or {}
-                        slot["name"] += function.get("name") or ""
-                        slot["arguments"] += function.get("arguments") or ""
+            async for chunk in _chunks(response):
+                for text in assembly.feed(chunk):
+                    yield Delta(text)
         except httpx.HTTPError as exc:
             raise LLMError(f"the model's stream broke off: {exc}", attempts=attempts) from None
         finally:
             await response.aclose()
+        yield assembly.completion((time.perf_counter() - started) * 1000, attempts)
+
+
+async def _chunks(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
+    """The JSON chunks of a Server-Sent Events completion stream, until `[DONE]`."""
+    async for line in response.aiter_lines():
+        if not line.startswith("data:"):
+            continue
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            break
+        try:
+            chunk = json.loads(payload)
+        except ValueError:
+            LOG.warning("skipping an unreadable stream chunk")
+            continue
+        yield chunk
+
+
+@dataclass
+class _StreamAssembly:
+    """A streamed completion put together chunk by chunk: text, tool calls, usage."""
+
+    model: str
+    parts: list[str] = field(default_factory=list)
+    calls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    usage: Usage = field(default_factory=Usage)
+    finish: str | None = None
+
+    def feed(self, chunk: Mapping[str, Any]) -> list[str]:
+        """Take one chunk in; the pieces of text it carries."""
+        self.model = str(chunk.get("model") or self.model)
+        if chunk.get("usage"):
+            self.usage = Usage.from_json(chunk["usage"])
+        texts: list[str] = []
+        for choice in chunk.get("choices") or ():
+            delta = choice.get("delta") or {}
+            self.finish = choice.get("finish_reason") or self.finish
+            text = delta.get("content")
+            if text:
+                self.parts.append(text)
+                texts.append(text)
+            for call in delta.get("tool_calls") or ():
+                slot = self.calls.setdefault(
+                    int(call.get("index", 0)), {"id": "", "name": "", "arguments": ""}
+                )
+                slot["id"] = call.get("id") or slot["id"]
+                function = call.get("function") or {}
+                slot["name"] += function.get("name") or ""
+                slot["arguments"] += function.get("arguments") or ""
+        return texts
+
+    def completion(self, latency_ms: float, attempts: int) -> Completion:
+        """The whole completion, once the stream ended."""
         tool_calls = _tool_calls(
             [
                 {"id": c["id"], "function": {"name": c["name"], "arguments": c["arguments"]}}
-                for _, c in sorted(calls.items())
+                for _, c in sorted(self.calls.items())
             ]
         )
-        yield Completion(
-            content="".join(parts),
-            model=answered_model,
-            usage=usage,
+        return Completion(
+            content="".join(self.parts),
+            model=self.model,
+            usage=self.usage,
             tool_calls=tool_calls,
-            finish_reason=finish,
-            latency_ms=(time.perf_counter() - started) * 1000,
+            finish_reason=self.finish,
+            latency_ms=latency_ms,
             attempts=attempts,
         )

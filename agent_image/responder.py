@@ -270,37 +270,12 @@ class Responder:
         calls: list[dict[str, Any]] = []
         if completion.tool_calls:
             calls = await self._run_tools(completion)
-            messages.append(
-                {
-                    "role": "assistant",
-                    "content": completion.content or None,
-                    "tool_calls": [
-                        {
-                            "id": c.id,
-                            "type": "function",
-                            "function": {"name": c.name, "arguments": c.raw_arguments},
-                        }
-                        for c in completion.tool_calls
-                    ],
-                }
-            )
-            for call in calls:
-                messages.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": call["id"],
-                        "content": json.dumps(call["result"], default=str)[:8000],
-                    }
-                )
+            messages.extend(_tool_messages(completion, calls))
             completion = await llm.complete(
                 messages, model=config.model, temperature=config.temperature
             )
             await self.audit(completion, "chat")
-            usage = type(usage)(
-                usage.prompt_tokens + completion.usage.prompt_tokens,
-                usage.completion_tokens + completion.usage.completion_tokens,
-                usage.total_tokens + completion.usage.total_tokens,
-            )
+            usage = usage.plus(completion.usage)
         confidence = await self._confidence(llm, config, message, completion.content)
         if confidence is None:
             confidence = 0.5
@@ -368,3 +343,32 @@ class Responder:
         for piece in re.findall(r"\S+\s*", reply.reply):
             yield piece
         yield reply
+
+
+def _tool_messages(
+    completion: Completion, calls: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """The assistant's tool calls and each tool's result, as the model's next messages."""
+    messages: list[dict[str, Any]] = [
+        {
+            "role": "assistant",
+            "content": completion.content or None,
+            "tool_calls": [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.raw_arguments},
+                }
+                for c in completion.tool_calls
+            ],
+        }
+    ]
+    for call in calls:
+        messages.append(
+            {
+                "role": "tool",
+                "tool_call_id": call["id"],
+                "content": json.dumps(call["result"], default=str)[:8000],
+            }
+        )
+    return messages

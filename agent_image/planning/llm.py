@@ -115,59 +115,63 @@ def validate_plan(data: Any, *, tools: Sequence[str] = ()) -> tuple[tuple[Step, 
         raise PlanError("a plan has at least one step")
     if len(raw_steps) > 50:
         raise PlanError("a plan has at most 50 steps")
-    drafts: list[Draft] = []
-    for number, raw in enumerate(raw_steps, start=1):
-        if not isinstance(raw, Mapping):
-            raise PlanError(f"step {number} is not an object")
-        description = str(raw.get("description") or "").strip()
-        if not description:
-            raise PlanError(f"step {number} has no description")
-        kind = StepKind(str(raw.get("kind") or "action").lower())
-        given = raw.get("parameters")
-        parameters: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
-        action = raw.get("action") or parameters.get("action")
-        params = raw.get("params", parameters.get("params", {}))
-        risk_value = raw.get("risk")
-        try:
-            risk = Risk(str(risk_value).lower()) if risk_value else None
-        except ValueError:
-            raise PlanError(f"step {number} has an unknown risk {risk_value!r}") from None
-        if kind is StepKind.ACTION:
-            tool = catalog.tool_name(str(raw.get("tool") or ""))
-            if tool not in catalog.TOOLS:
-                raise PlanError(f"step {number} names an unknown tool {raw.get('tool')!r}")
-            known = catalog.find(tool, str(action or ""))
-            if known is None:
-                raise PlanError(f"step {number}: {tool} has no action {action!r}")
-            if not isinstance(params, Mapping):
-                raise PlanError(f"step {number}: params must be an object")
-            unknown = sorted(str(p) for p in params if p not in known.param_names)
-            missing = [p for p in known.required if params.get(p) is None]
-            if unknown or missing:
-                takes = ", ".join(known.param_names) or "no params"
-                raise PlanError(
-                    f"step {number}: {tool}.{action} takes {takes}"
-                    f" (unknown {unknown}, missing {missing})"
-                )
-            drafts.append(Draft(description, tool, str(action), dict(params), risk=risk))
-        else:
-            options = raw.get("options")
-            drafts.append(
-                Draft(
-                    description,
-                    None,
-                    None,
-                    dict(params) if isinstance(params, Mapping) else {},
-                    kind=StepKind.INPUT,
-                    options=tuple(str(o) for o in options) if options else None,
-                    risk=risk or Risk.LOW,
-                )
-            )
+    drafts = [_draft(number, raw) for number, raw in enumerate(raw_steps, start=1)]
     try:
         steps = to_steps(drafts)
     except (ValidationError, ValueError) as exc:
         raise PlanError(f"the plan does not fit the step model: {exc}") from None
     return steps, str(data.get("summary") or "")[:1000]
+
+
+def _draft(number: int, raw: Any) -> Draft:
+    """Step `number` of a model's plan as a draft; PlanError when it does not fit."""
+    if not isinstance(raw, Mapping):
+        raise PlanError(f"step {number} is not an object")
+    description = str(raw.get("description") or "").strip()
+    if not description:
+        raise PlanError(f"step {number} has no description")
+    kind = StepKind(str(raw.get("kind") or "action").lower())
+    given = raw.get("parameters")
+    parameters: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
+    action = raw.get("action") or parameters.get("action")
+    params = raw.get("params", parameters.get("params", {}))
+    risk_value = raw.get("risk")
+    try:
+        risk = Risk(str(risk_value).lower()) if risk_value else None
+    except ValueError:
+        raise PlanError(f"step {number} has an unknown risk {risk_value!r}") from None
+    if kind is StepKind.ACTION:
+        tool = catalog.tool_name(str(raw.get("tool") or ""))
+        _check_action(number, raw.get("tool"), tool, action, params)
+        return Draft(description, tool, str(action), dict(params), risk=risk)
+    options = raw.get("options")
+    return Draft(
+        description,
+        None,
+        None,
+        dict(params) if isinstance(params, Mapping) else {},
+        kind=StepKind.INPUT,
+        options=tuple(str(o) for o in options) if options else None,
+        risk=risk or Risk.LOW,
+    )
+
+
+def _check_action(number: int, named: Any, tool: str, action: Any, params: Any) -> None:
+    """The tool and action are in the catalog and `params` are exactly the action's."""
+    if tool not in catalog.TOOLS:
+        raise PlanError(f"step {number} names an unknown tool {named!r}")
+    known = catalog.find(tool, str(action or ""))
+    if known is None:
+        raise PlanError(f"step {number}: {tool} has no action {action!r}")
+    if not isinstance(params, Mapping):
+        raise PlanError(f"step {number}: params must be an object")
+    unknown = sorted(str(p) for p in params if p not in known.param_names)
+    missing = [p for p in known.required if params.get(p) is None]
+    if unknown or missing:
+        takes = ", ".join(known.param_names) or "no params"
+        raise PlanError(
+            f"step {number}: {tool}.{action} takes {takes} (unknown {unknown}, missing {missing})"
+        )
 
 
 class Planner:

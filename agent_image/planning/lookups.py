@@ -123,43 +123,9 @@ async def reconcile_drafts(
     try:
         if lookups is None:
             raise LookupError("planning lookups are off")
-        found = await lookups.reader(
-            "amazon", "listOrders", {"CreatedAfter": period.after, "CreatedBefore": period.before}
-        )
-        amazon_orders = [
-            o
-            for o in found.get("orders") or []
-            if str(o.get("OrderStatus") or "") not in _CLOSED_AMAZON
-        ]
-        copied = await lookups.reader(
-            "shopify",
-            "listOrders",
-            {
-                "status": "any",
-                "created_at_min": period.after,
-                # copies are made shortly after the Amazon order: look a week past the end
-                "created_at_max": Period._iso(period.end + timedelta(days=7)),
-            },
-        )
-        synced = {
-            str(attribute.get("value"))
-            for order in copied.get("orders") or []
-            for attribute in order.get("note_attributes") or []
-            if attribute.get("name") == "amazon_order_id"
-        }
-        missing: dict[str, int] = {}
-        sources: dict[str, list[str]] = {}
-        for order in amazon_orders:
-            order_id = str(order.get("AmazonOrderId") or "")
-            if not order_id or order_id in synced:
-                continue
-            items = await lookups.reader("amazon", "getOrderItems", {"orderId": order_id})
-            for item in items.get("orderItems") or []:
-                sku = str(item.get("SellerSKU") or "")
-                quantity = int(item.get("QuantityOrdered") or 0)
-                if sku and quantity:
-                    missing[sku] = missing.get(sku, 0) + quantity
-                    sources.setdefault(sku, []).append(f"{order_id} ({quantity})")
+        orders = await _open_amazon_orders(lookups, period)
+        synced = await _synced_order_ids(lookups, period)
+        missing, sources = await _missing_units(lookups, orders, synced)
         if not missing:
             return []
         variants = await lookups.variants()
@@ -177,25 +143,86 @@ async def reconcile_drafts(
     drafts = []
     for sku in sorted(missing):
         level = Lookups.stock_location(levels.get(item_ids[sku]) or [])
-        if level is None:
-            continue
-        location, available = int(level["location_id"]), int(level.get("available") or 0)
-        delta = -missing[sku]
-        drafts.append(
-            Draft(
-                f"Adjust the Shopify stock of SKU {sku} at location {location} by {delta} "
-                f"({available} -> {available + delta}): Amazon orders of {period.label} "
-                f"missing from Shopify: {', '.join(sources[sku])}",
-                "shopify",
-                "adjustInventoryLevel",
-                {
-                    "location_id": location,
-                    "inventory_item_id": item_ids[sku],
-                    "available_adjustment": delta,
-                },
-            )
-        )
+        if level is not None:
+            drafts.append(_adjustment(sku, level, item_ids[sku], missing[sku], sources, period))
     return drafts
+
+
+async def _open_amazon_orders(lookups: Lookups, period: Period) -> list[dict[str, Any]]:
+    """The Amazon orders of `period` that hold units."""
+    found = await lookups.reader(
+        "amazon", "listOrders", {"CreatedAfter": period.after, "CreatedBefore": period.before}
+    )
+    return [
+        o
+        for o in found.get("orders") or []
+        if str(o.get("OrderStatus") or "") not in _CLOSED_AMAZON
+    ]
+
+
+async def _synced_order_ids(lookups: Lookups, period: Period) -> set[str]:
+    """The Amazon order ids the sync app copied into Shopify (note `amazon_order_id`)."""
+    copied = await lookups.reader(
+        "shopify",
+        "listOrders",
+        {
+            "status": "any",
+            "created_at_min": period.after,
+            # copies are made shortly after the Amazon order: look a week past the end
+            "created_at_max": Period._iso(period.end + timedelta(days=7)),
+        },
+    )
+    return {
+        str(attribute.get("value"))
+        for order in copied.get("orders") or []
+        for attribute in order.get("note_attributes") or []
+        if attribute.get("name") == "amazon_order_id"
+    }
+
+
+async def _missing_units(
+    lookups: Lookups, orders: Sequence[dict[str, Any]], synced: set[str]
+) -> tuple[dict[str, int], dict[str, list[str]]]:
+    """Per SKU, the units of the orders Shopify has no copy of, and those orders."""
+    missing: dict[str, int] = {}
+    sources: dict[str, list[str]] = {}
+    for order in orders:
+        order_id = str(order.get("AmazonOrderId") or "")
+        if not order_id or order_id in synced:
+            continue
+        items = await lookups.reader("amazon", "getOrderItems", {"orderId": order_id})
+        for item in items.get("orderItems") or []:
+            sku = str(item.get("SellerSKU") or "")
+            quantity = int(item.get("QuantityOrdered") or 0)
+            if sku and quantity:
+                missing[sku] = missing.get(sku, 0) + quantity
+                sources.setdefault(sku, []).append(f"{order_id} ({quantity})")
+    return missing, sources
+
+
+def _adjustment(
+    sku: str,
+    level: dict[str, Any],
+    item_id: int,
+    units: int,
+    sources: dict[str, list[str]],
+    period: Period,
+) -> Draft:
+    """The `adjustInventoryLevel` that takes `units` off the SKU's stock at `level`."""
+    location, available = int(level["location_id"]), int(level.get("available") or 0)
+    delta = -units
+    return Draft(
+        f"Adjust the Shopify stock of SKU {sku} at location {location} by {delta} "
+        f"({available} -> {available + delta}): Amazon orders of {period.label} "
+        f"missing from Shopify: {', '.join(sources[sku])}",
+        "shopify",
+        "adjustInventoryLevel",
+        {
+            "location_id": location,
+            "inventory_item_id": item_id,
+            "available_adjustment": delta,
+        },
+    )
 
 
 async def resolve(

@@ -116,6 +116,67 @@ def _writes(draft: Draft) -> bool:
     return action is not None and action.side_effect
 
 
+def _inventory_writes(
+    clause: str, period: Period | None, earlier: list[Draft], now: datetime
+) -> list[Draft]:
+    """Inventory changes: the SKUs and quantities the clause names, else a reconciliation
+    with the Amazon orders an earlier step lists, else a step for the expert to complete."""
+    explicit = _explicit_inventory(clause)
+    if explicit is not None:
+        return explicit
+    source = next((d for d in reversed(earlier) if d.tool == "amazon"), None)
+    if source is not None and source.action == "listOrders":
+        index = earlier.index(source) + 1
+        span = amazon_period(period, now)
+        return [
+            Draft(
+                f"Adjust the Shopify inventory of every SKU whose stock disagrees with "
+                f"the Amazon orders created in {span.label} (step {index})",
+                "shopify",
+                "adjustInventoryLevel",
+                reconcile=span,
+            )
+        ]
+    return [
+        Draft(
+            "Update the Shopify inventory as asked: " + clause.strip()[:1000],
+            "shopify",
+            "adjustInventoryLevel",
+        )
+    ]
+
+
+def _explicit_inventory(clause: str) -> list[Draft] | None:
+    """`set SKU X to N` and `adjust SKU X by ±N` of the clause (a change by 0 is none);
+    None when the clause names no SKU quantity."""
+    sets = [(m[1], int(m[2])) for m in _SKU_SET.finditer(clause)]
+    deltas = [(m[1], int(m[2])) for m in _SKU_DELTA.finditer(clause)]
+    if not sets and not deltas:
+        return None
+    drafts = [
+        Draft(
+            f"Set the available Shopify inventory of SKU {sku} to {qty}",
+            "shopify",
+            "setInventoryLevel",
+            sku=sku,
+            quantity=qty,
+        )
+        for sku, qty in sets
+    ]
+    drafts += [
+        Draft(
+            f"Adjust the available Shopify inventory of SKU {sku} by {qty:+d}",
+            "shopify",
+            "adjustInventoryLevel",
+            sku=sku,
+            quantity=qty,
+        )
+        for sku, qty in deltas
+        if qty != 0
+    ]
+    return drafts
+
+
 def _shopify_steps(
     clause: str,
     lowered: str,
@@ -127,51 +188,7 @@ def _shopify_steps(
     when = f" created in {period.label}" if period else ""
     inventory = "inventory" in lowered or "stock" in lowered or "sku" in lowered
     if writes and inventory:
-        sets = [(m[1], int(m[2])) for m in _SKU_SET.finditer(clause)]
-        deltas = [(m[1], int(m[2])) for m in _SKU_DELTA.finditer(clause)]
-        if sets or deltas:
-            drafts = [
-                Draft(
-                    f"Set the available Shopify inventory of SKU {sku} to {qty}",
-                    "shopify",
-                    "setInventoryLevel",
-                    sku=sku,
-                    quantity=qty,
-                )
-                for sku, qty in sets
-            ]
-            drafts += [
-                Draft(
-                    f"Adjust the available Shopify inventory of SKU {sku} by {qty:+d}",
-                    "shopify",
-                    "adjustInventoryLevel",
-                    sku=sku,
-                    quantity=qty,
-                )
-                for sku, qty in deltas
-                if qty != 0
-            ]
-            return drafts
-        source = next((d for d in reversed(earlier) if d.tool == "amazon"), None)
-        if source is not None and source.action == "listOrders":
-            index = earlier.index(source) + 1
-            span = amazon_period(period, now)
-            return [
-                Draft(
-                    f"Adjust the Shopify inventory of every SKU whose stock disagrees with "
-                    f"the Amazon orders created in {span.label} (step {index})",
-                    "shopify",
-                    "adjustInventoryLevel",
-                    reconcile=span,
-                )
-            ]
-        return [
-            Draft(
-                "Update the Shopify inventory as asked: " + clause.strip()[:1000],
-                "shopify",
-                "adjustInventoryLevel",
-            )
-        ]
+        return _inventory_writes(clause, period, earlier, now)
     if inventory:
         sku = re.search(r"\bsku\s+([A-Z0-9][A-Z0-9_-]+)", clause, re.I)
         return [
