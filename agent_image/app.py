@@ -57,19 +57,11 @@ async def _watch_config(runtime: Runtime) -> None:
     while True:
         await asyncio.sleep(runtime.settings.config_poll_seconds)
         if runtime.holder.reload():
-            config = runtime.config()
-            await runtime.events.emit(
-                "config.applied",
-                payload={
-                    "configHash": config.config_hash,
-                    "configMapHash": runtime.holder.current.config_hash,
-                    "source": "configmap",
-                    "model": config.model,
-                },
-            )
+            await runtime.announce_config("configmap")
 
 
 async def _guard(name: str, job: BackgroundJob, runtime: Runtime) -> None:
+    """Run a background job; when it stops on an error, log it and tell the platform."""
     try:
         await job(runtime)
     except asyncio.CancelledError:

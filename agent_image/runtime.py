@@ -111,6 +111,22 @@ class Runtime:
         self.settings.state_dir.mkdir(parents=True, exist_ok=True)
         return self.settings.state_dir
 
+    async def announce_config(self, source: str, **details: Any) -> AgentConfig:
+        """Tell the platform the effective configuration (`config.applied`, with its hash,
+        the ConfigMap's hash, where the change came from and the model); returns it."""
+        config = self.config()
+        await self.events.emit(
+            "config.applied",
+            payload={
+                "configHash": config.config_hash,
+                "configMapHash": self.holder.current.config_hash,
+                "source": source,
+                **details,
+                "model": config.model,
+            },
+        )
+        return config
+
     # --- model audit -----------------------------------------------------------------------
 
     async def audit_llm(self, completion: Completion, purpose: str) -> None:

@@ -21,18 +21,8 @@ async def configure(raw: Signed, rt: RuntimeDep) -> dict[str, Any]:
     if not changes and not body.reset:
         raise ValidationFailed("nothing to configure")
     rt.overlay.apply(changes, reset=body.reset, by=body.by)
-    config = rt.config()
-    await rt.events.emit(
-        "config.applied",
-        payload={
-            "configHash": config.config_hash,
-            "configMapHash": rt.holder.current.config_hash,
-            "source": "configure",
-            "changed": sorted(changes),
-            "reset": body.reset,
-            "by": body.by,
-            "model": config.model,
-        },
+    config = await rt.announce_config(
+        "configure", changed=sorted(changes), reset=body.reset, by=body.by
     )
     return {
         "configHash": config.config_hash,
