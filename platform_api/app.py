@@ -17,6 +17,7 @@ import httpx
 from fastapi import FastAPI
 
 from platform_api.access.repository import AccessMapRepository
+from platform_api.agent_api.proxy import ToolProxy
 from platform_api.agent_api.router import events_router as agent_events_router
 from platform_api.agent_api.router import router as agent_api_router
 from platform_api.agents.router import router as agents_router
@@ -42,6 +43,7 @@ from platform_api.settings import Settings
 from platform_api.state import Platform
 from platform_api.tasks.automation import TaskAutomation
 from platform_api.tasks.cancel import router as task_cancel_router
+from platform_api.tasks.decisions import DecisionService
 from platform_api.tasks.router import router as tasks_router
 from platform_api.tools.catalog_router import router as catalog_router
 from platform_api.tools.router import router as tools_router
@@ -137,17 +139,23 @@ def create_app(
                 org_namespaces = NoopOrgNamespaces()
             if settings.migrate_on_startup:
                 await migrate(engine)
+            sessions = make_sessionmaker(engine)
+            decisions = DecisionIndex() if kube is not None else None
+            cipher = CredentialCipher.from_settings(settings)
+            upstreams = EgressClient(egress, timeout=settings.upstream_timeout_seconds)
             platform = Platform(
                 settings=settings,
                 engine=engine,
-                sessions=make_sessionmaker(engine),
+                sessions=sessions,
                 tokens=TokenService(settings),
                 namespaces=org_namespaces,
-                cipher=CredentialCipher.from_settings(settings),
+                cipher=cipher,
+                decider=DecisionService(sessions, settings.decision_retries, decisions),
+                tools=ToolProxy(sessions, kube, cipher, upstreams),
                 kube=kube,
-                decisions=DecisionIndex() if kube is not None else None,
+                decisions=decisions,
                 http=httpx.AsyncClient(timeout=settings.agent_timeout_seconds),
-                upstreams=EgressClient(egress, timeout=settings.upstream_timeout_seconds),
+                upstreams=upstreams,
                 egress=egress,
                 logins=LoginThrottle(limits),
             )

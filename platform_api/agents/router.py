@@ -39,7 +39,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from humanwork_core import keys, signing
 from humanwork_core.requester import REQUESTER_ANNOTATION, may_bind, plan_request_id
 from humanwork_core.resources import AgenticTask
-from platform_api.agent_api.events import CALLBACK_KEY_CACHE
 from platform_api.audit.service import record
 from platform_api.auth.dependencies import OrgScope, require_in_org
 from platform_api.db import Session
@@ -156,7 +155,7 @@ async def plan_task(
     )
     if not endpoint:
         raise AgentUnreachable("the agent has no endpoint yet", agent=agent_id)
-    master = await CALLBACK_KEY_CACHE.get(kube)
+    master = await platform.callback_key.get(kube)
     if master is None:
         raise AgentUnreachable("no callback key: the operator has not run", agent=agent_id)
     secret = signing.derive_secret(

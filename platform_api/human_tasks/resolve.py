@@ -29,7 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from humanwork_core import taskflow
 from humanwork_core.resources import AgenticTask
 from humanwork_core.resources.agentictask import Outcome
-from platform_api.agent_api.proxy import STALE_CLAIM_SECONDS, step_key
+from platform_api.agent_api.ledger import STALE_CLAIM_SECONDS, step_key
 from platform_api.audit.service import record
 from platform_api.auth.dependencies import Principal
 from platform_api.errors import Conflict, NotFound, RunStateConflict, SelfApproval

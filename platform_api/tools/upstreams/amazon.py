@@ -32,8 +32,9 @@ from platform_api.tools.upstreams.base import (
     DEFAULT_TIMEOUT,
     Adapter,
     Exchange,
-    InvalidParams,
-    UpstreamError,
+)
+from platform_api.tools.upstreams.errors import InvalidParams, UpstreamError
+from platform_api.tools.upstreams.params import (
     base_url,
     credential,
     param_datetime,
