@@ -148,6 +148,8 @@ OUTCOME_NOT_SENT = "not_sent"
 """`details.outcome` of an error raised before the request left (nothing can have happened)."""
 OUTCOME_REFUSED = "refused"
 """`details.outcome` of a write the upstream refused (a 4xx answer)."""
+_NEVER_LEFT = (httpx.ConnectTimeout, httpx.PoolTimeout, httpx.ConnectError)
+"""Transport errors raised before the request left: refused, unresolvable, connect timeout."""
 
 
 @dataclass
@@ -224,53 +226,12 @@ class Exchange:
                     data=data,
                     timeout=self.timeout,
                 )
-            except httpx.TimeoutException as exc:
-                if not isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
-                    self.unsafe_sent = self.unsafe_sent or not retryable  # it may have left
-                log.warning(
-                    "%s %s %s %s: timed out (attempt %d)",
-                    self.tool,
-                    self.action,
-                    method,
-                    path,
-                    attempt + 1,
-                )
-                if not last:
-                    await asyncio.sleep(self._delay(attempt, None))
-                    continue
-                message = f"{self.tool} did not answer {self.action} within {self.timeout:g} s"
-                details: dict[str, Any] = {"tool": self.tool, "action": self.action}
-                if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
-                    details["outcome"] = OUTCOME_NOT_SENT
-                elif not retryable:
-                    message += "; whether it took effect is unknown"
-                    details["outcome"] = OUTCOME_UNKNOWN
-                raise UpstreamError(message, status=504, details=details) from None
             except httpx.TransportError as exc:
-                if not isinstance(exc, httpx.ConnectError):  # refused or unresolvable: never left
-                    self.unsafe_sent = self.unsafe_sent or not retryable
-                log.warning(
-                    "%s %s %s %s: %s (attempt %d)",
-                    self.tool,
-                    self.action,
-                    method,
-                    path,
-                    type(exc).__name__,
-                    attempt + 1,
-                )
+                self._failed(exc, retryable, f"{method} {path}", attempt)
                 if not last:
                     await asyncio.sleep(self._delay(attempt, None))
                     continue
-                details = {"tool": self.tool, "action": self.action, "reason": type(exc).__name__}
-                message = f"could not reach {self.tool} for {self.action}"
-                if isinstance(exc, httpx.ConnectError):
-                    details["outcome"] = OUTCOME_NOT_SENT
-                elif not retryable:
-                    # the request may have been sent before the connection broke
-                    message = f"the connection to {self.tool} broke during {self.action}"
-                    message += "; whether it took effect is unknown"
-                    details["outcome"] = OUTCOME_UNKNOWN
-                raise UpstreamError(message, details=details) from None
+                raise self._transport_error(exc, retryable) from None
             self.unsafe_sent = self.unsafe_sent or not retryable
             log.info(
                 "%s %s %s %s -> %d in %.0f ms (attempt %d)",
@@ -290,6 +251,39 @@ class Exchange:
                 raise self.error(response, unsafe=not retryable)
             return response
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _failed(
+        self, exc: httpx.TransportError, retryable: bool, request: str, attempt: int
+    ) -> None:
+        """Note a request that got no answer: one that may have left makes the exchange
+        `unsafe_sent` (unless it may be retried)."""
+        if not isinstance(exc, _NEVER_LEFT):
+            self.unsafe_sent = self.unsafe_sent or not retryable
+        reason = "timed out" if isinstance(exc, httpx.TimeoutException) else type(exc).__name__
+        log.warning(
+            "%s %s %s: %s (attempt %d)", self.tool, self.action, request, reason, attempt + 1
+        )
+
+    def _transport_error(self, exc: httpx.TransportError, retryable: bool) -> UpstreamError:
+        """The error of a request that got no answer on its last attempt: a timeout (504)
+        or an unreachable upstream, with its outcome (`not_sent` when it never left,
+        `unknown` for a write that may have)."""
+        details: dict[str, Any] = {"tool": self.tool, "action": self.action}
+        if isinstance(exc, httpx.TimeoutException):
+            message = f"{self.tool} did not answer {self.action} within {self.timeout:g} s"
+            status: int | None = 504
+        else:
+            details["reason"] = type(exc).__name__
+            message = f"could not reach {self.tool} for {self.action}"
+            status = None
+        if isinstance(exc, _NEVER_LEFT):
+            details["outcome"] = OUTCOME_NOT_SENT
+        elif not retryable:
+            if status is None:  # the request may have been sent before the connection broke
+                message = f"the connection to {self.tool} broke during {self.action}"
+            message += "; whether it took effect is unknown"
+            details["outcome"] = OUTCOME_UNKNOWN
+        return UpstreamError(message, status=status, details=details)
 
     @property
     def timeout(self) -> float:
