@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import httpx
 from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from platform_api.access.repository import AccessMapRepository
+from platform_api.agent_api.proxy import ToolProxy
 from platform_api.agent_api.router import events_router as agent_events_router
 from platform_api.agent_api.router import router as agent_api_router
 from platform_api.agents.router import router as agents_router
@@ -42,6 +44,7 @@ from platform_api.settings import Settings
 from platform_api.state import Platform
 from platform_api.tasks.automation import TaskAutomation
 from platform_api.tasks.cancel import router as task_cancel_router
+from platform_api.tasks.decisions import DecisionService
 from platform_api.tasks.router import router as tasks_router
 from platform_api.tools.catalog_router import router as catalog_router
 from platform_api.tools.router import router as tools_router
@@ -103,6 +106,122 @@ async def _bootstrap(platform: Platform) -> None:
                 )
 
 
+ROUTERS = (
+    health_router,
+    auth_router,
+    orgs_router,
+    users_router,
+    catalog_router,
+    tools_router,
+    integrations_router,
+    audit_router,
+    tasks_router,
+    task_cancel_router,
+    human_tasks_router,
+    conversations_router,
+    agent_api_router,
+    agent_events_router,
+    knowledge_router,
+    agents_router,
+    web_router,
+)
+
+
+def _org_namespaces(namespaces: OrgNamespaces | None, kube: KubeClient | None) -> OrgNamespaces:
+    if namespaces is not None:
+        return namespaces
+    return KubeOrgNamespaces(kube) if kube is not None else NoopOrgNamespaces()
+
+
+def _platform(
+    settings: Settings,
+    engine: AsyncEngine,
+    kube: KubeClient | None,
+    namespaces: OrgNamespaces,
+    egress: Egress,
+) -> Platform:
+    """The shared objects, each built once."""
+    sessions = make_sessionmaker(engine)
+    decisions = DecisionIndex() if kube is not None else None
+    cipher = CredentialCipher.from_settings(settings)
+    upstreams = EgressClient(egress, timeout=settings.upstream_timeout_seconds)
+    limits = Limits(
+        settings.login_max_failures_per_user,
+        settings.login_max_failures_per_client,
+        settings.login_failure_window_seconds,
+    )
+    return Platform(
+        settings=settings,
+        engine=engine,
+        sessions=sessions,
+        tokens=TokenService(settings),
+        namespaces=namespaces,
+        cipher=cipher,
+        decider=DecisionService(sessions, settings.decision_retries, decisions),
+        tools=ToolProxy(sessions, kube, cipher, upstreams),
+        kube=kube,
+        decisions=decisions,
+        http=httpx.AsyncClient(timeout=settings.agent_timeout_seconds),
+        upstreams=upstreams,
+        egress=egress,
+        logins=LoginThrottle(limits),
+    )
+
+
+def _start_watch(platform: Platform) -> list[asyncio.Task[None]]:
+    """Auto-approval and archiving, fed by the watch (subscribed before it lists); the
+    background tasks, in the order to stop them."""
+    kube, decisions = platform.kube, platform.decisions
+    if kube is None or decisions is None:
+        return []
+    automation = TaskAutomation(kube, platform.sessions, decisions.orgs)
+    decisions.subscribe(automation.observe, automation.forget)
+    automator = asyncio.create_task(automation.run())
+    watcher = asyncio.create_task(decisions.run(kube))
+    return [watcher, automator]
+
+
+async def _shutdown(
+    app: FastAPI, tasks: list[asyncio.Task[None]], kube: KubeClient | None, engine: AsyncEngine
+) -> None:
+    for task in tasks:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    if kube is not None:
+        await kube.close()
+    for client in (
+        getattr(getattr(app.state, "platform", None), name, None) for name in ("http", "upstreams")
+    ):
+        if client is not None:
+            await client.aclose()
+    await engine.dispose()
+
+
+def _lifespan(
+    settings: Settings, namespaces: OrgNamespaces | None, egress: Egress
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        engine = make_engine(settings.database_url)
+        kube: KubeClient | None = None
+        tasks: list[asyncio.Task[None]] = []
+        try:
+            kube = await KubeClient.from_settings(settings)
+            org_namespaces = _org_namespaces(namespaces, kube)
+            if settings.migrate_on_startup:
+                await migrate(engine)
+            platform = _platform(settings, engine, kube, org_namespaces, egress)
+            await _bootstrap(platform)
+            tasks = _start_watch(platform)
+            app.state.platform = platform
+            yield
+        finally:
+            await _shutdown(app, tasks, kube, engine)
+
+    return lifespan
+
+
 def create_app(
     settings: Settings,
     *,
@@ -115,96 +234,14 @@ def create_app(
     egress = Egress(EgressPolicy.parse(settings.upstream_allowed_endpoints))
     if resolver is not None:
         egress = Egress(egress.policy, resolver)
-    limits = Limits(
-        settings.login_max_failures_per_user,
-        settings.login_max_failures_per_client,
-        settings.login_failure_window_seconds,
-    )
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        engine = make_engine(settings.database_url)
-        kube: KubeClient | None = None
-        watcher: asyncio.Task[None] | None = None
-        automator: asyncio.Task[None] | None = None
-        try:
-            kube = await KubeClient.from_settings(settings)
-            if namespaces is not None:
-                org_namespaces: OrgNamespaces = namespaces
-            elif kube is not None:
-                org_namespaces = KubeOrgNamespaces(kube)
-            else:
-                org_namespaces = NoopOrgNamespaces()
-            if settings.migrate_on_startup:
-                await migrate(engine)
-            platform = Platform(
-                settings=settings,
-                engine=engine,
-                sessions=make_sessionmaker(engine),
-                tokens=TokenService(settings),
-                namespaces=org_namespaces,
-                cipher=CredentialCipher.from_settings(settings),
-                kube=kube,
-                decisions=DecisionIndex() if kube is not None else None,
-                http=httpx.AsyncClient(timeout=settings.agent_timeout_seconds),
-                upstreams=EgressClient(egress, timeout=settings.upstream_timeout_seconds),
-                egress=egress,
-                logins=LoginThrottle(limits),
-            )
-            await _bootstrap(platform)
-            if kube is not None and platform.decisions is not None:
-                # auto-approval and archiving, fed by the watch (subscribed before it lists)
-                automation = TaskAutomation(kube, platform.sessions, platform.decisions.orgs)
-                platform.decisions.subscribe(automation.observe, automation.forget)
-                automator = asyncio.create_task(automation.run())
-                watcher = asyncio.create_task(platform.decisions.run(kube))
-            app.state.platform = platform
-            yield
-        finally:
-            if watcher is not None:
-                watcher.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await watcher
-            if automator is not None:
-                automator.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await automator
-            if kube is not None:
-                await kube.close()
-            for client in (
-                getattr(getattr(app.state, "platform", None), name, None)
-                for name in ("http", "upstreams")
-            ):
-                if client is not None:
-                    await client.aclose()
-            await engine.dispose()
-
     app = FastAPI(
         title="humanwork platform API",
         version="0.1.0",
         description=DESCRIPTION,
         openapi_tags=TAGS,
-        lifespan=lifespan,
+        lifespan=_lifespan(settings, namespaces, egress),
     )
     install_error_handlers(app)
-    for router in (
-        health_router,
-        auth_router,
-        orgs_router,
-        users_router,
-        catalog_router,
-        tools_router,
-        integrations_router,
-        audit_router,
-        tasks_router,
-        task_cancel_router,
-        human_tasks_router,
-        conversations_router,
-        agent_api_router,
-        agent_events_router,
-        knowledge_router,
-        agents_router,
-        web_router,
-    ):
+    for router in ROUTERS:
         app.include_router(router)
     return app

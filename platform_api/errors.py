@@ -19,8 +19,9 @@ from pydantic import BaseModel, Field
 from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from humanwork_core import taskflow
 from humanwork_core.errors import HumanworkError
-from platform_api.kube.client import KubeError, KubeUnreachable
+from humanwork_core.kube_errors import KubeError, KubeUnreachable
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +35,31 @@ class ErrorBody(BaseModel):
 
 
 class PlatformError(HumanworkError):
-    """Base of the errors the platform API answers with."""
+    """Base of the errors the platform API answers with: every domain error of the
+    platform (the upstream adapters' included, `tools.upstreams.errors`) subclasses it
+    with its `code` and HTTP `status_code`, and `install_error_handlers` answers it."""
 
     code: ClassVar[str] = "internal_error"
-    status_code: ClassVar[int] = 500
+    status_code: int = 500
     headers: ClassVar[dict[str, str]] = {}
+    answers: ClassVar[tuple[type[Exception], ...]] = ()
+    """The shared core's errors (a `taskflow` refusal, a `KubeError`) this class answers
+    for; `from_core` picks the class listing the nearest one."""
+
+    @classmethod
+    def answering(cls, exc: Exception) -> PlatformError:
+        """This error for the core's `exc`: its message, `details.reason` its code."""
+        assert isinstance(exc, HumanworkError)
+        return cls(exc.message, reason=exc.code, **exc.details)
+
+    def public_details(self) -> dict[str, Any]:
+        """The `details` of the error's JSON body (its own details unless a subclass
+        keeps some internal)."""
+        return dict(self.details)
+
+    def body(self) -> dict[str, Any]:
+        """The error's JSON body: code, message and public details."""
+        return {"code": self.code, "message": self.message, "details": self.public_details()}
 
 
 class NotFound(PlatformError):
@@ -46,6 +67,7 @@ class NotFound(PlatformError):
 
     code = "not_found"
     status_code = 404
+    answers = (taskflow.StepNotFound,)
 
 
 class Unauthenticated(PlatformError):
@@ -84,11 +106,36 @@ class Unavailable(PlatformError):
     status_code = 503
 
 
-class KubernetesUnavailable(PlatformError):
+class KubernetesError(PlatformError):
+    """The Kubernetes API refused or failed a request the platform made (`details.status`:
+    the client's status)."""
+
+    code = "kubernetes_error"
+    status_code = 502
+    answers: ClassVar[tuple[type[Exception], ...]] = (KubeError,)
+    summary: ClassVar[str] = "the Kubernetes API refused the request"
+    kube_status: int | None = None
+
+    @classmethod
+    def answering(cls, exc: Exception) -> PlatformError:
+        assert isinstance(exc, KubeError)
+        log.error("Kubernetes API error: %s %s", exc.status, exc.reason)
+        error = cls(cls.summary)
+        error.kube_status = exc.status
+        return error
+
+    def public_details(self) -> dict[str, Any]:
+        extra = {} if self.kube_status is None else {"status": self.kube_status}
+        return {**self.details, **extra}
+
+
+class KubernetesUnavailable(KubernetesError):
     """No Kubernetes API is configured, or it cannot be reached."""
 
     code = "kubernetes_unavailable"
     status_code = 503
+    answers = (KubeUnreachable,)
+    summary = "the Kubernetes API is unreachable"
 
 
 class RunStateConflict(PlatformError):
@@ -98,6 +145,12 @@ class RunStateConflict(PlatformError):
 
     code = "run_state_conflict"
     status_code = 409
+    answers = (
+        taskflow.StepNotDecidable,
+        taskflow.StepAlreadyDecided,
+        taskflow.TaskTerminal,
+        taskflow.ApprovalConflict,
+    )
 
 
 class HumanTaskExpired(PlatformError):
@@ -105,6 +158,7 @@ class HumanTaskExpired(PlatformError):
 
     code = "human_task_expired"
     status_code = 410
+    answers = (taskflow.HumanTaskExpired,)
 
 
 class SelfApproval(PlatformError):
@@ -119,6 +173,7 @@ class DuplicateApprover(PlatformError):
 
     code = "duplicate_approver"
     status_code = 409
+    answers = (taskflow.DuplicateApprover,)
 
 
 class StepHashMismatch(PlatformError):
@@ -126,6 +181,7 @@ class StepHashMismatch(PlatformError):
 
     code = "step_hash_mismatch"
     status_code = 409
+    answers = (taskflow.StepHashMismatch,)
 
 
 class IdempotencyConflict(PlatformError):
@@ -133,13 +189,16 @@ class IdempotencyConflict(PlatformError):
 
     code = "idempotency_conflict"
     status_code = 422
+    answers = (taskflow.IdempotencyConflict,)
 
 
 class InvalidDecision(PlatformError):
-    """The verdict does not fit the step or lacks its payload."""
+    """The verdict does not fit the step or lacks its payload (any other refusal of the
+    task flow)."""
 
     code = "invalid_decision"
     status_code = 422
+    answers = (taskflow.TaskFlowError,)
 
 
 class SignatureRefused(PlatformError):
@@ -207,49 +266,25 @@ class AgentRefused(PlatformError):
     status_code = 502
 
 
-class UnknownTool(PlatformError):
-    """The tool proxy has no adapter for this tool."""
-
-    code = "unknown_tool"
-    status_code = 404
-
-
-class UnknownAction(PlatformError):
-    """The tool has no such action."""
-
-    code = "unknown_action"
-    status_code = 422
+def _answering_classes(base: type[PlatformError]) -> list[type[PlatformError]]:
+    found = [base]
+    for sub in base.__subclasses__():
+        found += _answering_classes(sub)
+    return found
 
 
-class InvalidToolParams(PlatformError):
-    """The action's parameters are missing or malformed."""
-
-    code = "invalid_params"
-    status_code = 422
-
-
-class IntegrationMissing(PlatformError):
-    """The org has stored no credentials for the tool's integration."""
-
-    code = "integration_missing"
-    status_code = 409
-
-
-class IntegrationEndpointRefused(PlatformError):
-    """A stored integration endpoint the platform will not connect to (a URL stored
-    before the endpoint rules, or a setting narrowed since); `details` name the field
-    and the reason. The org's admin must store the integration again."""
-
-    code = "integration_endpoint_refused"
-    status_code = 409
-
-
-class UpstreamFailed(PlatformError):
-    """The upstream (Shopify, Amazon, ...) failed or refused the call; never carries a
-    credential. The HTTP status is chosen per error (502 by default)."""
-
-    code = "upstream_error"
-    status_code = 502
+def from_core(exc: Exception) -> PlatformError:
+    """The platform's answer to an error of the shared core (a `taskflow` refusal, a
+    `KubeError`): the class whose `answers` lists the error's class or its nearest base;
+    `exc` itself when it is already a `PlatformError`."""
+    if isinstance(exc, PlatformError):
+        return exc
+    classes = _answering_classes(PlatformError)
+    for klass in type(exc).__mro__:
+        for answer in classes:
+            if klass in answer.answers:
+                return answer.answering(exc)
+    raise TypeError(f"no platform error answers {type(exc).__name__}")
 
 
 _HTTP_CODES = {
@@ -298,11 +333,12 @@ def _body(code: str, message: str, details: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _platform_error(_: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, PlatformError)
+    """The one handler of the error family (core errors answered through `from_core`)."""
+    error = from_core(exc)
     return JSONResponse(
-        _body(exc.code, exc.message, dict(exc.details)),
-        status_code=exc.status_code,
-        headers=dict(exc.headers) or None,
+        _body(error.code, error.message, error.public_details()),
+        status_code=error.status_code,
+        headers=dict(error.headers) or None,
     )
 
 
@@ -353,20 +389,10 @@ async def _database_error(request: Request, exc: Exception) -> JSONResponse:
     return await _unexpected(request, exc)
 
 
-async def _kube_error(_: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, KubeError)
-    if isinstance(exc, KubeUnreachable):
-        code, message, status = "kubernetes_unavailable", "the Kubernetes API is unreachable", 503
-    else:
-        code, message, status = "kubernetes_error", "the Kubernetes API refused the request", 502
-    log.error("Kubernetes API error: %s %s", exc.status, exc.reason)
-    return JSONResponse(_body(code, message, {"status": exc.status}), status_code=status)
-
-
 def install_error_handlers(app: FastAPI) -> None:
     """Map every error the app can raise to `ErrorBody`."""
     app.add_exception_handler(PlatformError, _platform_error)
-    app.add_exception_handler(KubeError, _kube_error)
+    app.add_exception_handler(KubeError, _platform_error)
     app.add_exception_handler(DBAPIError, _database_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)

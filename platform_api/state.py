@@ -1,12 +1,12 @@
 """The running service's shared objects (engine, session factory, token service, org
-namespace seam, credential cipher, Kubernetes client,
-decision index), built by the app's lifespan and
+namespace seam, credential cipher, Kubernetes client, decision index and decision
+service, the agent-facing caches), built by the app's lifespan and
 reached through `Annotated` dependencies rather than module globals."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import httpx
 from fastapi import Depends, Request
@@ -17,9 +17,14 @@ from platform_api.auth.tokens import TokenService
 from platform_api.human_tasks.index import DecisionIndex
 from platform_api.integrations.crypto import CredentialCipher
 from platform_api.kube.client import KubeClient
+from platform_api.kube.published import AgentKeys, CallbackKey
 from platform_api.orgs.namespaces import OrgNamespaces
 from platform_api.settings import Settings
 from platform_api.tools.upstreams.egress import Egress
+
+if TYPE_CHECKING:
+    from platform_api.agent_api.proxy import ToolProxy
+    from platform_api.tasks.decisions import DecisionService
 
 
 @dataclass
@@ -32,6 +37,10 @@ class Platform:
     tokens: TokenService
     namespaces: OrgNamespaces
     cipher: CredentialCipher | None
+    decider: DecisionService
+    """The decision service (built once, with the sessions, retries and decision index)."""
+    tools: ToolProxy
+    """The tool proxy (built once, with the sessions, cipher, clients and its ledger)."""
     kube: KubeClient | None = None
     decisions: DecisionIndex | None = None
     http: httpx.AsyncClient | None = None
@@ -43,6 +52,10 @@ class Platform:
     """Where integrations may point (checked when credentials are stored)."""
     logins: LoginThrottle = field(default_factory=lambda: LoginThrottle(Limits(5, 20, 900)))
     """The failed-login counters."""
+    agent_keys: AgentKeys = field(default_factory=AgentKeys)
+    """The operator's published token verification keys, cached briefly."""
+    callback_key: CallbackKey = field(default_factory=CallbackKey)
+    """The installation's callback master key, cached briefly."""
 
 
 def get_platform(request: Request) -> Platform:

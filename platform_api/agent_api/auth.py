@@ -13,8 +13,6 @@ refused.
 
 from __future__ import annotations
 
-import json
-import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -25,12 +23,10 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from humanwork_core import keys, tokens
 from platform_api.errors import KubernetesUnavailable, Unauthenticated
 from platform_api.kube.client import KubeClient, KubeNotFound
+from platform_api.kube.published import PLATFORM_NAMESPACE, AgentKeys
 from platform_api.state import PlatformDep
 
-PLATFORM_NAMESPACE = "humanwork-system"
-JWKS_CONFIG_MAP = "humanwork-agent-jwks"
 REVOCATIONS_CONFIG_MAP = "humanwork-agent-revocations"
-KEYS_TTL_SECONDS = 5.0
 REVOKE_TOKEN_ANNOTATION = keys.REVOKE_TOKEN
 
 
@@ -48,28 +44,6 @@ class Agent:
     """The AgentInstance's `spec.enabledTools`: the only tools the proxy runs for it."""
 
 
-class AgentKeys:
-    """The operator's published verification keys, re-read at most every few seconds."""
-
-    def __init__(self) -> None:
-        self._keys: tokens.KeySet | None = None
-        self._read_at = 0.0
-
-    async def get(self, kube: KubeClient, *, refresh: bool = False) -> tokens.KeySet:
-        stale = time.monotonic() - self._read_at > KEYS_TTL_SECONDS
-        if self._keys is None or stale or refresh:
-            try:
-                data = await kube.config_map_data(PLATFORM_NAMESPACE, JWKS_CONFIG_MAP)
-            except KubeNotFound:  # the operator has not published any key yet
-                data = {}
-            self._keys = tokens.KeySet.from_jwks(json.loads(data.get("jwks.json", '{"keys":[]}')))
-            self._read_at = time.monotonic()
-        return self._keys
-
-
-KEYS = AgentKeys()
-
-
 def _accepted_jtis(instance: dict[str, Any], now: datetime) -> set[str]:
     token: dict[str, Any] = (instance.get("status") or {}).get("token") or {}
     accepted = {str(token["jti"])} if token.get("jti") else set()
@@ -80,20 +54,24 @@ def _accepted_jtis(instance: dict[str, Any], now: datetime) -> set[str]:
 
 
 async def authenticate(
-    kube: KubeClient, authorization: str | None, audience: str, now: datetime
+    kube: KubeClient,
+    published: AgentKeys,
+    authorization: str | None,
+    audience: str,
+    now: datetime,
 ) -> Agent:
     """The agent behind `Authorization: Bearer <token>`, or Unauthenticated with the
-    token error's code."""
+    token error's code; `published` caches the operator's verification keys."""
     if not authorization or not authorization.lower().startswith("bearer "):
         raise Unauthenticated("an agent token is required", reason="token_missing")
     token = authorization[7:].strip()
-    keys = await KEYS.get(kube)
+    keys = await published.get(kube)
     try:
         header_kid = tokens.read_minted_token(token).claims.kid
     except tokens.TokenError as exc:
         raise Unauthenticated("the agent token is malformed", reason=exc.code) from None
     if header_kid not in keys.kids:
-        keys = await KEYS.get(kube, refresh=True)  # a key published a moment ago
+        keys = await published.get(kube, refresh=True)  # a key published a moment ago
     try:
         claims = tokens.verify_agent_token(token, keys, audience=audience, now=now)
     except tokens.TokenError as exc:
@@ -142,7 +120,11 @@ async def current_agent(
         raise KubernetesUnavailable("the agent API needs the Kubernetes API")
     header = f"Bearer {credentials.credentials}" if credentials else None
     return await authenticate(
-        platform.kube, header, platform.settings.agent_token_audience, datetime.now(UTC)
+        platform.kube,
+        platform.agent_keys,
+        header,
+        platform.settings.agent_token_audience,
+        datetime.now(UTC),
     )
 
 

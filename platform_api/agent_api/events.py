@@ -18,7 +18,6 @@ condition.
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,13 +32,10 @@ from humanwork_core import keys, signing
 from platform_api.audit.service import record
 from platform_api.errors import KubernetesUnavailable, SignatureRefused, ValidationFailed
 from platform_api.kube.client import KubeClient, KubeNotFound
+from platform_api.kube.published import CallbackKey
 from platform_api.models import AgentEvent, Org
 
-PLATFORM_NAMESPACE = "humanwork-system"
-CALLBACK_KEY_SECRET = "humanwork-callback-key"
-CALLBACK_KEY = "key"
 CONFIG_APPLIED_ANNOTATION = keys.CONFIG_APPLIED
-KEY_TTL_SECONDS = 30.0
 MAX_EVENT_BYTES = 256 * 1024
 
 
@@ -104,30 +100,6 @@ class EventAccepted(BaseModel):
     idempotency_key: str
 
 
-class CallbackKey:
-    """The installation's callback master key, re-read at most every 30 seconds (and at
-    once when a signature does not verify, in case the key was rotated)."""
-
-    def __init__(self) -> None:
-        self._key: str | None = None
-        self._read_at = 0.0
-
-    async def get(self, kube: KubeClient, *, refresh: bool = False) -> str | None:
-        stale = time.monotonic() - self._read_at > KEY_TTL_SECONDS
-        if self._key is None or stale or refresh:
-            try:
-                self._key = await kube.secret_value(
-                    PLATFORM_NAMESPACE, CALLBACK_KEY_SECRET, CALLBACK_KEY
-                )
-            except KubeNotFound:  # no operator has run yet: no agent can sign anything
-                self._key = None
-            self._read_at = time.monotonic()
-        return self._key
-
-
-CALLBACK_KEY_CACHE = CallbackKey()
-
-
 @dataclass(frozen=True)
 class VerifiedAgent:
     """The AgentInstance a signed request came from."""
@@ -149,7 +121,12 @@ def _claimed_agent(body: bytes) -> str:
 
 
 async def verify_signed(
-    kube: KubeClient | None, agent_id: str, body: bytes, header: str | None, now: datetime
+    kube: KubeClient | None,
+    callback_key: CallbackKey,
+    agent_id: str,
+    body: bytes,
+    header: str | None,
+    now: datetime,
 ) -> VerifiedAgent:
     """The AgentInstance `agent_id` whose callback secret signed `body`, or
     SignatureRefused (401) with the reason in details (signature_missing, _malformed,
@@ -168,7 +145,7 @@ async def verify_signed(
     uid = str(instance["metadata"].get("uid", ""))
     org_id = str((instance.get("spec") or {}).get("orgId", ""))
     for refresh in (False, True):
-        master = await CALLBACK_KEY_CACHE.get(kube, refresh=refresh)
+        master = await callback_key.get(kube, refresh=refresh)
         if master is None:
             raise SignatureRefused("the signature was refused", reason="no_callback_key")
         secret = signing.derive_secret(master, namespace, name, uid)
@@ -189,6 +166,7 @@ async def verify_signed(
 async def receive(
     sessions: async_sessionmaker[AsyncSession],
     kube: KubeClient | None,
+    callback_key: CallbackKey,
     body: bytes,
     header: str | None,
     now: datetime | None = None,
@@ -197,7 +175,7 @@ async def receive(
     now = now or datetime.now(UTC)
     if len(body) > MAX_EVENT_BYTES:
         raise ValidationFailed("the event is too large", limit=str(MAX_EVENT_BYTES))
-    agent = await verify_signed(kube, _claimed_agent(body), body, header, now)
+    agent = await verify_signed(kube, callback_key, _claimed_agent(body), body, header, now)
     try:
         event = AgentEventIn.model_validate_json(body)
     except ValidationError as exc:
@@ -206,7 +184,23 @@ async def receive(
         ) from None
     if str(event.org_id) != agent.org_id:
         raise SignatureRefused("the event names another org", reason="wrong_org")
-    duplicate = False
+    duplicate = not await _store(sessions, agent, event, now)
+    if event.event_type is EventType.CONFIG_APPLIED and not duplicate and kube is not None:
+        applied = event.payload.get("configHash")
+        if isinstance(applied, str) and applied:
+            await kube.annotate_agent_instance(
+                agent.namespace, agent.name, {CONFIG_APPLIED_ANNOTATION: applied}
+            )
+    return EventAccepted(accepted=True, duplicate=duplicate, idempotency_key=event.idempotency_key)
+
+
+async def _store(
+    sessions: async_sessionmaker[AsyncSession],
+    agent: VerifiedAgent,
+    event: AgentEventIn,
+    now: datetime,
+) -> bool:
+    """Store and audit the event; False when its idempotency key was seen before."""
     async with sessions() as session:
         try:
             async with session.begin():
@@ -242,11 +236,5 @@ async def receive(
                     },
                 )
         except IntegrityError:
-            duplicate = True
-    if event.event_type is EventType.CONFIG_APPLIED and not duplicate and kube is not None:
-        applied = event.payload.get("configHash")
-        if isinstance(applied, str) and applied:
-            await kube.annotate_agent_instance(
-                agent.namespace, agent.name, {CONFIG_APPLIED_ANNOTATION: applied}
-            )
-    return EventAccepted(accepted=True, duplicate=duplicate, idempotency_key=event.idempotency_key)
+            return False
+    return True

@@ -12,11 +12,16 @@ from fastapi import APIRouter, Header, Path, Query, Request, Response
 
 from humanwork_core import keys
 from humanwork_core.signing import SIGNATURE_HEADER
-from platform_api.agent_api import context, events, proxy
+from platform_api.agent_api import context, events
 from platform_api.agent_api.auth import CurrentAgent
-from platform_api.agent_api.schemas import AgentIdentity, RotationRequested
+from platform_api.agent_api.schemas import (
+    AgentIdentity,
+    RotationRequested,
+    ToolCallIn,
+    ToolCallOut,
+)
 from platform_api.db import Session
-from platform_api.errors import KubernetesUnavailable, Unavailable, error_responses
+from platform_api.errors import KubernetesUnavailable, error_responses
 from platform_api.state import PlatformDep
 
 router = APIRouter(prefix="/v1/agent-api", tags=["agent api"])
@@ -124,24 +129,12 @@ TOOL_CODES = {
 async def call_tool(
     agent: CurrentAgent,
     platform: PlatformDep,
-    body: proxy.ToolCallIn,
+    body: ToolCallIn,
     tool: Annotated[str, Path(pattern=r"^[a-z][a-z0-9_]{0,62}$", examples=["shopify"])],
     response: Response,
-) -> proxy.ToolCallOut:
+) -> ToolCallOut:
     """The tool's sanitised result."""
-    if platform.upstreams is None:
-        raise Unavailable("the tool proxy is not running")
-    out = await proxy.call_tool(
-        proxy.Proxy(
-            sessions=platform.sessions,
-            kube=platform.kube,
-            cipher=platform.cipher,
-            http=platform.upstreams,
-        ),
-        agent,
-        tool,
-        body,
-    )
+    out = await platform.tools.call(agent, tool, body)
     if out.replayed:
         response.headers["Idempotent-Replayed"] = "true"
     return out
@@ -178,4 +171,6 @@ async def agent_event(
 ) -> events.EventAccepted:
     """Verify, store once and audit the event."""
     body = await request.body()
-    return await events.receive(platform.sessions, platform.kube, body, signature)
+    return await events.receive(
+        platform.sessions, platform.kube, platform.callback_key, body, signature
+    )

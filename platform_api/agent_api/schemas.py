@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -43,3 +45,49 @@ class RotationRequested(BaseModel):
 
     agentId: str = Field(description="`<namespace>/<AgentInstance name>`")
     rotationRequestedAt: str = Field(description="when the rotation was asked for")
+
+
+class ToolCallIn(BaseModel):
+    """What the agent asks the proxy to run."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "action": "setInventoryLevel",
+                    "params": {
+                        "inventory_item_id": 808950810,
+                        "location_id": 655441491,
+                        "available": 42,
+                    },
+                    "idempotencyKey": "reconcile-october/2",
+                    "task": "reconcile-october",
+                    "step": "2",
+                }
+            ]
+        },
+    )
+
+    action: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z][A-Za-z0-9_]*$")
+    params: dict[str, Any] = Field(default_factory=dict)
+    idempotencyKey: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="required for side-effecting actions; a repeat returns the first result",
+    )
+    task: str | None = Field(
+        default=None, max_length=253, description="the AgenticTask (name) the call belongs to"
+    )
+    step: str | None = Field(default=None, max_length=100, description="the approved step's id")
+
+
+class ToolCallOut(BaseModel):
+    """A tool's sanitised result."""
+
+    tool: str
+    action: str
+    result: dict[str, Any]
+    replayed: bool = Field(description="true when this is the stored result of an earlier call")
+    sideEffecting: bool

@@ -39,7 +39,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from humanwork_core import keys, signing
 from humanwork_core.requester import REQUESTER_ANNOTATION, may_bind, plan_request_id
 from humanwork_core.resources import AgenticTask
-from platform_api.agent_api.events import CALLBACK_KEY_CACHE
 from platform_api.audit.service import record
 from platform_api.auth.dependencies import OrgScope, require_in_org
 from platform_api.db import Session
@@ -53,7 +52,7 @@ from platform_api.errors import (
 from platform_api.kube.client import KubeClient, KubeError, KubeNotFound
 from platform_api.models import Org
 from platform_api.settings import Settings
-from platform_api.state import PlatformDep
+from platform_api.state import Platform, PlatformDep
 
 router = APIRouter(prefix="/orgs/{org_id}/agents", tags=["agents"])
 
@@ -156,56 +155,17 @@ async def plan_task(
     )
     if not endpoint:
         raise AgentUnreachable("the agent has no endpoint yet", agent=agent_id)
-    master = await CALLBACK_KEY_CACHE.get(kube)
-    if master is None:
-        raise AgentUnreachable("no callback key: the operator has not run", agent=agent_id)
-    secret = signing.derive_secret(
-        master, org.namespace, name, str(instance["metadata"].get("uid", ""))
-    )
+    secret = await _callback_secret(platform, kube, org, name, instance)
     requester = scope.principal.username
     request_id = plan_request_id(str(org.id), name, requester, idempotency_key)
-    command: dict[str, Any] = {
-        "request": body.request,
-        "requester": requester,
-        "planRequest": request_id,
-    }
-    if body.conversationId is not None:
-        command["conversationId"] = str(body.conversationId)
-    if body.policy is not None:
-        command["policy"] = body.policy
-    raw = json.dumps(command).encode()
+    raw = _plan_command(body, requester, request_id)
     headers = {
         "Content-Type": "application/json",
         signing.SIGNATURE_HEADER: signing.sign(secret, raw, datetime.now(UTC)),
     }
     if idempotency_key:
         headers[signing.IDEMPOTENCY_HEADER] = idempotency_key
-    client = platform.http
-    if client is None:
-        raise AgentUnreachable("the platform's HTTP client is not running", agent=agent_id)
-    try:
-        answer = await client.post(
-            f"{endpoint.rstrip('/')}/v1/tasks",
-            content=raw,
-            headers=headers,
-            timeout=platform.settings.agent_timeout_seconds,
-        )
-    except httpx.HTTPError as exc:
-        raise AgentUnreachable(
-            "the agent did not answer", agent=agent_id, reason=type(exc).__name__
-        ) from None
-    if answer.status_code not in (200, 201):
-        try:
-            code = str(answer.json().get("code", "error"))
-        except ValueError:
-            code = "error"
-        raise AgentRefused(
-            "the agent refused the request",
-            agent=agent_id,
-            agentCode=code,
-            agentStatus=str(answer.status_code),
-        )
-    planned = answer.json()
+    planned = await _send_plan(platform, f"{endpoint.rstrip('/')}/v1/tasks", raw, headers, agent_id)
     task_id = f"{org.namespace}/{planned.get('name')}"
     bound = await bind_requester(
         kube, org.namespace, str(planned.get("name") or ""), name, request_id, requester
@@ -229,6 +189,64 @@ async def plan_task(
         summary=str(planned.get("summary") or ""),
         steps=list(planned.get("steps") or []),
     )
+
+
+async def _callback_secret(
+    platform: Platform, kube: KubeClient, org: Org, name: str, instance: dict[str, Any]
+) -> str:
+    """The agent's callback secret, derived from the installation's master key."""
+    master = await platform.callback_key.get(kube)
+    if master is None:
+        raise AgentUnreachable(
+            "no callback key: the operator has not run", agent=f"{org.namespace}/{name}"
+        )
+    return signing.derive_secret(
+        master, org.namespace, name, str(instance["metadata"].get("uid", ""))
+    )
+
+
+def _plan_command(body: PlanRequest, requester: str, request_id: str) -> bytes:
+    """The signed command's body: the request, who asks, and the plan request's id."""
+    command: dict[str, Any] = {
+        "request": body.request,
+        "requester": requester,
+        "planRequest": request_id,
+    }
+    if body.conversationId is not None:
+        command["conversationId"] = str(body.conversationId)
+    if body.policy is not None:
+        command["policy"] = body.policy
+    return json.dumps(command).encode()
+
+
+async def _send_plan(
+    platform: Platform, url: str, raw: bytes, headers: dict[str, str], agent_id: str
+) -> dict[str, Any]:
+    """POST the command to the agent; its answer, or AgentUnreachable / AgentRefused."""
+    client = platform.http
+    if client is None:
+        raise AgentUnreachable("the platform's HTTP client is not running", agent=agent_id)
+    try:
+        answer = await client.post(
+            url, content=raw, headers=headers, timeout=platform.settings.agent_timeout_seconds
+        )
+    except httpx.HTTPError as exc:
+        raise AgentUnreachable(
+            "the agent did not answer", agent=agent_id, reason=type(exc).__name__
+        ) from None
+    if answer.status_code not in (200, 201):
+        try:
+            code = str(answer.json().get("code", "error"))
+        except ValueError:
+            code = "error"
+        raise AgentRefused(
+            "the agent refused the request",
+            agent=agent_id,
+            agentCode=code,
+            agentStatus=str(answer.status_code),
+        )
+    planned: dict[str, Any] = answer.json()
+    return planned
 
 
 async def bind_requester(

@@ -27,9 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from humanwork_core import taskflow
-from humanwork_core.resources import AgenticTask
+from humanwork_core.resources import AgenticTask, AgenticTaskStatus
 from humanwork_core.resources.agentictask import Outcome
-from platform_api.agent_api.proxy import STALE_CLAIM_SECONDS, step_key
+from platform_api.agent_api.ledger import STALE_CLAIM_SECONDS, step_key
 from platform_api.audit.service import record
 from platform_api.auth.dependencies import Principal
 from platform_api.errors import Conflict, NotFound, RunStateConflict, SelfApproval
@@ -137,6 +137,46 @@ async def _read(
     return task
 
 
+async def _write_resolution(
+    session: AsyncSession,
+    kube: KubeClient,
+    org_id: uuid.UUID,
+    principal: Principal,
+    namespace: str,
+    name: str,
+    step_id: str,
+    body: ResolveBody,
+    now: datetime,
+) -> tuple[AgenticTask, AgenticTaskStatus]:
+    """Write the resolution under the task's resourceVersion, reading the task again when
+    another writer changed it meanwhile; the task read and its status after."""
+    for _ in range(WRITE_ATTEMPTS):
+        task = await _read(session, kube, org_id, principal, namespace, name, step_id)
+        try:
+            after = taskflow.resolve(
+                task, step_id, body.outcome, by=principal.username, note=body.note, now=now
+            )
+        except taskflow.TaskFlowError as exc:
+            raise Conflict(exc.message, reason=exc.code, step_id=step_id) from None
+        if after == task.current_status():
+            return task, after  # a repeat of the recorded resolution
+        try:
+            await kube.apply_task_status(
+                namespace,
+                name,
+                task.metadata.resource_version or "",
+                taskflow.owned_status(after, taskflow.Writer.PLATFORM_API),
+            )
+            return task, after
+        except KubeConflict:
+            continue
+        except KubeInvalid as exc:
+            raise RunStateConflict(
+                "the API server refused the resolution", step_id=step_id, reason=exc.message
+            ) from None
+    raise RunStateConflict("the task kept changing while resolving; try again", step_id=step_id)
+
+
 async def resolve_unknown(
     session: AsyncSession,
     kube: KubeClient,
@@ -152,32 +192,9 @@ async def resolve_unknown(
     operator ticking the task) changed it meanwhile, the task is read again, a few times."""
     org = await org_of_namespace(session, principal, namespace)
     now = datetime.now(UTC)
-    for _ in range(WRITE_ATTEMPTS):
-        task = await _read(session, kube, org.id, principal, namespace, name, step_id)
-        try:
-            after = taskflow.resolve(
-                task, step_id, body.outcome, by=principal.username, note=body.note, now=now
-            )
-        except taskflow.TaskFlowError as exc:
-            raise Conflict(exc.message, reason=exc.code, step_id=step_id) from None
-        if after == task.current_status():
-            break  # a repeat of the recorded resolution
-        try:
-            await kube.apply_task_status(
-                namespace,
-                name,
-                task.metadata.resource_version or "",
-                taskflow.owned_status(after, taskflow.Writer.PLATFORM_API),
-            )
-            break
-        except KubeConflict:
-            continue
-        except KubeInvalid as exc:
-            raise RunStateConflict(
-                "the API server refused the resolution", step_id=step_id, reason=exc.message
-            ) from None
-    else:
-        raise RunStateConflict("the task kept changing while resolving; try again", step_id=step_id)
+    task, after = await _write_resolution(
+        session, kube, org.id, principal, namespace, name, step_id, body, now
+    )
     ledger = await _settle_ledger(session, task, step_id, body, principal.username, now)
     resolution = after.step(step_id).resolution
     assert resolution is not None

@@ -37,7 +37,7 @@ from platform_api.human_tasks.schemas import (
     ResumeRead,
 )
 from platform_api.state import PlatformDep
-from platform_api.tasks import service
+from platform_api.tasks.decisions import Ballot
 from platform_api.tasks.router import (
     DECIDE_CODES,
     DECIDE_DESCRIPTION,
@@ -203,24 +203,19 @@ async def resume(
     ] = None,
 ) -> ResumeRead:
     key = idempotency_key or uuid.uuid4().hex
-    outcome = await service.decide(
-        session,
-        kube,
-        principal,
-        namespace=namespace,
-        name=name,
-        step_id=step_id,
-        verdict=Verdict(body.action),
-        feedback=body.feedback,
-        step_hash=body.step_hash,
-        idempotency_key=key,
-        retries=platform.settings.decision_retries,
-        sessions=platform.sessions,
-        index=platform.decisions,
+    ballot = Ballot(
+        namespace,
+        name,
+        step_id,
+        Verdict(body.action),
+        body.feedback,
+        body.step_hash,
+        key,
         parameters=body.parameters,
         provided=body.content,
         selection=body.selection,
     )
+    outcome = await platform.decider.decide(session, kube, principal, ballot)
     assert outcome.recorded is not None  # decide recorded (or found) this key's decision
     return ResumeRead(
         id=f"{namespace}/{name}/{step_id}",

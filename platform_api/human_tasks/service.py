@@ -1,15 +1,14 @@
 """Review-queue use cases beyond the list: the detail view of one waiting decision and
 the bulk resume.
 
-Bulk resume applies one decision to many human tasks, each independently, in a
-transaction of its own, through the same `tasks.service.decide` as a single decision (the
-same rules, the same audit rows). With an `Idempotency-Key`, each item's decision carries
-a key derived from the batch key, the caller and the item, and the batch's answer is kept
-in the audit log (action `task.bulk_resume`, platform chain, with the request's hash): a
-retry with the same key and body answers that body again and writes nothing; the same key
-with another body answers 422 `idempotency_conflict`. A batch interrupted half-way is
-safely retried with the same key: the items already decided replay their decisions.
-"""
+Bulk resume applies one decision to many human tasks, each independently, in a transaction
+of its own, through the same decision service (`tasks.decisions`) as a single decision (the
+same rules, the same audit rows). With an `Idempotency-Key`, each item's decision carries a
+key derived from the batch key, the caller and the item, and the batch's answer is kept in
+the audit log (action `task.bulk_resume`, platform chain, with the request's hash): a retry
+with the same key and body answers that body again and writes nothing; the same key with
+another body answers 422 `idempotency_conflict`. A batch interrupted half-way is safely
+retried with the same key: the items already decided replay their decisions."""
 
 from __future__ import annotations
 
@@ -30,7 +29,7 @@ from humanwork_core.resources import AgenticTask, StepState, TaskPhase, Verdict
 from platform_api.audit.service import record
 from platform_api.auth.dependencies import Principal
 from platform_api.conversations.repository import ConversationRepository
-from platform_api.errors import IdempotencyConflict, NotFound, PlatformError
+from platform_api.errors import IdempotencyConflict, NotFound, PlatformError, from_core
 from platform_api.human_tasks.index import DecisionIndex
 from platform_api.human_tasks.redact import redact
 from platform_api.human_tasks.schemas import (
@@ -43,11 +42,11 @@ from platform_api.human_tasks.schemas import (
     Thread,
     ThreadMessage,
 )
-from platform_api.kube.client import KubeClient, KubeError, KubeUnreachable
+from platform_api.kube.client import KubeClient, KubeError
 from platform_api.models import AuditRecord
 from platform_api.orgs.repository import OrgRepository
 from platform_api.state import Platform
-from platform_api.tasks import service
+from platform_api.tasks.decisions import Ballot
 from platform_api.tasks.service import org_of_namespace, phase_of, read_or_archived
 
 THREAD_MESSAGES = 200
@@ -231,37 +230,13 @@ async def _one(
     namespace, name, step_id = item_id.split("/", 2)
     try:
         async with gate, platform.sessions() as session, session.begin():
-            await service.decide(
-                session,
-                kube,
-                principal,
-                namespace=namespace,
-                name=name,
-                step_id=step_id,
-                verdict=Verdict(body.action),
-                feedback=body.feedback,
-                step_hash=None,
-                idempotency_key=key,
-                retries=platform.settings.decision_retries,
-                sessions=platform.sessions,
-                index=platform.decisions,
+            ballot = Ballot(
+                namespace, name, step_id, Verdict(body.action), body.feedback, None, key
             )
-    except PlatformError as exc:
-        return BulkItem(id=item_id, ok=False, code=exc.code, message=exc.message)
-    except KubeUnreachable:
-        return BulkItem(
-            id=item_id,
-            ok=False,
-            code="kubernetes_unavailable",
-            message="the Kubernetes API is unreachable",
-        )
-    except KubeError:
-        return BulkItem(
-            id=item_id,
-            ok=False,
-            code="kubernetes_error",
-            message="the Kubernetes API refused the request",
-        )
+            await platform.decider.decide(session, kube, principal, ballot)
+    except (PlatformError, KubeError) as exc:
+        error = from_core(exc)
+        return BulkItem(id=item_id, ok=False, code=error.code, message=error.message)
     return BulkItem(id=item_id, ok=True)
 
 

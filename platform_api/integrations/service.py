@@ -9,20 +9,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from platform_api.audit.service import record
 from platform_api.auth.dependencies import OrgScope
-from platform_api.errors import NotFound, Unavailable, ValidationFailed
+from platform_api.errors import NotFound, Unavailable
 from platform_api.integrations.crypto import CredentialCipher, Sealed
 from platform_api.integrations.repository import IntegrationRepository
 from platform_api.integrations.schemas import IntegrationPut
 from platform_api.models import IntegrationCredential, utcnow
-from platform_api.tools.upstreams.egress import Egress, EgressRefused, check_credentials
-
-
-class EndpointRefused(ValidationFailed):
-    """An integration URL the platform will not call; `details.field` names it and
-    `details.reason` says why (invalid_url, scheme_not_allowed, userinfo, fragment,
-    host_not_allowed, address_forbidden)."""
-
-    code = "integration_endpoint_refused"
+from platform_api.tools.upstreams.egress import Egress, check_credentials
 
 
 def _cipher(cipher: CredentialCipher | None) -> CredentialCipher:
@@ -39,14 +31,11 @@ async def put_credentials(
     body: IntegrationPut,
     egress: Egress,
 ) -> IntegrationCredential:
-    """Check the endpoints the credentials name (`EndpointRefused`, nothing stored),
+    """Check the endpoints the credentials name (`EgressRefused`, 422, nothing stored),
     then encrypt and store (or replace) them."""
     sealer = _cipher(cipher)
     values = {k: v.get_secret_value() for k, v in body.credentials.items()}
-    try:
-        await check_credentials(integration_type, values, egress)
-    except EgressRefused as exc:
-        raise EndpointRefused(exc.message, field=exc.field, reason=exc.reason) from None
+    await check_credentials(integration_type, values, egress)
     plaintext = json.dumps(values, sort_keys=True).encode()
     sealed = sealer.seal(scope.org_id, integration_type, plaintext)
     repo = IntegrationRepository(session)

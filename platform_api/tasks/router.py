@@ -25,6 +25,7 @@ from platform_api.errors import KubernetesUnavailable, NotFound, error_responses
 from platform_api.kube.client import KubeClient
 from platform_api.state import PlatformDep
 from platform_api.tasks import service
+from platform_api.tasks.decisions import Ballot
 from platform_api.tasks.schemas import (
     ApproveBody,
     DecisionRead,
@@ -163,21 +164,8 @@ async def _decide(
     idempotency_key: str | None,
 ) -> DecisionRead:
     key = idempotency_key or uuid.uuid4().hex
-    outcome = await service.decide(
-        session,
-        kube,
-        principal,
-        namespace=namespace,
-        name=name,
-        step_id=step_id,
-        verdict=verdict,
-        feedback=body.feedback,
-        step_hash=body.step_hash,
-        idempotency_key=key,
-        retries=platform.settings.decision_retries,
-        sessions=platform.sessions,
-        index=platform.decisions,
-    )
+    ballot = Ballot(namespace, name, step_id, verdict, body.feedback, body.step_hash, key)
+    outcome = await platform.decider.decide(session, kube, principal, ballot)
     return DecisionRead(
         step_id=step_id,
         verdict=verdict.value,

@@ -1,27 +1,16 @@
-"""Task use cases: create a task from a plan, list and read the caller's tasks, and
-decide a step.
-
-Deciding reads the task, applies the contract's rules (`taskflow.decide`) and writes the
-platform's part of the status by server-side apply with the resourceVersion it read as a
-precondition. When another writer changed the task in between (the operator's tick, or
-another expert), the write is refused and the decision is re-read and re-checked, a few
-times at most: of two experts deciding the same step at once, one records the decision
-and the other is told `run_state_conflict`; nothing is ever overwritten. Each decision
-written is audited in the org's chain (who, what, when, idempotency key).
-"""
+"""Task use cases: create a task from a plan, list and read the caller's tasks (deciding
+a step is the decision service's, `tasks.decisions`)."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from pydantic import JsonValue, ValidationError
+from pydantic import ValidationError
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from humanwork_core import taskflow
 from humanwork_core.requester import requester_of
@@ -29,26 +18,15 @@ from humanwork_core.resources import (
     AgenticTask,
     AgenticTaskSpec,
     AgentRef,
-    Decision,
-    StepStatus,
     TaskPhase,
     TaskPolicy,
-    Verdict,
 )
 from platform_api.archive.repository import ArchiveRepository, task_of
-from platform_api.audit.service import record, record_detached
+from platform_api.audit.service import record
 from platform_api.auth.dependencies import Principal
 from platform_api.errors import (
     Conflict,
-    DuplicateApprover,
-    HumanTaskExpired,
-    IdempotencyConflict,
-    InvalidDecision,
     NotFound,
-    PlatformError,
-    RunStateConflict,
-    SelfApproval,
-    StepHashMismatch,
     ValidationFailed,
 )
 from platform_api.kube.client import (
@@ -56,18 +34,15 @@ from platform_api.kube.client import (
     TASK_KIND,
     VERSION,
     KubeClient,
-    KubeConflict,
     KubeInvalid,
     KubeNotFound,
 )
 from platform_api.models import Org
-from platform_api.orgs.repository import OrgRepository
 from platform_api.tasks.orgs import OrgDirectory, OrgRef
-from platform_api.tasks.requester import is_requester
 from platform_api.tasks.schemas import PhaseFilter, TaskCreate, TaskRead, TaskSummary
 
 if TYPE_CHECKING:
-    from platform_api.human_tasks.index import DecisionIndex
+    pass
 
 NAME_PREFIX = "task-"
 
@@ -110,7 +85,7 @@ async def org_of_namespace(
     return OrgRef(org.id, org.namespace)
 
 
-async def _read(kube: KubeClient, org: OrgRef, name: str) -> AgenticTask:
+async def read_task(kube: KubeClient, org: OrgRef, name: str) -> AgenticTask:
     try:
         raw = await kube.get_task(org.namespace, name)
     except KubeNotFound:
@@ -127,7 +102,7 @@ async def read_or_archived(
     """The task from the API server, or from the archive when the resource is gone
     (the operator removes finished tasks after their TTL); (task, archived)."""
     try:
-        return await _read(kube, org, name), False
+        return await read_task(kube, org, name), False
     except NotFound:
         row = await ArchiveRepository(session).find(org.id, org.namespace, name)
         if row is None:
@@ -278,194 +253,3 @@ async def get_task(
     org = await org_of_namespace(session, principal, namespace, orgs)
     task, archived = await read_or_archived(session, kube, org, name)
     return read_model(task, _now(), archived)
-
-
-# --- deciding ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What deciding did: the task as it is now and what was recorded."""
-
-    task: TaskRead
-    decided: bool
-    approvals: int
-    required_approvals: int
-    replayed: bool
-    recorded: Decision | None = None
-    """The approval or decision that carries this request's idempotency key."""
-
-
-_CONFLICTS: tuple[type[taskflow.TaskFlowError], ...] = (
-    taskflow.StepNotDecidable,
-    taskflow.StepAlreadyDecided,
-    taskflow.TaskTerminal,
-    taskflow.ApprovalConflict,
-)
-
-
-def _platform_error(exc: taskflow.TaskFlowError) -> PlatformError:
-    """The API's error for a refused move; `details.reason` keeps the contract's code."""
-    details: dict[str, Any] = {"reason": exc.code, **dict(exc.details)}
-    if isinstance(exc, taskflow.HumanTaskExpired):
-        return HumanTaskExpired(exc.message, **details)
-    if isinstance(exc, _CONFLICTS):
-        return RunStateConflict(exc.message, **details)
-    if isinstance(exc, taskflow.DuplicateApprover):
-        return DuplicateApprover(exc.message, **details)
-    if isinstance(exc, taskflow.StepHashMismatch):
-        return StepHashMismatch(exc.message, **details)
-    if isinstance(exc, taskflow.IdempotencyConflict):
-        return IdempotencyConflict(exc.message, **details)
-    if isinstance(exc, taskflow.StepNotFound):
-        return NotFound(exc.message, **details)
-    return InvalidDecision(exc.message, **details)
-
-
-async def decide(
-    session: AsyncSession,
-    kube: KubeClient,
-    principal: Principal,
-    *,
-    namespace: str,
-    name: str,
-    step_id: str,
-    verdict: Verdict,
-    feedback: str | None,
-    step_hash: str | None,
-    idempotency_key: str,
-    retries: int,
-    parameters: Mapping[str, JsonValue] | None = None,
-    provided: Mapping[str, JsonValue] | None = None,
-    selection: str | None = None,
-    sessions: async_sessionmaker[AsyncSession] | None = None,
-    index: DecisionIndex | None = None,
-) -> Outcome:
-    """Record the caller's verdict on a step of a task (see the module docstring).
-
-    A refused self-approval is audited through `sessions`, in a transaction of its own.
-    With `index`, the first attempt starts from the version of the task the watch saw last
-    (no read from the API server); when that version is stale, the write's
-    resourceVersion precondition fails and the task is read afresh, without counting
-    against `retries`."""
-    org = await org_of_namespace(session, principal, namespace, index.orgs if index else None)
-    org_policy = await OrgRepository(session).policy(org.id)
-    attempt = 0
-    cached = index.task(namespace, name) if index is not None else None
-    if cached is not None and cached.spec.org_id != str(org.id):
-        cached = None
-    while True:
-        if cached is not None:
-            task, from_cache, cached = cached, True, None
-        else:
-            task, from_cache = await _read(kube, org, name), False
-        step = task.step(step_id)
-        if step is None:
-            raise NotFound("the plan has no such step", step_id=step_id)
-        if verdict.positive and await is_requester(session, org.id, task, principal.username):
-            if sessions is not None:
-                await record_detached(
-                    sessions,
-                    actor=principal.username,
-                    action="task.step.self_approval",
-                    target=f"agentictask:{namespace}/{name}",
-                    org_id=org.id,
-                    details={"step_id": step_id, "idempotency_key": idempotency_key},
-                )
-            raise SelfApproval("the requester of a task cannot approve its steps", step_id=step_id)
-        request = taskflow.DecisionRequest(
-            verdict=verdict,
-            by=principal.username,
-            step_hash=step_hash or taskflow.step_hash(step),
-            idempotency_key=idempotency_key,
-            feedback=feedback,
-            parameters=parameters,
-            input=provided,
-            selection=selection,
-        )
-        now = _now()
-        before = task.current_status()
-        try:
-            after = taskflow.decide(task, step_id, request, now, org=org_policy)
-        except taskflow.TaskFlowError as exc:
-            if from_cache:  # the watch's copy may lag: judge on the current version
-                continue
-            raise _platform_error(exc) from None
-        required = taskflow.required_approvals(task, step, org_policy)
-        if after == before and from_cache:
-            continue  # a replay is answered from the current version
-        if after == before:  # a retry of a decision already recorded
-            entry = before.step(step_id)
-            recorded = [*entry.approvals, *([entry.decision] if entry.decision else [])]
-            if any(
-                d.idempotency_key == idempotency_key and d.feedback != feedback for d in recorded
-            ):
-                raise IdempotencyConflict(
-                    "this idempotency key was already used for a different decision",
-                    step_id=step_id,
-                )
-            return Outcome(
-                read_model(task, now),
-                entry.decision is not None,
-                len(entry.approvals),
-                required,
-                True,
-                _recorded(entry, idempotency_key),
-            )
-        try:
-            written = await kube.apply_task_status(
-                namespace,
-                name,
-                task.metadata.resource_version or "",
-                taskflow.owned_status(after, taskflow.Writer.PLATFORM_API),
-            )
-        except KubeConflict:
-            if from_cache:
-                continue
-            attempt += 1
-            if attempt > retries:
-                raise RunStateConflict(
-                    "the task changed while deciding; read it again", step_id=step_id
-                ) from None
-            continue
-        except KubeNotFound:
-            raise NotFound("no such task") from None
-        except KubeInvalid as exc:
-            raise RunStateConflict(
-                "the API server refused the decision", step_id=step_id, reason=exc.message
-            ) from None
-        entry = after.step(step_id)
-        model = read_model(AgenticTask.from_wire(written), now)
-        await record(
-            session,
-            actor=principal.username,
-            action=f"task.step.{verdict.value}",
-            target=f"agentictask:{namespace}/{name}",
-            org_id=org.id,
-            details={
-                "step_id": step_id,
-                "verdict": verdict.value,
-                "at": now.isoformat(),
-                "idempotency_key": idempotency_key,
-                "step_hash": request.step_hash,
-                "decided": entry.decision is not None,
-                "approvals": len(entry.approvals),
-                "feedback": feedback,
-                "uid": task.metadata.uid,
-            },
-        )
-        return Outcome(
-            model,
-            entry.decision is not None,
-            len(entry.approvals),
-            required,
-            False,
-            _recorded(entry, idempotency_key),
-        )
-
-
-def _recorded(entry: StepStatus, idempotency_key: str) -> Decision | None:
-    for decision in (*entry.approvals, entry.decision):
-        if decision is not None and decision.idempotency_key == idempotency_key:
-            return decision
-    return None

@@ -7,10 +7,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from humanwork_core import catalog
 from platform_api.audit.service import record
 from platform_api.auth.dependencies import OrgScope
-from platform_api.errors import UnknownTool
 from platform_api.models import ToolPermission, utcnow
 from platform_api.tools.repository import ToolPermissionRepository
 from platform_api.tools.schemas import ToolPermissionUpdate
+from platform_api.tools.upstreams.errors import UnknownTool
 
 
 async def list_permissions(session: AsyncSession, scope: OrgScope) -> list[ToolPermission]:
@@ -24,7 +24,7 @@ async def set_permission(
     name or an alias) in the caller's org; UnknownTool for any other."""
     known = catalog.find_tool(tool)
     if known is None:
-        raise UnknownTool(f"no such tool {tool!r}; GET /tools lists them", tool=tool)
+        raise UnknownTool(f"no such tool {tool!r}; GET /tools lists them", details={"tool": tool})
     tool = known.name
     repo = ToolPermissionRepository(session)
     permission = await repo.get(scope.org_id, tool)

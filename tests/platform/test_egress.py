@@ -29,8 +29,8 @@ from platform_api.tools.upstreams.egress import (
     EgressBlocked,
     EgressClient,
     EgressPolicy,
-    EgressRefused,
 )
+from platform_api.tools.upstreams.errors import EgressRefused
 from tests.platform.conftest import Api, StaticResolver, TwoOrgs, make_settings
 
 PUBLIC = "23.227.38.65"  # never connected to: only the store-time check sees it

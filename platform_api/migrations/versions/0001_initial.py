@@ -60,7 +60,7 @@ def _forbid_audit_changes() -> None:
             )
 
 
-def upgrade() -> None:
+def _create_orgs() -> None:
     op.create_table(
         "orgs",
         sa.Column("id", sa.Uuid(), nullable=False),
@@ -72,6 +72,9 @@ def upgrade() -> None:
         sa.UniqueConstraint("slug", name="uq_orgs_slug"),
         sa.UniqueConstraint("namespace", name="uq_orgs_namespace"),
     )
+
+
+def _create_users() -> None:
     op.create_table(
         "users",
         sa.Column("id", sa.Uuid(), nullable=False),
@@ -82,6 +85,9 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name="pk_users"),
         sa.UniqueConstraint("username", name="uq_users_username"),
     )
+
+
+def _create_memberships() -> None:
     op.create_table(
         "memberships",
         sa.Column("user_id", sa.Uuid(), nullable=False),
@@ -95,6 +101,9 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("user_id", "org_id", name="pk_memberships"),
     )
     op.create_index("ix_memberships_org_id", "memberships", ["org_id"])
+
+
+def _create_access_map() -> None:
     access_map = op.create_table(
         "access_map",
         sa.Column("role", sa.String(50), nullable=False),
@@ -105,6 +114,9 @@ def upgrade() -> None:
         access_map,
         [{"role": r, "capability": c} for r, caps in DEFAULT_ACCESS_MAP.items() for c in caps],
     )
+
+
+def _create_audit_log() -> None:
     op.create_table(
         "audit_log",
         sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
@@ -126,6 +138,9 @@ def upgrade() -> None:
     op.create_index("ix_audit_log_at", "audit_log", ["at"])
     op.create_index("ix_audit_log_action", "audit_log", ["action"])
     _forbid_audit_changes()
+
+
+def _create_audit_chain_heads() -> None:
     op.create_table(
         "audit_chain_heads",
         sa.Column("chain", sa.String(64), nullable=False),
@@ -133,6 +148,9 @@ def upgrade() -> None:
         sa.Column("hash", sa.String(64), nullable=False),
         sa.PrimaryKeyConstraint("chain", name="pk_audit_chain_heads"),
     )
+
+
+def _create_tool_permissions() -> None:
     op.create_table(
         "tool_permissions",
         sa.Column("org_id", sa.Uuid(), nullable=False),
@@ -146,6 +164,9 @@ def upgrade() -> None:
         ),
         sa.PrimaryKeyConstraint("org_id", "tool", name="pk_tool_permissions"),
     )
+
+
+def _create_integration_credentials() -> None:
     op.create_table(
         "integration_credentials",
         sa.Column("org_id", sa.Uuid(), nullable=False),
@@ -163,6 +184,17 @@ def upgrade() -> None:
         ),
         sa.PrimaryKeyConstraint("org_id", "type", name="pk_integration_credentials"),
     )
+
+
+def upgrade() -> None:
+    _create_orgs()
+    _create_users()
+    _create_memberships()
+    _create_access_map()
+    _create_audit_log()
+    _create_audit_chain_heads()
+    _create_tool_permissions()
+    _create_integration_credentials()
 
 
 def downgrade() -> None:

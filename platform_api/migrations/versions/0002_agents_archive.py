@@ -25,7 +25,7 @@ def _org_fk(table: str) -> sa.ForeignKeyConstraint:
     )
 
 
-def upgrade() -> None:
+def _create_archived_tasks() -> None:
     op.create_table(
         "archived_tasks",
         sa.Column("uid", sa.String(64), nullable=False),
@@ -43,6 +43,9 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("uid", name="pk_archived_tasks"),
     )
     op.create_index("ix_archived_tasks_org_id", "archived_tasks", ["org_id"])
+
+
+def _create_tool_calls() -> None:
     op.create_table(
         "tool_calls",
         sa.Column("org_id", sa.Uuid(), nullable=False),
@@ -61,6 +64,9 @@ def upgrade() -> None:
         _org_fk("tool_calls"),
         sa.PrimaryKeyConstraint("org_id", "idempotency_key", name="pk_tool_calls"),
     )
+
+
+def _create_agent_events() -> None:
     op.create_table(
         "agent_events",
         sa.Column("org_id", sa.Uuid(), nullable=False),
@@ -76,6 +82,9 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("org_id", "idempotency_key", name="pk_agent_events"),
     )
     op.create_index("ix_agent_events_event_type", "agent_events", ["event_type"])
+
+
+def _create_conversations() -> None:
     op.create_table(
         "conversations",
         sa.Column("id", sa.Uuid(), nullable=False),
@@ -86,6 +95,9 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name="pk_conversations"),
     )
     op.create_index("ix_conversations_org_id", "conversations", ["org_id"])
+
+
+def _create_messages() -> None:
     op.create_table(
         "messages",
         sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
@@ -103,6 +115,9 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name="pk_messages"),
     )
     op.create_index("ix_messages_conversation_id", "messages", ["conversation_id"])
+
+
+def _create_knowledge_documents() -> None:
     op.create_table(
         "knowledge_documents",
         sa.Column("id", sa.Uuid(), nullable=False),
@@ -114,6 +129,15 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name="pk_knowledge_documents"),
     )
     op.create_index("ix_knowledge_documents_org_id", "knowledge_documents", ["org_id"])
+
+
+def upgrade() -> None:
+    _create_archived_tasks()
+    _create_tool_calls()
+    _create_agent_events()
+    _create_conversations()
+    _create_messages()
+    _create_knowledge_documents()
 
 
 def downgrade() -> None:

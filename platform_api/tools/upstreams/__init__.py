@@ -6,8 +6,9 @@ entry in the action catalog (`humanwork_core.catalog`; a side-effecting one need
 approved step), decrypts the org's integration of type `adapter.integration_type` and
 awaits `adapter.call(...)`. The adapter validates the action and parameters, calls the
 upstream (timeouts, retries of idempotent GETs only) and returns a result with every
-credential removed (`sanitise`). Failures are `UpstreamError`s carrying a stable `code`
-and the HTTP `status` the proxy should answer with; none of them carries a credential.
+credential removed (`sanitise`). Failures are `UpstreamError`s (`upstreams.errors`, members
+of the platform's one error family) carrying a stable `code` and HTTP status; none of them
+carries a credential.
 """
 
 from __future__ import annotations
@@ -15,16 +16,14 @@ from __future__ import annotations
 from functools import cache
 
 from platform_api.tools.upstreams.amazon import AmazonAdapter
-from platform_api.tools.upstreams.base import (
-    REDACTED,
-    Adapter,
+from platform_api.tools.upstreams.base import REDACTED, Adapter, is_secret_key, sanitise
+from platform_api.tools.upstreams.errors import (
+    EgressRefused,
     InvalidParams,
     MissingCredentials,
     UnknownAction,
     UnknownTool,
     UpstreamError,
-    is_secret_key,
-    sanitise,
 )
 from platform_api.tools.upstreams.shopify import ShopifyAdapter
 
@@ -32,6 +31,7 @@ __all__ = [
     "REDACTED",
     "Adapter",
     "AmazonAdapter",
+    "EgressRefused",
     "InvalidParams",
     "MissingCredentials",
     "ShopifyAdapter",

@@ -32,8 +32,9 @@ from platform_api.tools.upstreams.base import (
     DEFAULT_TIMEOUT,
     Adapter,
     Exchange,
-    InvalidParams,
-    UpstreamError,
+)
+from platform_api.tools.upstreams.errors import InvalidParams, UpstreamError
+from platform_api.tools.upstreams.params import (
     base_url,
     credential,
     param_datetime,
@@ -237,109 +238,145 @@ class AmazonAdapter(Adapter):
         credentials: Mapping[str, Any],
         exchange: Exchange,
     ) -> dict[str, Any]:
-        match spec.name:
-            case "listOrders":
-                marketplaces = self._marketplaces(params, credentials)
-                query: dict[str, Any] = {
-                    "MarketplaceIds": marketplaces,
-                    "CreatedAfter": param_datetime(params, "CreatedAfter"),
-                    "MaxResultsPerPage": 100,
+        actions = {
+            "listOrders": self._list_orders,
+            "getOrder": self._get_order,
+            "getOrderItems": self._get_order_items,
+            "updateListingQuantity": self._update_listing_quantity,
+        }
+        action = actions.get(spec.name)
+        if action is None:  # pragma: no cover
+            raise AssertionError(f"unhandled action {spec.name}")
+        return await action(spec, params, credentials, exchange)
+
+    async def _list_orders(
+        self,
+        spec: catalog.Action,
+        params: dict[str, Any],
+        credentials: Mapping[str, Any],
+        exchange: Exchange,
+    ) -> dict[str, Any]:
+        """Orders created in a window, paged."""
+        marketplaces = self._marketplaces(params, credentials)
+        query: dict[str, Any] = {
+            "MarketplaceIds": marketplaces,
+            "CreatedAfter": param_datetime(params, "CreatedAfter"),
+            "MaxResultsPerPage": 100,
+        }
+        before = param_datetime(params, "CreatedBefore")
+        if before is not None:
+            query["CreatedBefore"] = before
+        statuses = param_list(params, "OrderStatuses", pattern="|".join(ORDER_STATUSES))
+        if statuses is not None:
+            query["OrderStatuses"] = ",".join(statuses)
+        orders, pages, next_token = await self._paged(
+            credentials,
+            exchange,
+            "/orders/v0/orders",
+            query,
+            "Orders",
+            {"MarketplaceIds": marketplaces},
+        )
+        return {
+            "orders": orders,
+            "pages": pages,
+            "truncated": next_token is not None,
+            "nextToken": next_token,
+        }
+
+    async def _get_order(
+        self,
+        spec: catalog.Action,
+        params: dict[str, Any],
+        credentials: Mapping[str, Any],
+        exchange: Exchange,
+    ) -> dict[str, Any]:
+        """One order."""
+        order_id = param_str(params, "orderId", pattern=ORDER_ID_PATTERN)
+        response = await self._sp(credentials, exchange, "GET", f"/orders/v0/orders/{order_id}")
+        return {"order": self._payload(exchange, response)}
+
+    async def _get_order_items(
+        self,
+        spec: catalog.Action,
+        params: dict[str, Any],
+        credentials: Mapping[str, Any],
+        exchange: Exchange,
+    ) -> dict[str, Any]:
+        """An order's items, paged."""
+        order_id = param_str(params, "orderId", pattern=ORDER_ID_PATTERN)
+        items, pages, next_token = await self._paged(
+            credentials,
+            exchange,
+            f"/orders/v0/orders/{order_id}/orderItems",
+            {},
+            "OrderItems",
+            {},
+        )
+        return {
+            "orderId": order_id,
+            "orderItems": items,
+            "pages": pages,
+            "truncated": next_token is not None,
+            "nextToken": next_token,
+        }
+
+    async def _update_listing_quantity(
+        self,
+        spec: catalog.Action,
+        params: dict[str, Any],
+        credentials: Mapping[str, Any],
+        exchange: Exchange,
+    ) -> dict[str, Any]:
+        """Set a listing's quantity (the one write; never retried)."""
+        sku = param_str(params, "sku", pattern=SKU_PATTERN)
+        quantity = param_int(params, "quantity", minimum=0, maximum=10**7)
+        seller = params.get("sellerId") or credential(credentials, "sellerId", "seller_id")
+        if seller is None:
+            raise InvalidParams(
+                "sellerId is required: the amazon integration has no sellerId",
+                details={"param": "sellerId"},
+            )
+        seller = param_str({"sellerId": seller}, "sellerId", pattern=SELLER_PATTERN)
+        product_type = param_str(
+            params, "productType", pattern=PRODUCT_TYPE_PATTERN, default="PRODUCT"
+        )
+        patch = {
+            "productType": product_type,
+            "patches": [
+                {
+                    "op": "replace",
+                    "path": "/attributes/fulfillment_availability",
+                    "value": [{"fulfillment_channel_code": "DEFAULT", "quantity": quantity}],
                 }
-                before = param_datetime(params, "CreatedBefore")
-                if before is not None:
-                    query["CreatedBefore"] = before
-                statuses = param_list(params, "OrderStatuses", pattern="|".join(ORDER_STATUSES))
-                if statuses is not None:
-                    query["OrderStatuses"] = ",".join(statuses)
-                orders, pages, next_token = await self._paged(
-                    credentials,
-                    exchange,
-                    "/orders/v0/orders",
-                    query,
-                    "Orders",
-                    {"MarketplaceIds": marketplaces},
-                )
-                return {
-                    "orders": orders,
-                    "pages": pages,
-                    "truncated": next_token is not None,
-                    "nextToken": next_token,
-                }
-            case "getOrder":
-                order_id = param_str(params, "orderId", pattern=ORDER_ID_PATTERN)
-                response = await self._sp(
-                    credentials, exchange, "GET", f"/orders/v0/orders/{order_id}"
-                )
-                return {"order": self._payload(exchange, response)}
-            case "getOrderItems":
-                order_id = param_str(params, "orderId", pattern=ORDER_ID_PATTERN)
-                items, pages, next_token = await self._paged(
-                    credentials,
-                    exchange,
-                    f"/orders/v0/orders/{order_id}/orderItems",
-                    {},
-                    "OrderItems",
-                    {},
-                )
-                return {
-                    "orderId": order_id,
-                    "orderItems": items,
-                    "pages": pages,
-                    "truncated": next_token is not None,
-                    "nextToken": next_token,
-                }
-            case "updateListingQuantity":
-                sku = param_str(params, "sku", pattern=SKU_PATTERN)
-                quantity = param_int(params, "quantity", minimum=0, maximum=10**7)
-                seller = params.get("sellerId") or credential(credentials, "sellerId", "seller_id")
-                if seller is None:
-                    raise InvalidParams(
-                        "sellerId is required: the amazon integration has no sellerId",
-                        details={"param": "sellerId"},
-                    )
-                seller = param_str({"sellerId": seller}, "sellerId", pattern=SELLER_PATTERN)
-                product_type = param_str(
-                    params, "productType", pattern=PRODUCT_TYPE_PATTERN, default="PRODUCT"
-                )
-                patch = {
-                    "productType": product_type,
-                    "patches": [
-                        {
-                            "op": "replace",
-                            "path": "/attributes/fulfillment_availability",
-                            "value": [
-                                {"fulfillment_channel_code": "DEFAULT", "quantity": quantity}
-                            ],
-                        }
-                    ],
-                }
-                response = await self._sp(
-                    credentials,
-                    exchange,
-                    "PATCH",
-                    f"/listings/2021-08-01/items/{seller}/{quote(sku, safe='')}",
-                    params={"marketplaceIds": self._marketplaces(params, credentials)},
-                    body=patch,
-                    side_effecting=True,
-                )
-                result = exchange.json_body(response)
-                if result.get("status") != "ACCEPTED":
-                    raise UpstreamError(
-                        f"amazon did not accept {spec.name}",
-                        details={
-                            "tool": self.tool,
-                            "action": spec.name,
-                            "upstream_status": response.status_code,
-                            "upstream_error": result.get("issues"),
-                        },
-                    )
-                return {
-                    "sku": result.get("sku", sku),
-                    "status": result["status"],
-                    "submissionId": result.get("submissionId"),
-                    "issues": result.get("issues", []),
-                }
-        raise AssertionError(f"unhandled action {spec.name}")  # pragma: no cover
+            ],
+        }
+        response = await self._sp(
+            credentials,
+            exchange,
+            "PATCH",
+            f"/listings/2021-08-01/items/{seller}/{quote(sku, safe='')}",
+            params={"marketplaceIds": self._marketplaces(params, credentials)},
+            body=patch,
+            side_effecting=True,
+        )
+        result = exchange.json_body(response)
+        if result.get("status") != "ACCEPTED":
+            raise UpstreamError(
+                f"amazon did not accept {spec.name}",
+                details={
+                    "tool": self.tool,
+                    "action": spec.name,
+                    "upstream_status": response.status_code,
+                    "upstream_error": result.get("issues"),
+                },
+            )
+        return {
+            "sku": result.get("sku", sku),
+            "status": result["status"],
+            "submissionId": result.get("submissionId"),
+            "issues": result.get("issues", []),
+        }
 
     async def _paged(
         self,

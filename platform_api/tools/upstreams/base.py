@@ -1,5 +1,6 @@
-"""What every upstream adapter shares: its actions (from humanwork_core.catalog), the error
-hierarchy, the sanitiser, parameter checks, and one HTTP exchange with bounded retries.
+"""What every upstream adapter shares: its actions (from humanwork_core.catalog), the
+sanitiser, and one HTTP exchange with bounded retries (the errors are in `errors`, the
+parameter checks in `params`).
 
 An adapter never lets a credential out: results and error details go through
 `sanitise`, error messages are built from the tool, action and status only, and the
@@ -16,13 +17,18 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, ClassVar
 from urllib.parse import quote, urlsplit
 
 import httpx
 
 from humanwork_core import catalog
+from platform_api.tools.upstreams.errors import (
+    InvalidParams,
+    MissingCredentials,
+    UnknownAction,
+    UpstreamError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -46,62 +52,6 @@ SECRET_KEY_FRAGMENTS = (
     "apikey",
     "secret",
 )
-
-
-class UpstreamError(Exception):
-    """The upstream failed or answered an error.
-
-    `status` is the HTTP status the proxy should answer with (502 unless the upstream
-    said 404 or 429, or did not answer in time: 504); `details` holds the upstream's
-    own status and a short, sanitised excerpt of its error. Neither the message nor
-    the details ever carry a credential.
-    """
-
-    code: ClassVar[str] = "upstream_error"
-    default_status: ClassVar[int] = 502
-
-    def __init__(
-        self, message: str, *, status: int | None = None, details: Mapping[str, Any] | None = None
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status: int = self.default_status if status is None else status
-        self.details: dict[str, Any] = dict(details or {})
-
-    def __str__(self) -> str:
-        return f"{self.code}: {self.message}"
-
-    def to_dict(self) -> dict[str, Any]:
-        """The error as the platform's JSON error body: code, message and details."""
-        return {"code": self.code, "message": self.message, "details": dict(self.details)}
-
-
-class UnknownTool(UpstreamError):
-    """No adapter for this tool name."""
-
-    code = "unknown_tool"
-    default_status = 404
-
-
-class UnknownAction(UpstreamError):
-    """The tool has no action of this name."""
-
-    code = "unknown_action"
-    default_status = 422
-
-
-class InvalidParams(UpstreamError):
-    """A required parameter is missing, an unknown one was given, or a value is unusable."""
-
-    code = "invalid_params"
-    default_status = 422
-
-
-class MissingCredentials(UpstreamError):
-    """The org's stored credentials for the tool lack a field the adapter needs."""
-
-    code = "integration_missing"
-    default_status = 409
 
 
 def _normalised_key(key: str) -> str:
@@ -152,146 +102,6 @@ def sanitise(value: Any, secrets: Iterable[str]) -> Any:
     return _clean(value, _needles(secrets))
 
 
-# ---------------------------------------------------------------- parameter checks
-
-
-def param_int(
-    params: Mapping[str, Any],
-    name: str,
-    *,
-    minimum: int | None = None,
-    maximum: int | None = None,
-    default: int | None = None,
-) -> int:
-    """An integer parameter (an int, or a string of digits); InvalidParams otherwise."""
-    raw = params.get(name)
-    if raw is None:
-        if default is None:
-            raise InvalidParams(f"parameter {name!r} is required", details={"param": name})
-        return default
-    value: int | None = None
-    if isinstance(raw, int) and not isinstance(raw, bool):
-        value = raw
-    elif isinstance(raw, str) and re.fullmatch(r"-?\d{1,20}", raw.strip()):
-        value = int(raw.strip())
-    if value is None:
-        raise InvalidParams(f"parameter {name!r} must be an integer", details={"param": name})
-    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-        raise InvalidParams(
-            f"parameter {name!r} is out of range",
-            details={"param": name, "minimum": minimum, "maximum": maximum},
-        )
-    return value
-
-
-def param_id(params: Mapping[str, Any], name: str) -> int:
-    """A positive numeric id (Shopify's ids), given as an int or a string of digits."""
-    return param_int(params, name, minimum=1)
-
-
-def param_str(
-    params: Mapping[str, Any],
-    name: str,
-    *,
-    pattern: str | None = None,
-    default: str | None = None,
-    max_length: int = 200,
-) -> str:
-    """A non-empty string parameter, optionally matching `pattern` in full."""
-    raw = params.get(name)
-    if raw is None:
-        if default is None:
-            raise InvalidParams(f"parameter {name!r} is required", details={"param": name})
-        return default
-    if not isinstance(raw, str) or not raw or len(raw) > max_length:
-        raise InvalidParams(
-            f"parameter {name!r} must be a non-empty string of at most {max_length} characters",
-            details={"param": name},
-        )
-    if pattern is not None and not re.fullmatch(pattern, raw):
-        raise InvalidParams(f"parameter {name!r} has an invalid format", details={"param": name})
-    return raw
-
-
-def param_datetime(params: Mapping[str, Any], name: str) -> str | None:
-    """An optional ISO 8601 date-time parameter, passed on as given once it parses."""
-    raw = params.get(name)
-    if raw is None:
-        return None
-    if not isinstance(raw, str):
-        raise InvalidParams(
-            f"parameter {name!r} must be an ISO 8601 date-time", details={"param": name}
-        )
-    try:
-        datetime.fromisoformat(raw)
-    except ValueError:
-        raise InvalidParams(
-            f"parameter {name!r} must be an ISO 8601 date-time", details={"param": name}
-        ) from None
-    return raw
-
-
-def param_list(
-    params: Mapping[str, Any], name: str, *, pattern: str, max_items: int = 50
-) -> list[str] | None:
-    """An optional list parameter (a list, or a comma-separated string) whose items
-    each match `pattern` in full; None when absent."""
-    raw = params.get(name)
-    if raw is None:
-        return None
-    items: list[Any]
-    if isinstance(raw, str):
-        items = [part.strip() for part in raw.split(",") if part.strip()]
-    elif isinstance(raw, list | tuple):
-        items = list(raw)
-    else:
-        items = [raw]
-    out: list[str] = []
-    for item in items:
-        text = str(item) if isinstance(item, int) and not isinstance(item, bool) else item
-        if not isinstance(text, str) or not re.fullmatch(pattern, text):
-            raise InvalidParams(f"parameter {name!r} has an invalid item", details={"param": name})
-        out.append(text)
-    if not out or len(out) > max_items:
-        raise InvalidParams(
-            f"parameter {name!r} must hold 1 to {max_items} items", details={"param": name}
-        )
-    return out
-
-
-def credential(credentials: Mapping[str, Any], *names: str) -> str | None:
-    """The first non-empty string among the credential fields `names` (aliases)."""
-    for name in names:
-        value = credentials.get(name)
-        if isinstance(value, str) and value.strip():
-            return value.strip()
-    return None
-
-
-def require_credential(credentials: Mapping[str, Any], tool: str, *names: str) -> str:
-    """Like `credential`, but MissingCredentials (naming the field, never a value) when
-    none is set."""
-    value = credential(credentials, *names)
-    if value is None:
-        raise MissingCredentials(
-            f"the {tool} integration has no {names[0]}",
-            details={"tool": tool, "field": names[0]},
-        )
-    return value
-
-
-def base_url(
-    value: str, tool: str, client: httpx.AsyncClient | None = None, field: str = "baseUrl"
-) -> str:
-    """A base URL without a trailing slash, checked at call time against the endpoint
-    rules of `egress.check_url` for integration type `tool` and the policy `client`
-    enforces (none allowed when it is not an `EgressClient`); `EgressRefused` (a
-    `MissingCredentials`) when the platform may not call it."""
-    from platform_api.tools.upstreams import egress  # egress builds on this module
-
-    return egress.check_url(value, tool, field, egress.policy_of(client))
-
-
 # ---------------------------------------------------------------- one HTTP exchange
 
 
@@ -338,6 +148,8 @@ OUTCOME_NOT_SENT = "not_sent"
 """`details.outcome` of an error raised before the request left (nothing can have happened)."""
 OUTCOME_REFUSED = "refused"
 """`details.outcome` of a write the upstream refused (a 4xx answer)."""
+_NEVER_LEFT = (httpx.ConnectTimeout, httpx.PoolTimeout, httpx.ConnectError)
+"""Transport errors raised before the request left: refused, unresolvable, connect timeout."""
 
 
 @dataclass
@@ -414,53 +226,12 @@ class Exchange:
                     data=data,
                     timeout=self.timeout,
                 )
-            except httpx.TimeoutException as exc:
-                if not isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
-                    self.unsafe_sent = self.unsafe_sent or not retryable  # it may have left
-                log.warning(
-                    "%s %s %s %s: timed out (attempt %d)",
-                    self.tool,
-                    self.action,
-                    method,
-                    path,
-                    attempt + 1,
-                )
-                if not last:
-                    await asyncio.sleep(self._delay(attempt, None))
-                    continue
-                message = f"{self.tool} did not answer {self.action} within {self.timeout:g} s"
-                details: dict[str, Any] = {"tool": self.tool, "action": self.action}
-                if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
-                    details["outcome"] = OUTCOME_NOT_SENT
-                elif not retryable:
-                    message += "; whether it took effect is unknown"
-                    details["outcome"] = OUTCOME_UNKNOWN
-                raise UpstreamError(message, status=504, details=details) from None
             except httpx.TransportError as exc:
-                if not isinstance(exc, httpx.ConnectError):  # refused or unresolvable: never left
-                    self.unsafe_sent = self.unsafe_sent or not retryable
-                log.warning(
-                    "%s %s %s %s: %s (attempt %d)",
-                    self.tool,
-                    self.action,
-                    method,
-                    path,
-                    type(exc).__name__,
-                    attempt + 1,
-                )
+                self._failed(exc, retryable, f"{method} {path}", attempt)
                 if not last:
                     await asyncio.sleep(self._delay(attempt, None))
                     continue
-                details = {"tool": self.tool, "action": self.action, "reason": type(exc).__name__}
-                message = f"could not reach {self.tool} for {self.action}"
-                if isinstance(exc, httpx.ConnectError):
-                    details["outcome"] = OUTCOME_NOT_SENT
-                elif not retryable:
-                    # the request may have been sent before the connection broke
-                    message = f"the connection to {self.tool} broke during {self.action}"
-                    message += "; whether it took effect is unknown"
-                    details["outcome"] = OUTCOME_UNKNOWN
-                raise UpstreamError(message, details=details) from None
+                raise self._transport_error(exc, retryable) from None
             self.unsafe_sent = self.unsafe_sent or not retryable
             log.info(
                 "%s %s %s %s -> %d in %.0f ms (attempt %d)",
@@ -480,6 +251,39 @@ class Exchange:
                 raise self.error(response, unsafe=not retryable)
             return response
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _failed(
+        self, exc: httpx.TransportError, retryable: bool, request: str, attempt: int
+    ) -> None:
+        """Note a request that got no answer: one that may have left makes the exchange
+        `unsafe_sent` (unless it may be retried)."""
+        if not isinstance(exc, _NEVER_LEFT):
+            self.unsafe_sent = self.unsafe_sent or not retryable
+        reason = "timed out" if isinstance(exc, httpx.TimeoutException) else type(exc).__name__
+        log.warning(
+            "%s %s %s: %s (attempt %d)", self.tool, self.action, request, reason, attempt + 1
+        )
+
+    def _transport_error(self, exc: httpx.TransportError, retryable: bool) -> UpstreamError:
+        """The error of a request that got no answer on its last attempt: a timeout (504)
+        or an unreachable upstream, with its outcome (`not_sent` when it never left,
+        `unknown` for a write that may have)."""
+        details: dict[str, Any] = {"tool": self.tool, "action": self.action}
+        if isinstance(exc, httpx.TimeoutException):
+            message = f"{self.tool} did not answer {self.action} within {self.timeout:g} s"
+            status: int | None = 504
+        else:
+            details["reason"] = type(exc).__name__
+            message = f"could not reach {self.tool} for {self.action}"
+            status = None
+        if isinstance(exc, _NEVER_LEFT):
+            details["outcome"] = OUTCOME_NOT_SENT
+        elif not retryable:
+            if status is None:  # the request may have been sent before the connection broke
+                message = f"the connection to {self.tool} broke during {self.action}"
+            message += "; whether it took effect is unknown"
+            details["outcome"] = OUTCOME_UNKNOWN
+        return UpstreamError(message, status=status, details=details)
 
     @property
     def timeout(self) -> float:

@@ -32,13 +32,13 @@ import socket
 import ssl
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
 import httpcore
 import httpx
 
-from platform_api.tools.upstreams.base import MissingCredentials
+from platform_api.tools.upstreams.errors import EgressRefused
 
 log = logging.getLogger(__name__)
 
@@ -69,20 +69,6 @@ HOST_FIELDS: Mapping[str, tuple[str, ...]] = {"shopify": ("shopDomain", "shop", 
 
 _LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
-
-
-class EgressRefused(MissingCredentials):
-    """An integration endpoint the platform will not connect to; `reason` is stable:
-    `invalid_url`, `scheme_not_allowed`, `userinfo`, `fragment`, `host_not_allowed`,
-    `address_forbidden`."""
-
-    code: ClassVar[str] = "integration_endpoint_refused"
-    default_status: ClassVar[int] = 422
-
-    def __init__(self, tool: str, field: str, reason: str, message: str) -> None:
-        super().__init__(message, details={"tool": tool, "field": field, "reason": reason})
-        self.reason = reason
-        self.field = field
 
 
 # ---------------------------------------------------------------- addresses
@@ -281,27 +267,35 @@ async def check_credentials(
 ) -> None:
     """Store-time check of every endpoint in `credentials`: the URL rules, then the
     addresses the host resolves to now (a name that does not resolve yet is left to the
-    connect-time check)."""
-    for key, url in endpoints_in(integration_type, credentials):
-        check_url(url, integration_type, key, egress.policy)
-        _, host, port = _split(url, integration_type, key)
-        if _ip(host) is not None:
-            addresses = [host.strip("[]")]
-        else:
-            try:
-                addresses = await egress.resolver(host, port)
-            except OSError:
-                log.info("%s %s: %s does not resolve now", integration_type, key, host)
-                continue
+    connect-time check). A refusal here answers 422: the request's own input is refused."""
+    try:
+        for key, url in endpoints_in(integration_type, credentials):
+            await _check_endpoint(integration_type, key, url, egress)
+    except EgressRefused as exc:
+        exc.status_code = 422
+        raise
+
+
+async def _check_endpoint(integration_type: str, key: str, url: str, egress: Egress) -> None:
+    check_url(url, integration_type, key, egress.policy)
+    _, host, port = _split(url, integration_type, key)
+    if _ip(host) is not None:
+        addresses = [host.strip("[]")]
+    else:
         try:
-            check_addresses(host, port, addresses, egress.policy)
-        except AddressForbidden as exc:
-            raise EgressRefused(
-                integration_type,
-                key,
-                "address_forbidden",
-                f"the {integration_type} integration's {key}: {exc}",
-            ) from None
+            addresses = await egress.resolver(host, port)
+        except OSError:
+            log.info("%s %s: %s does not resolve now", integration_type, key, host)
+            return
+    try:
+        check_addresses(host, port, addresses, egress.policy)
+    except AddressForbidden as exc:
+        raise EgressRefused(
+            integration_type,
+            key,
+            "address_forbidden",
+            f"the {integration_type} integration's {key}: {exc}",
+        ) from None
 
 
 # ---------------------------------------------------------------- connect time

@@ -27,9 +27,9 @@ from humanwork_core import catalog
 from platform_api.tools.upstreams.base import (
     Adapter,
     Exchange,
-    InvalidParams,
-    MissingCredentials,
-    UpstreamError,
+)
+from platform_api.tools.upstreams.errors import InvalidParams, MissingCredentials, UpstreamError
+from platform_api.tools.upstreams.params import (
     base_url,
     credential,
     param_datetime,
