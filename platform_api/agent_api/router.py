@@ -17,6 +17,7 @@ from platform_api.agent_api.auth import CurrentAgent
 from platform_api.agent_api.schemas import AgentIdentity, RotationRequested
 from platform_api.db import Session
 from platform_api.errors import KubernetesUnavailable, Unavailable, error_responses
+from platform_api.openapi import body_schema
 from platform_api.state import PlatformDep
 
 router = APIRouter(prefix="/v1/agent-api", tags=["agent api"])
@@ -167,7 +168,7 @@ EVENT_CODES = {
     openapi_extra={
         "requestBody": {
             "required": True,
-            "content": {"application/json": {"schema": events.AgentEventIn.model_json_schema()}},
+            "content": {"application/json": {"schema": body_schema(events.AgentEventIn)}},
         }
     },
 )
