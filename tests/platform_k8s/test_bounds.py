@@ -81,3 +81,24 @@ async def test_the_bounds_are_in_the_openapi_document(client: httpx.AsyncClient)
         assert parameters["offset"]["maximum"] == 1_000_000, path
         assert parameters["limit"]["minimum"] == 1, path
         assert parameters["limit"]["maximum"] == (200 if "knowledge" in path else 500), path
+
+
+async def test_a_refusal_of_a_long_path_is_audited_not_a_500(
+    client: httpx.AsyncClient, orgs: Orgs
+) -> None:
+    """Found by the fuzzer on PostgreSQL: an expert's refused request on a path longer
+    than the audit log's `target` column (300) was a 500 (the refusal's audit row did not
+    fit); SQLite never noticed. The target is cut to fit, the refusal is a 403."""
+    name = "0" * 253
+    for path in (
+        f"/orgs/{orgs.org_a}/agents/{name}/token/revoke",
+        f"/orgs/{orgs.org_a}/agents/{name}/tasks",
+    ):
+        r = await client.post(path, json={"request": "r"}, headers=orgs.expert.headers)
+        assert (r.status_code, r.json()["code"]) == (403, "forbidden"), r.text
+    audit = await client.get(
+        "/audit", params={"action": "access.denied"}, headers=orgs.admin_a.headers
+    )
+    targets = [e["target"] for e in audit.json()["items"]]
+    assert len(targets) == 2 and all(len(t) == 300 and t.endswith("…") for t in targets), targets
+    assert targets[0].startswith(f"POST /orgs/{orgs.org_a}/agents/000"), targets
