@@ -10,7 +10,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.platform_k8s.conftest import Orgs
+from tests.platform_k8s.conftest import Orgs, TaskApi
 
 HUGE_INT64 = 9223372036854775807
 HUGER = 332979816161984446464
@@ -102,3 +102,19 @@ async def test_a_refusal_of_a_long_path_is_audited_not_a_500(
     targets = [e["target"] for e in audit.json()["items"]]
     assert len(targets) == 2 and all(len(t) == 300 and t.endswith("…") for t in targets), targets
     assert targets[0].startswith(f"POST /orgs/{orgs.org_a}/agents/000"), targets
+
+
+@pytest.mark.parametrize("feedback", ["Not in October 🙂", "F\U000f054eP©", "漢字 \u202e"])
+async def test_any_unicode_in_a_decision_is_written_as_is_not_a_502(
+    client: httpx.AsyncClient, orgs: Orgs, tasks: TaskApi, feedback: str
+) -> None:
+    """Found by the fuzzer: a character outside the Basic Multilingual Plane (an emoji) in
+    a rejection's feedback was a 502: the decision is written with server-side apply,
+    whose body the API server reads as YAML, and the client's JSON escaped the character
+    as a surrogate pair that YAML refuses. The body now travels as UTF-8."""
+    task = await tasks.create(orgs.requester, orgs.org_a)
+    r = await tasks.decide(orgs.expert, task["id"], "read", "reject", {"feedback": feedback})
+    assert r.status_code == 200, r.text
+    stored = await tasks.until(orgs.expert, task["id"], lambda t: t["phase"] == "Rejected")
+    decisions = [s.get("decision") for s in stored["status"]["steps"] if s["id"] == "read"]
+    assert decisions[0]["feedback"] == feedback

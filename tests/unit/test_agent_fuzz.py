@@ -14,8 +14,6 @@ agent's own request models (`agent_image.commands`), which is what the commands 
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -23,7 +21,6 @@ from typing import Any
 import httpx
 import pytest
 import schemathesis
-import uvicorn
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from openapi_spec_validator import validate
@@ -40,8 +37,8 @@ from agent_image.commands import (
     TaskRequest,
 )
 from humanwork_core import signing
-from humanwork_dev.processes import free_port
 from tests.fuzz import edges, network
+from tests.fuzz.serve import served
 from tests.platform_k8s.test_openapi_document import unresolvable
 from tests.unit.test_agent_app import COMMANDS, FakeKube
 from tests.unit.test_agent_events import SECRET, Receiver, agent_settings
@@ -98,20 +95,10 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     runtime = build_runtime(config, kube=kube.client(config))
     network.install()
     app = create_app(config, runtime=runtime, background=())
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the agent did not start"
-        time.sleep(0.05)
     try:
-        yield f"http://127.0.0.1:{server.config.port}"
+        with served(app, lifespan="auto", within=30) as base:
+            yield base
     finally:
-        server.should_exit = True
-        thread.join(30)
         receiver.server.stop()
 
 
