@@ -47,7 +47,7 @@ from tests.fuzz import edges, network
 from tests.fuzz.serve import served
 from tests.platform.conftest import ADMIN_PASSWORD, StaticResolver, make_settings
 
-EXAMPLES = 10
+EXAMPLES = 25
 """Generated requests per operation in the fuzzing phase (the coverage phase adds its
 boundary cases, the examples phase the document's examples)."""
 
@@ -231,7 +231,8 @@ def test_edge_values_reach_every_parameter_without_a_server_error(
     with httpx.Client(base_url=target.base, headers=target.headers[caller], timeout=60) as http:
         statuses, errors = edges.send_edges(http, document, target.ids)
     assert statuses.total() > 500, statuses
-    # valid but for the one edge value: many reach the handlers themselves
-    assert sum(n for status, n in statuses.items() if status < 300) > 100, statuses
+    # valid but for the one edge value: many pass validation and reach the handlers
+    assert sum(n for status, n in statuses.items() if status != 422) > 150, statuses
+    assert sum(n for status, n in statuses.items() if status < 300) > 5, statuses
     assert errors == [], "\n".join(errors[:20])
     assert network.foreign() == [], "the platform's process left the machine"
