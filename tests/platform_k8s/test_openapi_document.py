@@ -10,7 +10,6 @@ import importlib
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,39 +18,10 @@ import pytest
 from openapi_spec_validator import validate
 
 from humanwork_dev.processes import PlatformProcess
+from tests.fuzz.refs import unresolvable
 from tests.platform.conftest import ADMIN_PASSWORD
 
 GENERATOR = Path(sys.executable).parent / "openapi-python-client"
-
-
-def references(node: Any) -> Iterator[str]:
-    """Every `$ref` in a JSON document."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key == "$ref" and isinstance(value, str):
-                yield value
-            else:
-                yield from references(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from references(item)
-
-
-def unresolvable(document: dict[str, Any]) -> list[str]:
-    """The references that do not point at something inside the document."""
-    missing = []
-    for ref in sorted(set(references(document))):
-        node: Any = document
-        if not ref.startswith("#/"):
-            missing.append(ref)
-            continue
-        for part in ref[2:].split("/"):
-            part = part.replace("~1", "/").replace("~0", "~")
-            if not isinstance(node, dict) or part not in node:
-                missing.append(ref)
-                break
-            node = node[part]
-    return missing
 
 
 def test_references_are_found_and_checked() -> None:

@@ -38,8 +38,8 @@ from agent_image.commands import (
 )
 from humanwork_core import signing
 from tests.fuzz import edges, network
+from tests.fuzz.refs import unresolvable
 from tests.fuzz.serve import served
-from tests.platform_k8s.test_openapi_document import unresolvable
 from tests.unit.test_agent_app import COMMANDS, FakeKube
 from tests.unit.test_agent_events import SECRET, Receiver, agent_settings
 
