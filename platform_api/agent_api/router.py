@@ -25,6 +25,9 @@ events_router = APIRouter(tags=["agent api"])
 ROTATE_ANNOTATION = keys.ROTATE_TOKEN
 
 
+MAX_SIGNATURE_LENGTH = 1024
+"""Far more than `t=<unix seconds>,v1=<64 hex>` needs; a longer header answers 422."""
+
 UNAVAILABLE = {503: ("kubernetes_unavailable", "no Kubernetes API is configured")}
 AGENT_ERRORS = error_responses(401, 422, 503, codes=UNAVAILABLE)
 
@@ -175,7 +178,9 @@ EVENT_CODES = {
 async def agent_event(
     request: Request,
     platform: PlatformDep,
-    signature: Annotated[str | None, Header(alias=SIGNATURE_HEADER)] = None,
+    signature: Annotated[
+        str | None, Header(alias=SIGNATURE_HEADER, max_length=MAX_SIGNATURE_LENGTH)
+    ] = None,
 ) -> events.EventAccepted:
     """Verify, store once and audit the event."""
     body = await request.body()

@@ -10,6 +10,7 @@ import importlib
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -118,3 +119,49 @@ def test_a_generated_client_calls_the_running_api(
     caller = me.sync(client=authenticated)
     assert isinstance(caller, models.Me), caller
     assert caller.username == "admin" and "audit.read" in caller.capabilities
+
+
+def _resolve(document: dict[str, Any], node: Any) -> Any:
+    while isinstance(node, dict) and "$ref" in node:
+        target: Any = document
+        for part in node["$ref"][2:].split("/"):
+            target = target[part]
+        node = target
+    return node
+
+
+def unbounded(document: dict[str, Any], schema: Any, where: str) -> Iterator[str]:
+    """The places in `schema` without the bounds of their type: a string without a
+    maximum length (or a format, pattern or enum), a number without a minimum and a
+    maximum, an array without a maximum of items."""
+    schema = _resolve(document, schema)
+    if not isinstance(schema, dict):
+        return
+    for key in ("anyOf", "oneOf", "allOf"):
+        for part in schema.get(key, []):
+            yield from unbounded(document, part, where)
+    kind = schema.get("type")
+    fixed = any(k in schema for k in ("enum", "const", "format", "pattern"))
+    if kind == "string" and "maxLength" not in schema and not fixed:
+        yield f"{where}: a string without maxLength"
+    limits = "minimum" in schema and "maximum" in schema
+    if kind in ("integer", "number") and not fixed and not limits:
+        yield f"{where}: a number without minimum and maximum"
+    if kind == "array":
+        if "maxItems" not in schema:
+            yield f"{where}: an array without maxItems"
+        yield from unbounded(document, schema.get("items", {}), f"{where}[]")
+    for name, part in (schema.get("properties") or {}).items():
+        yield from unbounded(document, part, f"{where}.{name}")
+
+
+def test_every_parameter_and_body_field_declares_its_bounds(document: dict[str, Any]) -> None:
+    found = []
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            label = f"{method.upper()} {path}"
+            for p in operation.get("parameters", []):
+                found += unbounded(document, p["schema"], f"{label} {p['in']} {p['name']}")
+            for media in (operation.get("requestBody") or {}).get("content", {}).values():
+                found += unbounded(document, media["schema"], f"{label} body")
+    assert found == []
