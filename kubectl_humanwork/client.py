@@ -42,6 +42,13 @@ class Unreachable(PluginError):
     exit_code = 4
 
 
+class BadAnswer(PluginError):
+    """The platform answered, but not with what its API promises (not JSON, or JSON of
+    another shape): a proxy in the way, another service at the URL, another version."""
+
+    exit_code = 6
+
+
 class ApiError(PluginError):
     """The platform answered an error: its stable `code`, message and HTTP status."""
 
@@ -88,6 +95,10 @@ def write_config(env: Mapping[str, str], values: Mapping[str, Any]) -> Path:
     return path
 
 
+def _printable_ascii(text: str) -> bool:
+    return text.isascii() and text.isprintable() and " " not in text
+
+
 def new_key() -> str:
     """A fresh Idempotency-Key."""
     return f"kubectl-{uuid.uuid4().hex}"
@@ -114,7 +125,9 @@ class Client:
             )
         if need_token and not token:
             raise ConfigError("no token: set HUMANWORK_TOKEN, or run `kubectl humanwork login`")
-        return cls(str(base).rstrip("/"), token)
+        if token is not None and not _printable_ascii(str(token)):
+            raise ConfigError("the token holds characters a bearer token cannot have")
+        return cls(str(base).rstrip("/"), None if token is None else str(token))
 
     def call(
         self,
@@ -141,12 +154,11 @@ class Client:
                     params={k: v for k, v in (params or {}).items() if v is not None},
                     headers=headers,
                 )
+        except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
+            raise ConfigError(f"{self.url!r} is not a usable platform URL: {exc}") from None
         except httpx.HTTPError as exc:
             raise Unreachable(f"cannot reach the platform API at {self.url}: {exc}") from None
-        try:
-            data = response.json() if response.content else None
-        except ValueError:
-            data = None
+        data = self._data(response, method, path)
         if response.is_error:
             if isinstance(data, dict) and "code" in data:
                 raise ApiError(
@@ -157,3 +169,17 @@ class Client:
                 )
             raise ApiError(response.status_code, "http_error", response.reason_phrase, {})
         return data
+
+    def _data(self, response: httpx.Response, method: str, path: str) -> Any:
+        """The answer's JSON (None for 204, or for an error answer without JSON)."""
+        if response.status_code == 204:
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            if response.is_error:
+                return None
+            raise BadAnswer(
+                f"the platform API at {self.url} answered {method} {path} "
+                f"(HTTP {response.status_code}) with something that is not JSON"
+            ) from None

@@ -15,29 +15,34 @@ both from the config file `login` writes (~/.config/humanwork/config.json). Ever
 carries an Idempotency-Key (a fresh one, or --idempotency-key to make a retry safe).
 Tables by default; `-o json` or `-o yaml` print the API's answer as it is.
 
-Exit codes: 0 done; 1 the platform refused (its error code is printed, e.g.
-human_task_expired); 2 usage or configuration error; 3 a bulk decision where some items
-failed; 4 the platform could not be reached; 5 watch timed out.
+Exit codes: 0 done; 1 the platform refused or failed (its error code, or the HTTP status
+of an answer without one, is printed, e.g. human_task_expired); 2 usage or configuration
+error (a bad flag or value, no URL or token, an unusable URL); 3 a bulk decision where some
+items failed; 4 the platform could not be reached; 5 watch timed out; 6 the answer was not
+the platform API's (not JSON, or another shape). Never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import getpass
 import json
+import math
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TextIO
 from urllib.parse import quote
 
 import yaml
 
-from kubectl_humanwork import output
+from kubectl_humanwork import output, plans
 from kubectl_humanwork.client import (
     ApiError,
+    BadAnswer,
     Client,
     ConfigError,
     PluginError,
@@ -46,6 +51,7 @@ from kubectl_humanwork.client import (
 )
 
 TERMINAL_PHASES = {"Completed", "Rejected", "Failed", "Cancelled", "Expired"}
+USAGE = 2
 BULK_PARTIAL = 3
 WATCH_TIMEOUT = 5
 
@@ -119,126 +125,62 @@ def cmd_queue(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO
     return 0
 
 
-def _plan_rows(steps: list[dict[str, Any]]) -> list[list[Any]]:
-    rows = []
-    for n, step in enumerate(steps, 1):
-        decision = step.get("decision")
-        execution = step.get("execution")
-        rows.append(
-            [
-                n,
-                step["id"],
-                step.get("kind", "action"),
-                step.get("tool"),
-                step["risk"],
-                step.get("state") or "Pending",
-                f"{decision['verdict']} by {decision['by']}" if decision else None,
-                execution["state"] if execution else None,
-            ]
-        )
-    return rows
-
-
-def _plan_details(steps: list[dict[str, Any]], out: TextIO) -> None:
-    for step in steps:
-        out.write(f"  {step['id']}: {step['description']}\n")
-        if step.get("parameters"):
-            out.write(f"    parameters: {output.pretty(step['parameters'])}\n")
-        if step.get("options"):
-            out.write(f"    options:    {', '.join(step['options'])}\n")
-        decision = step.get("decision")
-        if decision:
-            line = f"{decision['verdict']} by {decision['by']} at {decision['at']}"
-            out.write(f"    decision:   {line}\n")
-            for key in ("feedback", "parameters", "input", "selection"):
-                if decision.get(key) is not None:
-                    value = decision[key]
-                    text = value if isinstance(value, str) else output.pretty(value)
-                    out.write(f"      {key}: {text}\n")
-        execution = step.get("execution")
-        if execution:
-            out.write(f"    execution:  {execution['state']} (attempt {execution['attempt']})\n")
-            result = execution.get("result_summary", execution.get("result"))
-            if result is not None:
-                out.write(f"      result: {output.pretty(result)}\n")
-            if execution.get("error"):
-                out.write(f"      error: {execution['error']}\n")
-
-
-def _fields(pairs: Sequence[tuple[str, Any]], out: TextIO) -> None:
-    width = max(len(key) for key, _ in pairs) + 2
-    for key, value in pairs:
-        if value is None or value == "":
-            continue
-        out.write(f"{(key + ':').ljust(width)}{value}\n")
-
-
-def _plan_of_task(task: dict[str, Any]) -> list[dict[str, Any]]:
-    """A TaskRead's steps joined with their status entries, shaped like the detail plan."""
-    entries = {entry["id"]: entry for entry in task["status"].get("steps") or []}
-    steps = []
-    for step in task["spec"]["steps"]:
-        entry = entries.get(step["id"], {})
-        steps.append(
-            {
-                **step,
-                "kind": step.get("kind", "action"),
-                "state": entry.get("state"),
-                "decision": entry.get("decision"),
-                "execution": entry.get("execution"),
-            }
-        )
-    return steps
-
-
 def cmd_show(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     parts = _parts(args.task, (2, 3))
     if len(parts) == 3:
         detail = client.call("GET", f"/human-tasks/{_path(*parts)}")
         if args.output != "table":
             output.dump(detail, args.output, out)
-            return 0
-        _fields(
-            [
-                ("Human task", detail["id"]),
-                ("Request", detail["prompt"]),
-                ("Workflow", detail["workflow"]),
-                ("Requested by", detail["requested_by"]),
-                ("Run", detail["run_id"]),
-                ("Phase", detail["phase"]),
-                (
-                    "Status",
-                    detail["status"] + (" (deadline near)" if detail["near_deadline"] else ""),
-                ),
-                ("Risk", detail["risk"]),
-                (
-                    "Deadline",
-                    detail["deadline"]
-                    and f"{detail['deadline']} ({output.until(detail['deadline'])})",
-                ),
-                ("Escalations", detail["escalations"] or None),
-                ("Archived", "yes" if detail["archived"] else None),
-            ],
-            out,
-        )
-        plan = detail["plan"]
-        out.write("Plan:\n")
-        _plan_table(plan, out)
-        _plan_details(plan, out)
-        conversation = detail.get("conversation")
-        if conversation:
-            out.write(f"Conversation: {conversation['subject']} (redacted)\n")
-            for message in conversation["messages"]:
-                text = message["content"].replace("\n", " ")
-                out.write(
-                    f"  [{message['created_at']}] {message['author']} ({message['role']}): {text}\n"
-                )
+        else:
+            _show_human_task(detail, out)
         return 0
     task = client.call("GET", f"/agentic/tasks/{_path(*parts)}")
     if args.output != "table":
         output.dump(task, args.output, out)
-        return 0
-    _fields(
+    else:
+        _show_task(task, out)
+    return 0
+
+
+def _deadline(value: str | None) -> str | None:
+    return value and f"{value} ({output.until(value)})"
+
+
+def _show_human_task(detail: dict[str, Any], out: TextIO) -> None:
+    """One waiting decision: the request, the plan and the redacted conversation."""
+    near = " (deadline near)" if detail["near_deadline"] else ""
+    plans.fields(
+        [
+            ("Human task", detail["id"]),
+            ("Request", detail["prompt"]),
+            ("Workflow", detail["workflow"]),
+            ("Requested by", detail["requested_by"]),
+            ("Run", detail["run_id"]),
+            ("Phase", detail["phase"]),
+            ("Status", detail["status"] + near),
+            ("Risk", detail["risk"]),
+            ("Deadline", _deadline(detail["deadline"])),
+            ("Escalations", detail["escalations"] or None),
+            ("Archived", "yes" if detail["archived"] else None),
+        ],
+        out,
+    )
+    out.write("Plan:\n")
+    plans.plan_table(detail["plan"], out)
+    plans.plan_details(detail["plan"], out)
+    conversation = detail.get("conversation")
+    if conversation:
+        out.write(f"Conversation: {conversation['subject']} (redacted)\n")
+        for message in conversation["messages"]:
+            text = message["content"].replace("\n", " ")
+            out.write(
+                f"  [{message['created_at']}] {message['author']} ({message['role']}): {text}\n"
+            )
+
+
+def _show_task(task: dict[str, Any], out: TextIO) -> None:
+    """A task: its fields and its plan."""
+    plans.fields(
         [
             ("Task", task["id"]),
             ("Request", task["description"]),
@@ -247,29 +189,15 @@ def cmd_show(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO)
             ("Run", task["uid"]),
             ("Phase", task["phase"]),
             ("Current step", task["current_step"]),
-            (
-                "Next deadline",
-                task["next_deadline"]
-                and f"{task['next_deadline']} ({output.until(task['next_deadline'])})",
-            ),
+            ("Next deadline", _deadline(task["next_deadline"])),
             ("Archived", "yes" if task.get("archived") else None),
         ],
         out,
     )
-    plan = _plan_of_task(task)
+    plan = plans.plan_of_task(task)
     out.write("Plan:\n")
-    _plan_table(plan, out)
-    _plan_details(plan, out)
-    return 0
-
-
-def _plan_table(plan: list[dict[str, Any]], out: TextIO) -> None:
-    output.table(
-        ["#", "STEP", "KIND", "TOOL", "RISK", "STATE", "DECISION", "EXECUTION"],
-        _plan_rows(plan),
-        out,
-        indent="  ",
-    )
+    plans.plan_table(plan, out)
+    plans.plan_details(plan, out)
 
 
 def _decide(client: Client, args: argparse.Namespace, verdict: str, out: TextIO) -> int:
@@ -319,7 +247,10 @@ def cmd_cancel(client: Client, args: argparse.Namespace, out: TextIO, err: TextI
     if args.output != "table":
         output.dump(answer, args.output, out)
         return 0
-    out.write(f"cancel requested for {namespace}/{name}: the operator stops it now\n")
+    out.write(
+        f"cancel requested for {answer['id']} by {answer['requestedBy']}: "
+        "the operator stops it now\n"
+    )
     return 0
 
 
@@ -351,68 +282,6 @@ def cmd_bulk(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO)
     return BULK_PARTIAL if result["failed"] else 0
 
 
-def _events(before: dict[str, Any] | None, task: dict[str, Any]) -> list[dict[str, Any]]:
-    """What changed between two reads of a task, as events."""
-    events: list[dict[str, Any]] = []
-    old_phase = before["phase"] if before else None
-    if task["phase"] != old_phase:
-        events.append({"kind": "phase", "from": old_phase, "to": task["phase"]})
-    old_steps = {s["id"]: s for s in _plan_of_task(before)} if before else {}
-    for step in _plan_of_task(task):
-        old = old_steps.get(step["id"], {})
-        state = step["state"] or "Pending"
-        old_state = (old.get("state") or "Pending") if old else None
-        if state != old_state:
-            events.append({"kind": "step", "step": step["id"], "from": old_state, "to": state})
-        decision, old_decision = step.get("decision"), old.get("decision")
-        if decision and decision != old_decision:
-            event = {
-                "kind": "decision",
-                "step": step["id"],
-                "verdict": decision["verdict"],
-                "by": decision["by"],
-            }
-            if decision.get("feedback"):
-                event["feedback"] = decision["feedback"]
-            events.append(event)
-        run, old_run = step.get("execution") or {}, old.get("execution") or {}
-        if run and (run.get("state"), run.get("attempt")) != (
-            old_run.get("state"),
-            old_run.get("attempt"),
-        ):
-            event = {
-                "kind": "execution",
-                "step": step["id"],
-                "from": old_run.get("state"),
-                "to": run["state"],
-                "attempt": run.get("attempt"),
-            }
-            if run.get("result") is not None:
-                event["result"] = run["result"]
-            if run.get("error"):
-                event["error"] = run["error"]
-            events.append(event)
-    return events
-
-
-def _event_line(event: dict[str, Any]) -> str:
-    kind = event["kind"]
-    arrow = f"{event['from']} -> {event['to']}" if event.get("from") else str(event.get("to"))
-    if kind == "phase":
-        return f"phase {arrow}"
-    if kind == "step":
-        return f"step {event['step']}: {arrow}"
-    if kind == "decision":
-        line = f"step {event['step']}: {event['verdict']} by {event['by']}"
-        return line + (f" ({event['feedback']!r})" if event.get("feedback") else "")
-    line = f"step {event['step']} execution: {arrow} (attempt {event.get('attempt')})"
-    if "result" in event:
-        line += f" result {output.pretty(event['result'])}"
-    if event.get("error"):
-        line += f" error {event['error']!r}"
-    return line
-
-
 def cmd_watch(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     parts = _parts(args.task, (2, 3))
     path = f"/agentic/tasks/{_path(parts[0], parts[1])}"
@@ -422,14 +291,14 @@ def cmd_watch(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO
     first = True
     while True:
         task = client.call("GET", path)
-        for event in _events(before, task):
+        for event in plans.events(before, task):
             at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             if args.output == "json":
                 out.write(json.dumps({"at": at, "task": task_id, **event}) + "\n")
             elif args.output == "yaml":
                 out.write(yaml.safe_dump([{"at": at, "task": task_id, **event}], sort_keys=False))
             else:
-                out.write(f"{at}  {task_id}  {_event_line(event)}\n")
+                out.write(f"{at}  {task_id}  {plans.event_line(event)}\n")
         out.flush()
         before = task
         if task["phase"] in TERMINAL_PHASES:
@@ -475,7 +344,7 @@ def cmd_whoami(client: Client, args: argparse.Namespace, out: TextIO, err: TextI
     if args.output != "table":
         output.dump(me, args.output, out)
         return 0
-    _fields(
+    plans.fields(
         [
             ("User", me["username"]),
             ("Role", me["role"]),
@@ -490,7 +359,39 @@ def cmd_whoami(client: Client, args: argparse.Namespace, out: TextIO, err: TextI
 # --- the command line ----------------------------------------------------------------------
 
 
-def parser() -> argparse.ArgumentParser:
+def _count(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: an integer from `low` to `high`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is not between {low} and {high}")
+        return value
+
+    return parse
+
+
+def _seconds(minimum: float, *, inclusive: bool) -> Callable[[str], float]:
+    """An argparse type: a finite number of seconds above (or at) `minimum`."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        if not math.isfinite(value) or value < minimum or (value == minimum and not inclusive):
+            bound = f"at least {minimum:g}" if inclusive else f"more than {minimum:g}"
+            raise argparse.ArgumentTypeError(f"{text} seconds: must be {bound}")
+        return value
+
+    return parse
+
+
+def _shared_options() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The options every command has (output, URL), and those of decisions (the key)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "-o",
@@ -505,24 +406,13 @@ def parser() -> argparse.ArgumentParser:
         "--idempotency-key",
         help="the decision's Idempotency-Key (default: a fresh one); reuse it to retry safely",
     )
+    return common, keyed
 
-    top = argparse.ArgumentParser(
-        prog="kubectl humanwork",
-        description="The humanwork review queue: decide what AI agents may do.",
-        epilog=(__doc__ or "").split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    queue = sub.add_parser("queue", parents=[common], help="decisions waiting, deadline first")
-    queue.add_argument("--org", help="only this org (its id)")
-    queue.add_argument("--limit", type=int, default=100, help="at most this many (1-500)")
-    queue.set_defaults(run=cmd_queue)
-
-    show = sub.add_parser("show", parents=[common], help="a task, or one decision in detail")
-    show.add_argument("task", metavar="TASK", help="NAMESPACE/NAME or NAMESPACE/NAME/STEP")
-    show.set_defaults(run=cmd_show)
-
+def _decision_commands(
+    sub: Any, common: argparse.ArgumentParser, keyed: argparse.ArgumentParser
+) -> None:
+    """approve, reject and bulk."""
     for name, helptext in (("approve", "approve a step"), ("reject", "reject a step")):
         cmd = sub.add_parser(name, parents=[common, keyed], help=helptext)
         cmd.add_argument("task", metavar="TASK", help="NAMESPACE/NAME (or NAMESPACE/NAME/STEP)")
@@ -532,7 +422,6 @@ def parser() -> argparse.ArgumentParser:
             help="a note for the agent" + (" (required)" if name == "reject" else ""),
         )
         cmd.set_defaults(run=cmd_approve if name == "approve" else cmd_reject)
-
     bulk = sub.add_parser(
         "bulk", parents=[common, keyed], help="one decision for many (NAMESPACE/NAME/STEP ids)"
     )
@@ -541,19 +430,54 @@ def parser() -> argparse.ArgumentParser:
     bulk.add_argument("--feedback", help="required to reject")
     bulk.set_defaults(run=cmd_bulk)
 
+
+def _task_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    """queue, show, watch and cancel."""
+    queue = sub.add_parser("queue", parents=[common], help="decisions waiting, deadline first")
+    queue.add_argument("--org", help="only this org (its id)")
+    queue.add_argument(
+        "--limit", type=_count(1, 500), default=100, help="at most this many (1-500)"
+    )
+    queue.set_defaults(run=cmd_queue)
+
+    show = sub.add_parser("show", parents=[common], help="a task, or one decision in detail")
+    show.add_argument("task", metavar="TASK", help="NAMESPACE/NAME or NAMESPACE/NAME/STEP")
+    show.set_defaults(run=cmd_show)
+
     watch = sub.add_parser(
         "watch", parents=[common], help="print a task's transitions as they happen"
     )
     watch.add_argument("task", metavar="TASK", help="NAMESPACE/NAME")
-    watch.add_argument("--interval", type=float, default=2.0, help="seconds between polls")
     watch.add_argument(
-        "--timeout", type=float, default=0, help="give up after this many seconds (default never)"
+        "--interval",
+        type=_seconds(0, inclusive=False),
+        default=2.0,
+        help="seconds between polls",
+    )
+    watch.add_argument(
+        "--timeout",
+        type=_seconds(0, inclusive=True),
+        default=0,
+        help="give up after this many seconds (default never)",
     )
     watch.set_defaults(run=cmd_watch)
 
     cancel = sub.add_parser("cancel", parents=[common], help="stop a task for good")
     cancel.add_argument("task", metavar="TASK", help="NAMESPACE/NAME")
     cancel.set_defaults(run=cmd_cancel)
+
+
+def parser() -> argparse.ArgumentParser:
+    common, keyed = _shared_options()
+    top = argparse.ArgumentParser(
+        prog="kubectl humanwork",
+        description="The humanwork review queue: decide what AI agents may do.",
+        epilog=(__doc__ or "").split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _task_commands(sub, common)
+    _decision_commands(sub, common, keyed)
 
     login = sub.add_parser("login", parents=[common], help="store a token in the config file")
     login.add_argument("--username", "-u")
@@ -577,16 +501,12 @@ def main(
     out, err = stdout or sys.stdout, stderr or sys.stderr
     environ = os.environ if env is None else env
     try:
-        args = parser().parse_args(argv)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            args = parser().parse_args(argv)
     except SystemExit as exc:
-        return int(exc.code or 0)
+        return exc.code if isinstance(exc.code, int) else USAGE
     try:
-        if args.command == "login":
-            client = Client.from_env(environ, args.url, need_token=False)
-            return cmd_login(client, args, out, err, environ)
-        client = Client.from_env(environ, args.url)
-        code: int = args.run(client, args, out, err)
-        return code
+        return _run(args, environ, out, err)
     except ApiError as exc:
         err.write(f"error: {exc.message}\n")
         if exc.code == "human_task_expired":
@@ -599,3 +519,22 @@ def main(
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+
+
+def _run(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO) -> int:
+    """Run the command; an answer of another shape than the API's is a `BadAnswer`."""
+    if args.command == "login":
+        client = Client.from_env(environ, args.url, need_token=False)
+    else:
+        client = Client.from_env(environ, args.url)
+    try:
+        if args.command == "login":
+            return cmd_login(client, args, out, err, environ)
+        code: int = args.run(client, args, out, err)
+        return code
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+        detail = f"{type(exc).__name__}: {exc}"
+        raise BadAnswer(
+            f"the platform API at {client.url} answered with something this plugin does not "
+            f"understand ({detail[:200]}); is HUMANWORK_URL the platform API?"
+        ) from None

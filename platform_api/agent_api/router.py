@@ -22,12 +22,16 @@ from platform_api.agent_api.schemas import (
 )
 from platform_api.db import Session
 from platform_api.errors import KubernetesUnavailable, error_responses
+from platform_api.openapi import body_schema
 from platform_api.state import PlatformDep
 
 router = APIRouter(prefix="/v1/agent-api", tags=["agent api"])
 events_router = APIRouter(tags=["agent api"])
 ROTATE_ANNOTATION = keys.ROTATE_TOKEN
 
+
+MAX_SIGNATURE_LENGTH = 1024
+"""Far more than `t=<unix seconds>,v1=<64 hex>` needs; a longer header answers 422."""
 
 UNAVAILABLE = {503: ("kubernetes_unavailable", "no Kubernetes API is configured")}
 AGENT_ERRORS = error_responses(401, 422, 503, codes=UNAVAILABLE)
@@ -160,14 +164,16 @@ EVENT_CODES = {
     openapi_extra={
         "requestBody": {
             "required": True,
-            "content": {"application/json": {"schema": events.AgentEventIn.model_json_schema()}},
+            "content": {"application/json": {"schema": body_schema(events.AgentEventIn)}},
         }
     },
 )
 async def agent_event(
     request: Request,
     platform: PlatformDep,
-    signature: Annotated[str | None, Header(alias=SIGNATURE_HEADER)] = None,
+    signature: Annotated[
+        str | None, Header(alias=SIGNATURE_HEADER, max_length=MAX_SIGNATURE_LENGTH)
+    ] = None,
 ) -> events.EventAccepted:
     """Verify, store once and audit the event."""
     body = await request.body()

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Query
 from platform_api.audit import service
 from platform_api.audit.schemas import AuditEntry, AuditPage
 from platform_api.auth.dependencies import Principal, require
+from platform_api.bounds import Limit, Offset
 from platform_api.db import Session
 from platform_api.errors import NotFound, error_responses
 
@@ -32,8 +33,8 @@ async def list_audit(
     action: Annotated[str | None, Query(max_length=100, examples=["org.created"])] = None,
     since: Annotated[datetime | None, Query(examples=["2026-01-01T00:00:00Z"])] = None,
     until: Annotated[datetime | None, Query(examples=["2026-02-01T00:00:00Z"])] = None,
-    limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Limit = 50,
+    offset: Offset = 0,
 ) -> AuditPage:
     if org is not None and org not in principal.org_ids:
         raise NotFound("no such org")

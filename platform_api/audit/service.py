@@ -19,6 +19,16 @@ def chain_of(org_id: uuid.UUID | None) -> str:
     return str(org_id) if org_id else PLATFORM_CHAIN
 
 
+TARGET_LENGTH = 300
+"""The length of the audit log's `target` column (platform_api/models.py)."""
+
+
+def fit_target(target: str) -> str:
+    """`target` cut to the column, marked with `…` where cut: the method and path of a
+    refused request, or an agent id (63 + 253 characters), can be longer."""
+    return target if len(target) <= TARGET_LENGTH else target[: TARGET_LENGTH - 1] + "…"
+
+
 async def record(
     session: AsyncSession,
     *,
@@ -35,7 +45,7 @@ async def record(
         org_id=org_id,
         actor=actor,
         action=action,
-        target=target,
+        target=fit_target(target),
         outcome=outcome,
         details=details or {},
     )

@@ -23,6 +23,7 @@ from fastapi.responses import JSONResponse, Response
 
 from humanwork_core.resources import Verdict
 from platform_api.auth.dependencies import Principal, require
+from platform_api.bounds import Limit, Offset
 from platform_api.db import Session
 from platform_api.errors import KubernetesUnavailable, NotFound, error_responses
 from platform_api.human_tasks import service as human_tasks
@@ -79,8 +80,8 @@ async def list_human_tasks(
     platform: PlatformDep,
     principal: Annotated[Principal, require("tasks.read")],
     org_id: Annotated[uuid.UUID | None, Query(description="one of the caller's orgs")] = None,
-    limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Limit = 50,
+    offset: Offset = 0,
 ) -> Response:
     if org_id is not None and org_id not in principal.org_ids:
         raise NotFound("no such org")

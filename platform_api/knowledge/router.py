@@ -7,12 +7,13 @@ import uuid
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import func, select
 
 from platform_api.audit.service import record
 from platform_api.auth.dependencies import OrgScope, require_in_org
+from platform_api.bounds import DocumentLimit, Offset
 from platform_api.db import Session
 from platform_api.errors import NotFound, error_responses
 from platform_api.models import KnowledgeDocument
@@ -90,8 +91,8 @@ async def add_document(
 async def list_documents(
     session: Session,
     scope: Annotated[OrgScope, require_in_org("tasks.read")],
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: DocumentLimit = 50,
+    offset: Offset = 0,
 ) -> DocumentPage:
     where = KnowledgeDocument.org_id == scope.org_id
     total = (await session.execute(select(func.count()).where(where))).scalar_one()

@@ -48,8 +48,18 @@ TASKS = "agentictasks"
 TASK_KIND = "AgenticTask"
 FIELD_MANAGER = "humanwork-platform-api"
 APPLY = "application/apply-patch+yaml"
-_APPLY_OPTIONS: dict[str, Any] = {"_content_type": APPLY}
-"""Server-side apply: the generated client takes the content type as an option."""
+_APPLY_OPTIONS: dict[str, Any] = {"_content_type": f"{APPLY}; charset=utf-8"}
+"""Server-side apply: the generated client takes the content type as an option. With the
+charset it passes a body given as bytes as it is (see `_apply_body`)."""
+
+
+def _apply_body(body: dict[str, Any]) -> bytes:
+    """An apply body as UTF-8 JSON. The API server reads it as YAML, and the client's own
+    JSON would escape a character outside the Basic Multilingual Plane (an emoji in an
+    expert's feedback) as a surrogate pair, which YAML refuses (400)."""
+    return json.dumps(body, ensure_ascii=False).encode()
+
+
 _MERGE_OPTIONS: dict[str, Any] = {"_content_type": "application/merge-patch+json"}
 
 
@@ -189,7 +199,7 @@ class KubeClient:
                 namespace,
                 TASKS,
                 name,
-                body,
+                _apply_body(body),
                 field_manager=FIELD_MANAGER,
                 force=True,
                 **_APPLY_OPTIONS,

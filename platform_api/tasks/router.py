@@ -20,6 +20,7 @@ from platform_api.auth.dependencies import (
     ensure_capability,
     require,
 )
+from platform_api.bounds import Limit, Offset
 from platform_api.db import Session
 from platform_api.errors import KubernetesUnavailable, NotFound, error_responses
 from platform_api.kube.client import KubeClient
@@ -119,8 +120,8 @@ async def list_tasks(
     kube: Kube,
     org_id: Annotated[uuid.UUID | None, Query(description="one of the caller's orgs")] = None,
     task_status: Annotated[PhaseFilter | None, Query(alias="status")] = None,
-    limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Limit = 50,
+    offset: Offset = 0,
 ) -> TaskPage:
     items, total = await service.list_tasks(
         session, kube, principal, org_id=org_id, status=task_status, limit=limit, offset=offset

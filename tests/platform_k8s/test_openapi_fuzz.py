@@ -1,44 +1,70 @@
-"""schemathesis over the platform API's own OpenAPI document: every operation, with
-generated requests (valid and invalid), authenticated as the admin, against a real
-PostgreSQL and the real control plane (the task and queue endpoints need it: without it
-they answer 503). Not one answer may be a server error (5xx). The number of examples per
-operation is bounded so that the whole run stays under about a minute.
+"""schemathesis over the platform API's own OpenAPI document (issue 18): every operation,
+with generated requests (valid and invalid), in all four of its phases (the document's
+examples, coverage of each parameter's boundaries, random fuzzing, stateful sequences),
+as the admin AND as an expert of an org, on the embedded default (SQLite, what `make up`
+runs) AND on PostgreSQL, both with the real control plane (without it the task and queue
+endpoints answer 503). Not one answer may be a server error (5xx).
 
-The platform runs as a real HTTP server (uvicorn in a thread, with its lifespan), so that
-schemathesis sends real requests; what the fuzzing creates (orgs and their namespaces,
-users, tasks) is removed with the module's database afterwards.
+Beside the fuzzer, every path, query and header parameter and every top-level body
+property is sent a huge integer, an empty string, NUL and non-ASCII text for sure, one at
+a time with the rest valid (tests/fuzz/edges.py): a fuzzer reaches them only by chance.
+
+Neither the platform nor the fuzzer may resolve or contact a host that is not local: the
+platform resolves upstream names through the test's resolver (none), and an audit hook in
+both processes (tests/fuzz/network.py) records any lookup or connection that leaves the
+machine; there must be none.
+
+The platform runs as a real HTTP server (uvicorn in a thread, with its lifespan), the
+fuzzer as schemathesis's own command line in a process of its own (the other core). What
+the fuzzing creates (orgs and their namespaces, users, tasks) is removed afterwards.
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
+import json
+import os
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 import pytest
-import schemathesis
-import uvicorn
-from hypothesis import HealthCheck, Phase, given, settings
 from kubernetes import client as kclient
-from schemathesis.checks import not_a_server_error
-from schemathesis.core.failures import FailureGroup
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from humanwork_dev.postgres import PostgresServer
-from humanwork_dev.processes import free_port
 from platform_api.app import create_app
 from platform_api.auth import passwords
 from tests.conftest import Cluster
 from tests.fixtures.database import TEMPLATE
+from tests.fuzz import edges, network
+from tests.fuzz.serve import served
 from tests.platform.conftest import ADMIN_PASSWORD, StaticResolver, make_settings
 
 EXAMPLES = 25
-"""Generated requests per operation (each operation also gets its explicit examples)."""
+"""Generated requests per operation in the fuzzing phase (the coverage phase adds its
+boundary cases, the examples phase the document's examples)."""
+
+SCHEMATHESIS = Path(sys.executable).parent / "schemathesis"
+ROOT = Path(__file__).resolve().parents[2]
+EXPERT_PASSWORD = "fuzz-expert-password-0192"
+
+
+@dataclass
+class Target:
+    """The platform under test: its URL, each caller's headers and ids that exist."""
+
+    base: str
+    headers: dict[str, dict[str, str]]
+    ids: dict[str, str]
+    resolver: StaticResolver
+    timings: dict[str, float] = field(default_factory=dict)
 
 
 async def _org_namespaces(url: str) -> list[str]:
@@ -50,53 +76,87 @@ async def _org_namespaces(url: str) -> list[str]:
         await engine.dispose()
 
 
-@pytest.fixture(scope="module")
-def fuzz_server(
-    postgres: PostgresServer, platform_kubeconfig: Path, cluster: Cluster
-) -> Iterator[tuple[str, dict[str, str]]]:
-    """(base URL, admin headers) of the platform served on loopback."""
+def _login(base: str, username: str, password: str) -> dict[str, str]:
+    answer = httpx.post(f"{base}/auth/token", json={"username": username, "password": password})
+    assert answer.status_code == 200, answer.text
+    return {"Authorization": f"Bearer {answer.json()['access_token']}"}
+
+
+def _seed(base: str) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
+    """An org with an expert, a task, a conversation and a document: (headers, ids)."""
+    admin = _login(base, "admin", ADMIN_PASSWORD)
+
+    def post(path: str, body: dict[str, object]) -> dict[str, str]:
+        answer = httpx.post(f"{base}{path}", json=body, headers=admin, timeout=60)
+        assert answer.status_code in (200, 201), answer.text
+        made: dict[str, str] = answer.json()
+        return made
+
+    org = post("/orgs", {"slug": f"fuzz-{uuid.uuid4().hex[:8]}", "name": "Fuzz"})
+    post(
+        "/users",
+        {
+            "username": "fuzz-expert",
+            "password": EXPERT_PASSWORD,
+            "role": "expert",
+            "org_ids": [org["id"]],
+        },
+    )
+    conversation = post(f"/orgs/{org['id']}/conversations", {"subject": "fuzz"})
+    document = post(f"/orgs/{org['id']}/knowledge", {"title": "t", "content": "c"})
+    task = post(
+        "/agentic/tasks",
+        {
+            "orgId": org["id"],
+            "agentRef": "shop",
+            "description": "fuzz",
+            "conversationId": conversation["id"],
+            "steps": [{"id": "a", "description": "d", "tool": "shopify_query", "risk": "low"}],
+        },
+    )
+    namespace, name = task["id"].split("/")
+    ids = {
+        "org_id": org["id"],
+        "org": org["id"],
+        "namespace": namespace,
+        "name": name,
+        "step_id": "a",
+        "conversation_id": conversation["id"],
+        "document_id": document["id"],
+        "username": "fuzz-expert",
+        "integration_type": "shopify",
+        "tool_name": "shopify",
+        "tool": "shopify",
+    }
+    headers = {"admin": admin, "expert": _login(base, "fuzz-expert", EXPERT_PASSWORD)}
+    return headers, ids
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def target(
+    request: pytest.FixtureRequest,
+    postgres: PostgresServer,
+    platform_kubeconfig: Path,
+    cluster: Cluster,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Target]:
+    """The platform served on loopback on the backend of the parameter."""
     name = f"fuzz_{uuid.uuid4().hex}"
-    url = asyncio.run(postgres.create_database(name, template=TEMPLATE))
+    if request.param == "sqlite":
+        url = f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('fuzz') / 'platform.db'}"
+    else:
+        url = asyncio.run(postgres.create_database(name, template=TEMPLATE))
+    resolver = StaticResolver()
+    network.install()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(passwords, "N", 2**12)  # cheaper scrypt, as in the other API tests
         # names resolve from the test (none), never from the real network
-        app = create_app(
-            make_settings(url, kubeconfig=str(platform_kubeconfig)), resolver=StaticResolver()
-        )
-        port = free_port()
-        server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-        )
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 60
-        while not server.started:
-            assert thread.is_alive() and time.monotonic() < deadline, "the platform did not start"
-            time.sleep(0.05)
-        base = f"http://127.0.0.1:{port}"
+        app = create_app(make_settings(url, kubeconfig=str(platform_kubeconfig)), resolver=resolver)
         try:
-            token = httpx.post(
-                f"{base}/auth/token", json={"username": "admin", "password": ADMIN_PASSWORD}
-            ).json()["access_token"]
-            headers = {"Authorization": f"Bearer {token}"}
-            # something to find: an org (its namespace), a task, a conversation
-            org = httpx.post(
-                f"{base}/orgs", json={"slug": "fuzz", "name": "Fuzz"}, headers=headers
-            ).json()["id"]
-            httpx.post(
-                f"{base}/agentic/tasks",
-                json={
-                    "orgId": org,
-                    "agentRef": "shop",
-                    "description": "fuzz",
-                    "steps": [{"id": "a", "description": "d", "tool": "t", "risk": "low"}],
-                },
-                headers=headers,
-            ).raise_for_status()
-            yield base, headers
+            with served(app) as base:
+                headers, ids = _seed(base)
+                yield Target(base, headers, ids, resolver)
         finally:
-            server.should_exit = True
-            thread.join(30)
             core = kclient.CoreV1Api(cluster.api)
             for namespace in asyncio.run(_org_namespaces(url)):
                 try:
@@ -104,44 +164,75 @@ def fuzz_server(
                 except kclient.ApiException as exc:
                     if exc.status != 404:
                         raise
-            asyncio.run(postgres.drop_database(name))
+            if request.param == "postgresql":
+                asyncio.run(postgres.drop_database(name))
 
 
-@pytest.fixture(scope="module")
-def fuzz_schema(fuzz_server: tuple[str, dict[str, str]]) -> schemathesis.BaseSchema:
-    base, _ = fuzz_server
-    return schemathesis.openapi.from_url(f"{base}/openapi.json")
+def run_schemathesis(target: Target, caller: str, folder: Path) -> subprocess.CompletedProcess[str]:
+    """schemathesis's command line over the served document, as `caller`."""
+    (auth,) = target.headers[caller].items()
+    log = folder / "network.log"
+    return subprocess.run(
+        [
+            str(SCHEMATHESIS),
+            "run",
+            f"{target.base}/openapi.json",
+            "--phases=examples,coverage,fuzzing,stateful",
+            f"--max-examples={EXAMPLES}",
+            "--checks=not_a_server_error",
+            f"--header={auth[0]}: {auth[1]}",
+            "--generation-database=none",
+            "--generation-allow-x00=true",
+            "--generation-codec=utf-8",
+            "--seed=18",
+            "--workers=2",
+            "--request-timeout=30",
+            "--suppress-health-check=all",
+            "--no-color",
+        ],
+        env={
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "SCHEMATHESIS_HOOKS": "tests.fuzz.hooks",
+            "FUZZ_IDS": json.dumps(target.ids),
+            "FUZZ_NETWORK_LOG": str(log),
+        },
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
 
 
-@pytest.fixture(scope="module")
-def admin_headers(fuzz_server: tuple[str, dict[str, str]]) -> dict[str, str]:
-    return fuzz_server[1]
+@pytest.mark.parametrize("caller", ["admin", "expert"])
+def test_no_operation_answers_a_server_error(target: Target, caller: str, tmp_path: Path) -> None:
+    network.reset()
+    started = time.monotonic()
+    done = run_schemathesis(target, caller, tmp_path)
+    print(f"schemathesis as {caller}: {time.monotonic() - started:.0f} s")
+    (tmp_path / "schemathesis.txt").write_text(done.stdout + done.stderr)
+    if os.environ.get("FUZZ_KEEP"):
+        Path(os.environ["FUZZ_KEEP"], f"{caller}.txt").write_text(done.stdout + done.stderr)
+    summary = done.stdout[-6000:]
+    assert done.returncode == 0, summary + done.stderr[-2000:]
+    assert "operations" in done.stdout.lower() or "Tested" in done.stdout, summary
+    fuzzer_network = (tmp_path / "network.log").read_text().split("\n")
+    assert [line for line in fuzzer_network if line] == []
+    assert network.foreign() == [], "the platform's process left the machine"
 
 
-def test_no_operation_answers_a_server_error(
-    fuzz_schema: schemathesis.BaseSchema, admin_headers: dict[str, str]
+@pytest.mark.parametrize("caller", ["admin", "expert"])
+def test_edge_values_reach_every_parameter_without_a_server_error(
+    target: Target, caller: str
 ) -> None:
-    failures: list[str] = []
-    operations = 0
-    for result in fuzz_schema.get_all_operations():
-        operation = result.ok()
-        operations += 1
-
-        @given(case=operation.as_strategy())
-        @settings(
-            max_examples=EXAMPLES,
-            deadline=None,
-            suppress_health_check=list(HealthCheck),
-            derandomize=True,
-            database=None,
-            phases=[Phase.explicit, Phase.generate],
-        )
-        def fuzz(case: schemathesis.Case) -> None:
-            case.call_and_validate(headers=admin_headers, checks=[not_a_server_error], timeout=30)
-
-        try:
-            fuzz()
-        except FailureGroup as exc:  # schemathesis's failures, each with a curl to reproduce
-            failures.append(f"{operation.label}: {exc}")
-    assert operations >= 30
-    assert not failures, "\n\n".join(failures[:10])
+    network.reset()
+    document = httpx.get(f"{target.base}/openapi.json").json()
+    with httpx.Client(base_url=target.base, headers=target.headers[caller], timeout=60) as http:
+        statuses, errors = edges.send_edges(http, document, target.ids)
+    assert statuses.total() > 500, statuses
+    # valid but for the one edge value: many pass validation and reach the handlers
+    assert sum(n for status, n in statuses.items() if status != 422) > 150, statuses
+    assert sum(n for status, n in statuses.items() if status < 300) > 5, statuses
+    assert errors == [], "\n".join(errors[:20])
+    assert network.foreign() == [], "the platform's process left the machine"
