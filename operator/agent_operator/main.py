@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import socket
 
 import kopf
 
@@ -42,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
             clusterwide=not args.namespace,
             namespaces=args.namespace,
             liveness_endpoint=args.liveness or None,
+            # kopf's default identity asks the password database for the user, which a
+            # container's numeric user (10001) is not in: the host name (the pod's) instead
+            identity=socket.gethostname(),
         )
     )
     return 0
