@@ -15,7 +15,10 @@ refused once its grace is over).
 
 from __future__ import annotations
 
+import base64
 import json
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -27,6 +30,7 @@ import pytest
 from humanwork_dev import incluster
 from humanwork_dev.fakes import catalog
 from tests.conftest import Cluster
+from tests.node.conftest import connects, container_pid
 
 pytestmark = pytest.mark.cluster
 
@@ -210,3 +214,132 @@ def test_the_seed_example_runs_end_to_end_with_everything_in_containers(
     task = org.until(name, lambda t: (t.get("status") or {}).get("phase") == "Completed")
     assert state_of(task, write["id"]) == "Succeeded"
     assert inventory(product) == before - catalog.DISCREPANCY
+
+
+def secret_token(cluster: Cluster, namespace: str) -> str:
+    raw = cluster.kubectl("-n", namespace, "get", "secret", "agent-agent-token",
+                          "-o", "jsonpath={.data.token}").stdout  # fmt: skip
+    return base64.b64decode(raw).decode().strip()
+
+
+def whoami(product: incluster.Deployed, token: str) -> int:
+    r = httpx.get(f"{product.platform_url}/v1/agent-api/whoami",
+                  headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+    return r.status_code
+
+
+def eventually(check: Callable[[], bool], timeout: float = 90.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(1)
+    return False
+
+
+def test_a_token_rotation_and_a_new_configuration_reach_the_running_container(
+    cluster: Cluster, product: incluster.Deployed, org: Org
+) -> None:
+    ns = org.namespace
+    first = agent_pod(cluster, ns)["status"]["containerStatuses"][0]
+    old = secret_token(cluster, ns)
+    assert in_agent(cluster, ns, f"print(open({TOKEN_FILE!r}).read().strip())") == old
+
+    cluster.kubectl("-n", ns, "annotate", "agentinstance", "agent", "humanwork.io/rotate-token=now")
+    assert eventually(lambda: secret_token(cluster, ns) != old), "the operator did not rotate"
+    new = secret_token(cluster, ns)
+    # the kubelet's Secret volume update: the file in the running container changes
+    read = f"print(open({TOKEN_FILE!r}).read().strip())"
+    assert eventually(lambda: in_agent(cluster, ns, read) == new), "the volume was not updated"
+    # once the previous token's grace is over, only the new one is accepted ...
+    assert eventually(lambda: whoami(product, old) == 401, timeout=GRACE_SECONDS + 30)
+    assert whoami(product, new) == 200  # positive control
+    # ... and the agent still plans and executes through the proxy: it uses the new one
+    planned = org.plan()
+    name, read_step = planned["id"].rsplit("/", 1)[1], planned["steps"][0]
+    r = org.http.post(f"/agentic/tasks/{ns}/{name}/steps/{read_step['id']}/approve",
+                      json={}, headers=org.expert)  # fmt: skip
+    assert r.status_code == 200, r.text
+    org.until(name, lambda t: state_of(t, read_step["id"]) == "Succeeded")
+
+    # a configuration change: the operator's ConfigMap, then the kubelet's volume update
+    before = json.loads(in_agent(cluster, ns, HEALTH))["configHash"]
+    prompt = f"You reconcile orders, carefully ({uuid.uuid4().hex[:6]})."
+    patch = {"spec": {"specialist": {"name": "Ops", "systemPrompt": prompt}}}
+    cluster.kubectl("-n", ns, "patch", "agentinstance", "agent", "--type=merge",
+                    "-p", json.dumps(patch))  # fmt: skip
+
+    def applied() -> bool:
+        status = json.loads(cluster.kubectl("-n", ns, "get", "agentinstance", "agent",
+                                            "-o", "json").stdout)["status"]  # fmt: skip
+        health = json.loads(in_agent(cluster, ns, HEALTH))
+        return bool(
+            health["configHash"] != before and health["configHash"] == status.get("configHash")
+        )
+
+    assert eventually(applied), "the new configuration did not reach the running agent"
+    assert prompt in in_agent(cluster, ns, f"print(open({CONFIG_FILE!r}).read())")
+    last = agent_pod(cluster, ns)["status"]["containerStatuses"][0]
+    assert last["containerID"] == first["containerID"] and last["restartCount"] == 0
+
+
+HEALTH = (
+    "import urllib.request\n"
+    "print(urllib.request.urlopen('http://127.0.0.1:8080/v1/health', timeout=5).read().decode())"
+)
+CONFIG_FILE = "/var/run/humanwork/config/config.json"
+CONNECT = (
+    "import socket, sys\n"
+    "try: socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3).close()\n"
+    "except OSError: print('closed')\n"
+    "else: print('open')\n"
+)
+
+
+def test_from_inside_the_agent_the_operator_and_a_database_beside_the_platform_do_not_answer(
+    cluster: Cluster, product: incluster.Deployed, org: Org
+) -> None:
+    """Item 5 (the rest of tests/node/test_agent_policy.py): from inside the running agent
+    container, by `kubectl exec`. The node overlay's database is an SQLite file in the
+    platform pod (no port); a database listening beside the platform API (a listener of
+    ours on 5432 in the platform pod's own network namespace) and the operator's health
+    and metrics ports do not answer, while the platform API on that same pod does. Each
+    refusal's positive control: the same listener reached from the host."""
+    ns = org.namespace
+    pod = agent_pod(cluster, ns)["metadata"]["name"]
+
+    def from_agent(host: str, port: int) -> str:
+        args = [
+            "-n",
+            ns,
+            "exec",
+            pod,
+            "-c",
+            "agent",
+            "--",
+            "python",
+            "-c",
+            CONNECT,
+            host,
+            str(port),
+        ]
+        return cluster.kubectl(*args).stdout.strip()
+
+    operator_ip = pods_of(cluster, "humanwork-system", "humanwork-operator")[0]["status"]["podIP"]
+    platform = pods_of(cluster, "humanwork-system", "humanwork-platform-api")[0]
+    platform_ip = platform["status"]["podIP"]
+    listener = subprocess.Popen(
+        ["nsenter", "-t", str(container_pid(platform)), "-n", sys.executable, "-m",
+         "http.server", "5432", "--bind", platform_ip],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        assert eventually(lambda: connects(None, platform_ip, 5432), timeout=15)
+        for port in (8080, 9090):  # the operator's health and metrics
+            assert connects(None, operator_ip, port), f"positive control: operator {port}"
+            assert from_agent(operator_ip, port) == "closed", f"the operator's {port} answers"
+        assert from_agent(platform_ip, 5432) == "closed", "a database beside the platform answers"
+        assert from_agent(platform_ip, 8000) == "open", "the platform API itself"
+    finally:
+        listener.kill()
+        listener.wait()
