@@ -17,7 +17,9 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -206,3 +208,99 @@ def undeploy(kubectl: Kubectl) -> None:
     kubectl("delete", "namespace", FAKES, "--ignore-not-found", "--wait=false", check=False)
     kubectl("-n", SYSTEM, "delete", "deployment", "humanwork-operator", "humanwork-platform-api",
             "--ignore-not-found", check=False)  # fmt: skip
+
+
+# --- an org and its agent, as an admin makes them -----------------------------------------
+
+
+@dataclass
+class Org:
+    """An org made through the platform, and its users' Authorization headers."""
+
+    id: str
+    namespace: str
+    headers: dict[str, dict[str, str]]
+    passwords: dict[str, str]
+
+
+def login(http: httpx.Client, user: str, password: str) -> dict[str, str]:
+    r = http.post("/auth/token", json={"username": user, "password": password})
+    if r.status_code != 200:
+        raise InClusterError(f"login of {user} refused: {r.status_code} {r.text}")
+    return {"Authorization": f"Bearer {r.json()['access_token']}"}
+
+
+def create_org(
+    http: httpx.Client,
+    slug: str,
+    credentials: dict[str, dict[str, str]],
+    users: tuple[str, ...] = ("expert", "requester"),
+    admin_password: str = DEV_ADMIN_PASSWORD,
+) -> Org:
+    """The org `slug` through the platform API (`http` is a client on its URL): users with
+    the role `operator` named `<user>-<slug>`, Shopify and Amazon enabled with the fakes'
+    credentials."""
+    admin = login(http, "admin", admin_password)
+    r = http.post("/orgs", json={"slug": slug, "name": f"Acme ({slug})"}, headers=admin)
+    if r.status_code != 201:
+        raise InClusterError(f"org {slug} refused: {r.status_code} {r.text}")
+    org = Org(r.json()["id"], f"org-{slug}", {}, {})
+    for user in users:
+        name, password = f"{user}-{slug}", f"pw-{user}-{slug}-{uuid.uuid4().hex[:12]}"
+        doc = {"username": name, "password": password, "role": "operator", "org_ids": [org.id]}
+        http.post("/users", json=doc, headers=admin).raise_for_status()
+        org.headers[user], org.passwords[user] = login(http, name, password), password
+    for tool in ("shopify", "amazon"):
+        http.put(f"/orgs/{org.id}/tool-permissions/{tool}", json={"enabled": True},
+                 headers=admin).raise_for_status()  # fmt: skip
+        http.put(f"/orgs/{org.id}/integrations/{tool}", json={"credentials": credentials[tool]},
+                 headers=admin).raise_for_status()  # fmt: skip
+    return org
+
+
+def provision_agent(kubectl: Kubectl, org: Org, timeout: float = 180.0) -> None:
+    """The org's AgentInstance `agent` on the real node (offline planner, no LLM), Ready."""
+    kubectl("-n", org.namespace, "create", "secret", "generic", "llm",
+            "--from-literal=api-key=none")  # fmt: skip
+    instance = {
+        "apiVersion": "humanwork.io/v1alpha1",
+        "kind": "AgentInstance",
+        "metadata": {"name": "agent", "namespace": org.namespace},
+        "spec": {
+            "orgId": org.id,
+            "specialist": {"name": "Ops", "systemPrompt": "You reconcile orders."},
+            "model": "offline",
+            "enabledTools": ["amazon", "shopify"],
+            "llm": {"baseURL": "https://llm.example/v1",
+                    "apiKeySecretRef": {"name": "llm", "key": "api-key"}},
+            **agent_scheduling(),
+        },
+    }  # fmt: skip
+    kubectl("apply", "-f", "-", stdin=json.dumps(instance))
+    kubectl("-n", org.namespace, "wait", "--for=jsonpath={.status.phase}=Ready",
+            "agentinstance/agent", f"--timeout={int(timeout)}s")  # fmt: skip
+
+
+def container_pid(state: Path, pod: dict[str, Any]) -> int:
+    """The host PID of a pod's first container (the node's containerd task)."""
+    cid = pod["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
+    for line in node._ctr(node.node_dir(state), "tasks", "ls").stdout.splitlines()[1:]:
+        task, pid, *_ = line.split()
+        if task == cid:
+            return int(pid)
+    raise InClusterError(f"no containerd task for {cid}")
+
+
+def cgroup_memory(pid: int) -> dict[str, int]:
+    """Memory of the container of `pid` and of its pod, in bytes, from the cgroup v1
+    memory hierarchy (this machine's, see the node note): usage_in_bytes and the rss of
+    memory.stat, for the container's cgroup and its parent (the pod's)."""
+    lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    path = next(ln.split(":", 2)[2] for ln in lines if ln.split(":")[1] == "memory")
+    container = Path("/sys/fs/cgroup/memory") / path.lstrip("/")
+    out: dict[str, int] = {}
+    for prefix, folder in (("container", container), ("pod", container.parent)):
+        out[f"{prefix}_usage"] = int((folder / "memory.usage_in_bytes").read_text())
+        stat = dict(ln.split() for ln in (folder / "memory.stat").read_text().splitlines())
+        out[f"{prefix}_rss"] = int(stat["total_rss"])
+    return out

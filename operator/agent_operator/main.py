@@ -13,6 +13,7 @@ import logging
 import socket
 
 import kopf
+from kopf._core.engines.peering import Identity
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
             liveness_endpoint=args.liveness or None,
             # kopf's default identity asks the password database for the user, which a
             # container's numeric user (10001) is not in: the host name (the pod's) instead
-            identity=socket.gethostname(),
+            identity=Identity(socket.gethostname()),
         )
     )
     return 0

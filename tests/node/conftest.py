@@ -41,10 +41,12 @@ NODE_STATE = Path(os.environ.get("HUMANWORK_NODE_CLUSTER_DIR", local.REPO / ".cl
 """The real-node tests' own control plane (its node's state is under `node/`)."""
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cluster() -> Iterator[Cluster]:
     """Overrides the root `cluster` for tests/node: the local control plane at NODE_STATE
-    (reused when running, started and later stopped otherwise)."""
+    (reused when running, started otherwise). Package-scoped: the node and its control
+    plane stop when the last test of tests/node is done, not at the end of `make test`,
+    so they take no CPU from the rest of the suite."""
     try:
         info = local.status(NODE_STATE)
         started_here = info is None
@@ -59,7 +61,7 @@ def cluster() -> Iterator[Cluster]:
         local.down(NODE_STATE)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def real_node(cluster: Cluster) -> dict[str, Any]:
     try:
         return node.up(NODE_STATE)

@@ -52,13 +52,12 @@ TOKEN_FILE = "/var/run/humanwork/token/token"
 
 
 class Org:
-    """One org on the in-cluster platform, and what its users hold."""
+    """One org on the in-cluster platform (made by humanwork_dev.incluster), and its
+    expert and requester (the requester of a task cannot approve it)."""
 
-    def __init__(self, http: httpx.Client, slug: str, org_id: str) -> None:
-        self.http, self.slug, self.id = http, slug, org_id
-        self.namespace = f"org-{slug}"
-        self.expert: dict[str, str] = {}
-        self.requester: dict[str, str] = {}
+    def __init__(self, http: httpx.Client, made: incluster.Org) -> None:
+        self.http, self.id, self.namespace = http, made.id, made.namespace
+        self.expert, self.requester = made.headers["expert"], made.headers["requester"]
 
     def task(self, name: str) -> dict[str, Any]:
         r = self.http.get(f"/agentic/tasks/{self.namespace}/{name}", headers=self.expert)
@@ -90,12 +89,6 @@ def state_of(task: dict[str, Any], step: str) -> str | None:
     return None
 
 
-def login(http: httpx.Client, user: str, password: str) -> dict[str, str]:
-    r = http.post("/auth/token", json={"username": user, "password": password})
-    assert r.status_code == 200, r.text
-    return {"Authorization": f"Bearer {r.json()['access_token']}"}
-
-
 @pytest.fixture(scope="module")
 def product(cluster: Cluster, real_node: dict[str, Any]) -> Iterator[incluster.Deployed]:
     kubectl = incluster.Kubectl(cluster.kubectl_path, cluster.kubeconfig)
@@ -106,49 +99,15 @@ def product(cluster: Cluster, real_node: dict[str, Any]) -> Iterator[incluster.D
 
 @pytest.fixture(scope="module")
 def org(cluster: Cluster, product: incluster.Deployed) -> Iterator[Org]:
-    """An org made through the platform's Service the way an admin makes one, its expert,
-    its tools pointed at the fakes' Service, and its AgentInstance on the real node."""
+    """An org made through the platform's Service the way an admin makes one (users, tools
+    pointed at the fakes' Service), and its AgentInstance on the real node (kubectl: the
+    platform has no endpoint that creates one)."""
+    kubectl = incluster.Kubectl(cluster.kubectl_path, cluster.kubeconfig)
     with httpx.Client(base_url=product.platform_url, timeout=60) as http:
-        admin = login(http, "admin", incluster.DEV_ADMIN_PASSWORD)
-        slug = f"node-{uuid.uuid4().hex[:6]}"
-        r = http.post("/orgs", json={"slug": slug, "name": "Acme"}, headers=admin)
-        assert r.status_code == 201, r.text
-        org = Org(http, slug, r.json()["id"])
-        for user in ("expert", "requester"):  # the requester of a task cannot approve it
-            username, password = f"{user}-{slug}", f"pw-{user}-{slug}-0123456789"
-            user_doc = {"username": username, "password": password, "role": "operator",
-                        "org_ids": [org.id]}  # fmt: skip
-            r = http.post("/users", json=user_doc, headers=admin)
-            assert r.status_code == 201, r.text
-            setattr(org, user, login(http, username, password))
-        for tool in ("shopify", "amazon"):
-            r = http.put(f"/orgs/{org.id}/tool-permissions/{tool}", json={"enabled": True},
-                         headers=admin)  # fmt: skip
-            assert r.status_code == 200, r.text
-            creds = {"credentials": product.credentials[tool]}
-            r = http.put(f"/orgs/{org.id}/integrations/{tool}", json=creds, headers=admin)
-            assert r.status_code in (200, 201), r.text
-        cluster.kubectl("-n", org.namespace, "create", "secret", "generic", "llm",
-                        "--from-literal=api-key=none")  # fmt: skip
-        instance = {
-            "apiVersion": "humanwork.io/v1alpha1",
-            "kind": "AgentInstance",
-            "metadata": {"name": "agent", "namespace": org.namespace},
-            "spec": {
-                "orgId": org.id,
-                "specialist": {"name": "Ops", "systemPrompt": "You reconcile orders."},
-                "model": "offline",
-                "enabledTools": ["amazon", "shopify"],
-                "llm": {"baseURL": "https://llm.example/v1",
-                        "apiKeySecretRef": {"name": "llm", "key": "api-key"}},
-                **incluster.agent_scheduling(),
-            },
-        }  # fmt: skip
-        cluster.kubectl("apply", "-f", "-", stdin=json.dumps(instance))
-        cluster.kubectl("-n", org.namespace, "wait", "--for=jsonpath={.status.phase}=Ready",
-                        "agentinstance/agent", "--timeout=180s")  # fmt: skip
-        yield org
-        cluster.kubectl("delete", "namespace", org.namespace, "--wait=false", check=False)
+        made = incluster.create_org(http, f"node-{uuid.uuid4().hex[:6]}", product.credentials)
+        incluster.provision_agent(kubectl, made)
+        yield Org(http, made)
+        cluster.kubectl("delete", "namespace", made.namespace, "--wait=false", check=False)
 
 
 def pods_of(cluster: Cluster, namespace: str, app: str) -> list[dict[str, Any]]:
