@@ -27,7 +27,7 @@ import pytest
 from kubernetes import config
 
 from humanwork_dev import cluster as local
-from humanwork_dev import node
+from humanwork_dev import incluster, node
 from tests.conftest import Cluster
 
 RESTRICTED = {
@@ -138,12 +138,7 @@ def run_pod(cluster: Cluster) -> Iterator[Callable[..., dict[str, Any]]]:
 
 def container_pid(pod: dict[str, Any]) -> int:
     """The host PID of a pod's first container (containerd's task)."""
-    cid = pod["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
-    for line in node._ctr(node.node_dir(NODE_STATE), "tasks", "ls").stdout.splitlines()[1:]:
-        task, pid, *_ = line.split()
-        if task == cid:
-            return int(pid)
-    raise AssertionError(f"no containerd task for {cid}")
+    return incluster.container_pid(NODE_STATE, pod)
 
 
 def connects(pid: int | None, host: str, port: int, timeout: float = 2.0) -> bool:

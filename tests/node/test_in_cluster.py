@@ -30,7 +30,7 @@ import pytest
 from humanwork_dev import incluster
 from humanwork_dev.fakes import catalog
 from tests.conftest import Cluster
-from tests.node.conftest import connects, container_pid
+from tests.node.conftest import connects, container_pid, eventually
 
 pytestmark = pytest.mark.cluster
 
@@ -187,15 +187,6 @@ def whoami(product: incluster.Deployed, token: str) -> int:
     return r.status_code
 
 
-def eventually(check: Callable[[], bool], timeout: float = 90.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(1)
-    return False
-
-
 def test_a_token_rotation_and_a_new_configuration_reach_the_running_container(
     cluster: Cluster, product: incluster.Deployed, org: Org
 ) -> None:
@@ -205,11 +196,15 @@ def test_a_token_rotation_and_a_new_configuration_reach_the_running_container(
     assert in_agent(cluster, ns, f"print(open({TOKEN_FILE!r}).read().strip())") == old
 
     cluster.kubectl("-n", ns, "annotate", "agentinstance", "agent", "humanwork.io/rotate-token=now")
-    assert eventually(lambda: secret_token(cluster, ns) != old), "the operator did not rotate"
+    assert eventually(lambda: secret_token(cluster, ns) != old, timeout=90), (
+        "the operator did not rotate"
+    )
     new = secret_token(cluster, ns)
     # the kubelet's Secret volume update: the file in the running container changes
     read = f"print(open({TOKEN_FILE!r}).read().strip())"
-    assert eventually(lambda: in_agent(cluster, ns, read) == new), "the volume was not updated"
+    assert eventually(lambda: in_agent(cluster, ns, read) == new, timeout=90), (
+        "the volume was not updated"
+    )
     # once the previous token's grace is over, only the new one is accepted ...
     assert eventually(lambda: whoami(product, old) == 401, timeout=GRACE_SECONDS + 30)
     assert whoami(product, new) == 200  # positive control
@@ -236,7 +231,7 @@ def test_a_token_rotation_and_a_new_configuration_reach_the_running_container(
             health["configHash"] != before and health["configHash"] == status.get("configHash")
         )
 
-    assert eventually(applied), "the new configuration did not reach the running agent"
+    assert eventually(applied, timeout=90), "the new configuration did not reach the running agent"
     assert prompt in in_agent(cluster, ns, f"print(open({CONFIG_FILE!r}).read())")
     last = agent_pod(cluster, ns)["status"]["containerStatuses"][0]
     assert last["containerID"] == first["containerID"] and last["restartCount"] == 0
