@@ -1,7 +1,9 @@
 # humanwork-operator: one Makefile for building, running and testing.
 #   make            create .venv and install the project with its test and lint extras
 #   make up         the local control plane, operator, platform API and a demo org with its
-#                   agent, in the foreground until Ctrl-C (UP_ARGS=--detach to leave it running)
+#                   agent, in the foreground until Ctrl-C (UP_ARGS=--detach to leave it running);
+#                   the agent runs as a container on the real node (root), or as a local
+#                   process with UP_ARGS=--agent-mode=process
 #   make demo       the demo agent plans the seed's example task: a plan waits in the queue
 #   make test       everything the CI runs, on a fresh machine
 #   make docs       regenerate the generated docs (OpenAPI, configuration tables)
@@ -48,7 +50,9 @@ cluster-down: venv
 cluster-status: venv
 	@$(CLUSTER) status
 
-up: venv cluster-binaries
+# the demo agent as a container on the real node (root): the node's binaries and the images
+# first; UP_ARGS=--agent-mode=process runs everything as local processes instead
+up: venv cluster-binaries $(if $(findstring process,$(UP_ARGS)),,node-binaries images)
 	@$(VENV)/bin/humanwork-stack up $(UP_ARGS)
 
 demo: venv
@@ -72,7 +76,8 @@ crds: venv
 down: venv
 	@$(VENV)/bin/humanwork-stack down
 
-test: venv cluster-binaries postgres-binaries browser-binaries
+# everything, the real node's tests (tests/node: root, containerd, iptables) included
+test: venv cluster-binaries postgres-binaries browser-binaries node-binaries images
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-unit: venv
@@ -117,7 +122,7 @@ node-down: venv
 node-status: venv
 	@$(VENV)/bin/humanwork-node status
 
-# the real-node tests (root, containerd, iptables): not in `make test`, see tests/node/conftest.py
+# only the real-node tests (also part of `make test`), see tests/node/conftest.py
 .PHONY: test-node
 test-node: venv cluster-binaries node-binaries images
 	$(PY) -m pytest tests/node $(PYTEST_ARGS)

@@ -1,13 +1,23 @@
 """The whole local stack for `make up`: the control plane, the humanwork resources, the
-operator and the platform API under their own identities, and a demo org whose agent runs
-as a local process with exactly what its pod spec gives it.
+operator and the platform API, and a demo org whose agent runs as a container on the
+real node (the default) or as a local process.
 
-    humanwork-stack up [--detach]  # idempotent; in the foreground until Ctrl-C, which
+    humanwork-stack up [--detach] [--agent-mode container|process]
+                                   # idempotent; in the foreground until Ctrl-C, which
                                    # stops everything (--detach leaves it running)
     humanwork-stack demo           # the seed's example task, planned by the demo agent
     humanwork-stack status
     humanwork-stack down           # stops the components and the control plane
 
+`--agent-mode container` (the default; root, containerd: humanwork_dev.node) starts the
+real node and runs the product in-cluster as humanwork_dev.incluster deploys it
+(`manifests/overlays/node`: the operator and the platform API as pods, the fakes as a pod,
+the demo agent a container on the real node, the dev overlay's committed admin password);
+the platform is forwarded to 127.0.0.1:8000. It is the default because it is how users
+run the product: images, NetworkPolicy, Pod Security and volumes all real.
+
+`--agent-mode process` (no root or no containerd needed; faster) runs everything as local
+processes, as described below.
 The operator authenticates with its ServiceAccount's token (so its RBAC is what runs),
 the platform API with the humanwork-platform-api ServiceAccount's and an SQLite database
 in `.cluster/` (its settings can be overridden with HUMANWORK_* variables, e.g.
@@ -26,6 +36,7 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -35,7 +46,7 @@ from pathlib import Path
 
 import httpx
 
-from humanwork_dev import cluster
+from humanwork_dev import cluster, incluster, node
 
 PORT_OFFSET = int(os.environ.get("HUMANWORK_STACK_PORT_OFFSET", "0"))
 """Added to every port below, to run a second stack beside one (the stack's own test)."""
@@ -50,6 +61,11 @@ DEMO_NAMESPACE = f"org-{DEMO_SLUG}"
 DEMO_EXPERT = "expert"
 SEED_REQUEST = (
     "Reconcile all Amazon orders for October and update inventory in Shopify for any discrepancies"
+)
+AGENT_MODES = ("container", "process")
+NO_NODE = (
+    "the demo agent runs as a container on a real node, which needs root and containerd "
+    "({reason}); `make up UP_ARGS=--agent-mode=process` runs it as a local process instead"
 )
 MANIFESTS = (
     "crds",
@@ -150,10 +166,12 @@ def _check_port(port: int, name: str) -> None:
             ) from None
 
 
-def up(state: Path | None = None) -> dict[str, str]:
+def up(state: Path | None = None, agent_mode: str = "process") -> dict[str, str]:
     """Start whatever of the stack is not running; return what the user needs to know.
     A start that fails part-way stops the components it started and says why."""
     state = state or cluster.state_dir_default()
+    if agent_mode == "container":
+        return _up_container(state)
     info = cluster.up(state)
     _install(info)
     (state / "logs").mkdir(parents=True, exist_ok=True)
@@ -166,9 +184,21 @@ def up(state: Path | None = None) -> dict[str, str]:
         expert_password = _demo_org(state, info, password_file.read_text().strip())
         _start_agent(starts, info)
     except (Exception, KeyboardInterrupt) as exc:
-        stopped = starts.abort()
-        note = f" (stopped what this start began: {', '.join(stopped)})" if stopped else ""
-        raise cluster.ClusterError(f"{exc}{note}; logs in {state / 'logs'}") from exc
+        raise _aborted(starts, exc) from exc
+    return _summary(info, password_file, expert_password)
+
+
+def _aborted(starts: _Starts, exc: BaseException) -> cluster.ClusterError:
+    """Stop what this start began; the error that says so."""
+    stopped = starts.abort()
+    note = f" (stopped what this start began: {', '.join(stopped)})" if stopped else ""
+    return cluster.ClusterError(f"{exc}{note}; logs in {starts.state / 'logs'}")
+
+
+def _summary(
+    info: cluster.ClusterInfo, password_file: Path, expert_password: str
+) -> dict[str, str]:
+    """What the user needs to know of a started stack."""
     return {
         "kubeconfig": info.kubeconfig,
         "bin_dir": info.bin_dir,
@@ -177,6 +207,79 @@ def up(state: Path | None = None) -> dict[str, str]:
         "admin_password_file": str(password_file),
         "expert_password": expert_password,
     }
+
+
+def _node_missing() -> str | None:
+    """Why the real node cannot run here (None: it can)."""
+    if os.geteuid() != 0:
+        return "this is not root"
+    if not shutil.which("containerd") and not shutil.which("apt-get"):
+        return "containerd is not installed and cannot be installed with apt-get"
+    return None
+
+
+def _up_container(state: Path) -> dict[str, str]:
+    """The container mode: the real node, the product in-cluster, the demo org, its agent
+    a container on the node, and a forward of 127.0.0.1:PLATFORM_PORT to the platform."""
+    reason = _node_missing()
+    if reason:
+        raise cluster.ClusterError(NO_NODE.format(reason=reason))
+    info = cluster.up(state)
+    try:
+        node.up(state)
+    except node.NodeError as exc:
+        raise cluster.ClusterError(NO_NODE.format(reason=f"the node did not start: {exc}")) from exc
+    kubectl = incluster.Kubectl(info.kubectl, info.kubeconfig)
+    try:
+        deployed = incluster.deploy(kubectl)
+    except incluster.InClusterError as exc:
+        raise cluster.ClusterError(f"the product did not start on the real node: {exc}") from exc
+    (state / "logs").mkdir(parents=True, exist_ok=True)
+    (state / "agent-mode").write_text("container")
+    password_file = state / "admin-password"
+    password_file.write_text(incluster.DEV_ADMIN_PASSWORD)  # the dev overlay's (committed)
+    password_file.chmod(0o600)
+    (state / "fake-credentials.json").write_text(json.dumps(deployed.credentials))
+    starts = _Starts(state)
+    try:
+        if "platform-forward" not in starts.running:
+            target = deployed.platform_url.removeprefix("http://")
+            args = [sys.executable, "-m", "humanwork_dev.node", "forward",
+                    f"127.0.0.1:{PLATFORM_PORT}", target]  # fmt: skip
+            pid = starts.spawn("platform-forward", args, {}, (PLATFORM_PORT,))
+            _wait_http("platform-forward", f"http://127.0.0.1:{PLATFORM_PORT}/healthz", pid)
+        expert_password = _demo_org(state, info, incluster.DEV_ADMIN_PASSWORD, on_real_node=True)
+        _configure_agent_in_container(kubectl)
+    except (Exception, KeyboardInterrupt) as exc:
+        raise _aborted(starts, exc) from exc
+    agent = f"{DEMO_NAMESPACE}/agent, a container on the real node {node.NODE_NAME}"
+    return {**_summary(info, password_file, expert_password), "agent": agent}
+
+
+CONFIGURE_IN_CONTAINER = """
+import json, os, time, urllib.request
+from humanwork_core import signing
+key = open(os.environ["HUMANWORK_CALLBACK_SECRET_FILE"]).read().strip()
+body = json.dumps({"planningLookups": True}).encode()
+headers = {"Content-Type": "application/json",
+           signing.SIGNATURE_HEADER: signing.sign(key, body, int(time.time()))}
+request = urllib.request.Request("http://127.0.0.1:8080/v1/configure", body, headers)
+print(urllib.request.urlopen(request, timeout=30).status)
+"""
+
+
+def _configure_agent_in_container(kubectl: incluster.Kubectl) -> None:
+    """What `_configure_demo_agent` does for a process, from inside the agent's container
+    (its NetworkPolicy lets only the platform in): signed with the callback secret the
+    container holds, so the secret never leaves it."""
+    pods = kubectl.json("-n", DEMO_NAMESPACE, "get", "pods", "-l",
+                        "app.kubernetes.io/name=humanwork-agent")  # fmt: skip
+    running = [p for p in pods["items"] if p["status"].get("phase") == "Running"]
+    if not running:
+        raise cluster.ClusterError(f"the demo agent's pod is not running in {DEMO_NAMESPACE}")
+    name = running[0]["metadata"]["name"]
+    kubectl("-n", DEMO_NAMESPACE, "exec", name, "-c", "agent", "--", "python", "-c",
+            CONFIGURE_IN_CONTAINER)  # fmt: skip
 
 
 def _admin_password(state: Path) -> Path:
@@ -315,7 +418,9 @@ def _secret_file(path: Path, size: int, *, b64: bool = False) -> str:
     return path.read_text().strip()
 
 
-def _demo_org(state: Path, info: cluster.ClusterInfo, admin_password: str) -> str:
+def _demo_org(
+    state: Path, info: cluster.ClusterInfo, admin_password: str, on_real_node: bool = False
+) -> str:
     """The demo org through the platform API (org, expert, tools, credentials of the fake
     upstreams) and its AgentInstance; idempotent. The expert's password."""
     base = f"http://127.0.0.1:{PLATFORM_PORT}"
@@ -381,6 +486,7 @@ def _demo_org(state: Path, info: cluster.ClusterInfo, admin_password: str) -> st
                     },
                     "model": "offline",
                     "enabledTools": ["amazon", "shopify"],
+                    **(incluster.agent_scheduling() if on_real_node else {}),
                     "llm": {
                         # no model: the agent's offline planner (set a real endpoint and
                         # HUMANWORK_DEMO_LLM_KEY to use one)
@@ -408,7 +514,7 @@ def _demo_org(state: Path, info: cluster.ClusterInfo, admin_password: str) -> st
             DEMO_NAMESPACE,
             "--for=jsonpath={.status.phase}=Ready",
             "agentinstance/agent",
-            "--timeout=120s",
+            "--timeout=180s",
         ],
         env=env,
         check=True,
@@ -472,11 +578,9 @@ def _require_ready(state: Path) -> None:
     if cluster.status(state) is None or not (state / "admin-password").exists():
         raise cluster.ClusterError(NOT_READY)
     components = _components(state)
-    missing = [
-        name
-        for name in ("operator", "platform", "fakes", "agent")
-        if not components.get(name) or not _alive(components[name])
-    ]
+    container = (state / "agent-mode").exists()
+    needed = ("platform-forward",) if container else ("operator", "platform", "fakes", "agent")
+    missing = [name for name in needed if not components.get(name) or not _alive(components[name])]
     if missing:
         raise cluster.ClusterError(f"{NOT_READY} (not running: {', '.join(missing)})")
 
@@ -495,18 +599,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--detach", action="store_true", help="up: leave it running and return at once"
     )
+    parser.add_argument(
+        "--agent-mode",
+        choices=AGENT_MODES,
+        default=os.environ.get("HUMANWORK_STACK_AGENT_MODE", "container"),
+        help="up: the demo agent as a container on the real node (default; root) or as a "
+        "local process (default from HUMANWORK_STACK_AGENT_MODE)",
+    )
     args = parser.parse_args(argv)
     state = cluster.state_dir_default()
     try:
         if args.command == "up":
-            out = up(state)
+            out = up(state, args.agent_mode)
+            agent = out.get("agent", f"{DEMO_NAMESPACE}/agent at http://127.0.0.1:{AGENT_PORT}")
             print(
                 "humanwork is up.\n"
                 f"  workspace:    {out['workspace']}  (login {DEMO_EXPERT} / "
                 f"{out['expert_password']})\n"
                 f"  platform API: {out['platform']}/docs  (user admin, password in "
                 f"{out['admin_password_file']})\n"
-                f"  demo agent:   {DEMO_NAMESPACE}/agent at http://127.0.0.1:{AGENT_PORT}\n"
+                f"  demo agent:   {agent}\n"
                 "  next:         `make demo` files the seed's example task\n"
                 '  kubectl:      eval "$(.venv/bin/humanwork-cluster env)"',
                 file=sys.stderr,

@@ -3,7 +3,9 @@
     python -m humanwork_dev.fakes --shopify-port 8091 --amazon-port 8092 --credentials FILE
 
 writes the integration credentials pointing at them to FILE (JSON: {"shopify": {...},
-"amazon": {...}}) and serves until interrupted.
+"amazon": {...}}; `-`: to stdout) and serves until interrupted. In a pod (the real node's
+in-cluster stack, humanwork_dev.incluster): `--host 0.0.0.0` and the Service's URLs as
+`--shopify-url` / `--amazon-url`, which the credentials then point at.
 """
 
 from __future__ import annotations
@@ -23,15 +25,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shopify-port", type=int, default=0)
     parser.add_argument("--amazon-port", type=int, default=0)
     parser.add_argument("--credentials", type=Path, required=True)
+    parser.add_argument("--host", default="127.0.0.1", help="the address to listen on")
+    parser.add_argument("--shopify-url", default=None, help="the base URL in the credentials")
+    parser.add_argument("--amazon-url", default=None, help="the base URL in the credentials")
     args = parser.parse_args(argv)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    with FakeShopify(port=args.shopify_port) as shop, FakeAmazon(port=args.amazon_port) as amazon:
-        args.credentials.write_text(
-            json.dumps({"shopify": shop.credentials(), "amazon": amazon.credentials()})
+    with (
+        FakeShopify(host=args.host, port=args.shopify_port) as shop,
+        FakeAmazon(host=args.host, port=args.amazon_port) as amazon,
+    ):
+        amazon_url = args.amazon_url or amazon.url
+        credentials = json.dumps(
+            {
+                "shopify": shop.credentials(baseUrl=args.shopify_url or shop.url),
+                "amazon": amazon.credentials(
+                    baseUrl=amazon_url, tokenUrl=amazon.token_url.replace(amazon.url, amazon_url)
+                ),
+            }
         )
-        args.credentials.chmod(0o600)
+        if str(args.credentials) == "-":
+            print(credentials, flush=True)
+        else:
+            args.credentials.write_text(credentials)
+            args.credentials.chmod(0o600)
         print(f"fake Shopify at {shop.url}, fake Amazon at {amazon.url}", flush=True)
         stop.wait()
     return 0

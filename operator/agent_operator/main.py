@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import socket
 
 import kopf
+from kopf._core.engines.peering import Identity
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
             clusterwide=not args.namespace,
             namespaces=args.namespace,
             liveness_endpoint=args.liveness or None,
+            # kopf's default identity asks the password database for the user, which a
+            # container's numeric user (10001) is not in: the host name (the pod's) instead
+            identity=Identity(socket.gethostname()),
         )
     )
     return 0

@@ -34,11 +34,17 @@ KUSTOMIZATIONS = [
     "manifests/base/platform",
     "manifests/base/policies",
     "manifests/overlays/dev",
+    "manifests/overlays/node",
     "manifests/overlays/production",
     "manifests/samples",
 ]
-INSTALLABLE = ["manifests/base", "manifests/overlays/dev", "manifests/overlays/production"]
-OVERLAYS = ["manifests/overlays/dev", "manifests/overlays/production"]
+INSTALLABLE = [
+    "manifests/base",
+    "manifests/overlays/dev",
+    "manifests/overlays/node",
+    "manifests/overlays/production",
+]
+OVERLAYS = ["manifests/overlays/dev", "manifests/overlays/node", "manifests/overlays/production"]
 PLATFORM = "humanwork-platform-api"
 OPERATOR = "humanwork-operator"
 Doc = dict[str, Any]

@@ -23,6 +23,8 @@ def stack_env(state: Path, offset: int) -> dict[str, str]:
         **os.environ,
         "HUMANWORK_CLUSTER_DIR": str(state),
         "HUMANWORK_STACK_PORT_OFFSET": str(offset),
+        # the process mode: the container mode's real node is tests/node's (one per machine)
+        "HUMANWORK_STACK_AGENT_MODE": "process",
     }
     env.pop("KUBECONFIG", None)
     return env

@@ -1,24 +1,33 @@
-"""Fixtures of the real-node tests: the local control plane (the root `cluster` fixture)
-with one real node beside kwok (humanwork_dev.node), and pods pinned to that node.
+"""Fixtures of the real-node tests: a local control plane of their own (state in
+`.cluster-node/`, not the `.cluster/` of the rest of the suite) with one real node beside
+kwok (humanwork_dev.node), and pods pinned to that node.
+
+A control plane of their own, so that the product they deploy in-cluster (an operator pod
+reconciling every AgentInstance, the platform API in humanwork-system) never meets the
+operator process and the resources the kwok tests run on the suite's cluster, and the
+kwok tests never see the real node. Both run in the same `make test` session.
 
 These tests need root (containerd, iptables, network namespaces) and the node's binaries
-and images (`make node-binaries images`); they are not part of `make test`
-(`make test-node` runs them). When the node cannot be had they FAIL with the reason."""
+and images (`make node-binaries images`, which `make test` builds first). When the node
+cannot be had they FAIL with the reason."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import config
 
 from humanwork_dev import cluster as local
-from humanwork_dev import node
+from humanwork_dev import incluster, node
 from tests.conftest import Cluster
 
 RESTRICTED = {
@@ -28,12 +37,34 @@ RESTRICTED = {
 }
 
 
-@pytest.fixture(scope="session")
-def real_node(cluster: Cluster) -> dict[str, Any]:
-    if not cluster.local:
-        pytest.fail("the real-node tests run on the local control plane only", pytrace=False)
+NODE_STATE = Path(os.environ.get("HUMANWORK_NODE_CLUSTER_DIR", local.REPO / ".cluster-node"))
+"""The real-node tests' own control plane (its node's state is under `node/`)."""
+
+
+@pytest.fixture(scope="package")
+def cluster() -> Iterator[Cluster]:
+    """Overrides the root `cluster` for tests/node: the local control plane at NODE_STATE
+    (reused when running, started otherwise). Package-scoped: the node and its control
+    plane stop when the last test of tests/node is done, not at the end of `make test`,
+    so they take no CPU from the rest of the suite."""
     try:
-        return node.up()
+        info = local.status(NODE_STATE)
+        started_here = info is None
+        info = info or local.up(NODE_STATE)
+    except local.ClusterError as exc:
+        pytest.fail(f"no control plane for the real-node tests: {exc}", pytrace=False)
+    api = config.new_client_from_config(config_file=info.kubeconfig)
+    yield Cluster(info.kubeconfig, info.kubectl, True, api, info)
+    api.close()
+    if started_here and not os.environ.get("HUMANWORK_KEEP_CLUSTER"):
+        node.down(NODE_STATE)
+        local.down(NODE_STATE)
+
+
+@pytest.fixture(scope="package")
+def real_node(cluster: Cluster) -> dict[str, Any]:
+    try:
+        return node.up(NODE_STATE)
     except node.NodeError as exc:
         pytest.fail(f"no real node: {exc}", pytrace=False)
 
@@ -107,13 +138,7 @@ def run_pod(cluster: Cluster) -> Iterator[Callable[..., dict[str, Any]]]:
 
 def container_pid(pod: dict[str, Any]) -> int:
     """The host PID of a pod's first container (containerd's task)."""
-    cid = pod["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
-    state = local.state_dir_default()
-    for line in node._ctr(node.node_dir(state), "tasks", "ls").stdout.splitlines()[1:]:
-        task, pid, *_ = line.split()
-        if task == cid:
-            return int(pid)
-    raise AssertionError(f"no containerd task for {cid}")
+    return incluster.container_pid(NODE_STATE, pod)
 
 
 def connects(pid: int | None, host: str, port: int, timeout: float = 2.0) -> bool:

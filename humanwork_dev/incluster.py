@@ -1,0 +1,306 @@
+"""The product in-cluster on the real node (humanwork_dev.node): the operator and the
+platform API as pods from `manifests/overlays/node` (the dev overlay pinned to the real
+node), and the fake Shopify and Amazon as a pod of their own in `humanwork-fakes`.
+
+The fakes run in the platform image (it carries Python, Starlette and uvicorn, all they
+need); their source (humanwork_dev/fakes, which no image ships) is mounted from a
+ConfigMap. Their credentials point at their Service, which the node overlay's platform
+allowlist names. From the host, the platform is reached through its Service's cluster
+address (kube-proxy's rules on the node answer it from the host too).
+
+Used by the real-node tests (tests/node/test_in_cluster.py) and by `make up` (its
+container mode, humanwork_dev.stack).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from humanwork_dev import cluster, node
+
+OVERLAY = cluster.REPO / "manifests" / "overlays" / "node"
+SYSTEM = "humanwork-system"
+FAKES = "humanwork-fakes"  # namespace, Deployment and Service
+SHOPIFY_PORT, AMAZON_PORT = 8091, 8092
+FAKES_HOST = f"{FAKES}.{FAKES}.svc.cluster.local"
+PLATFORM_IMAGE = "humanwork/platform-api:0.1.0"
+DEV_ADMIN_PASSWORD = "dev-admin-password-NOT-FOR-PRODUCTION"  # the dev overlay's, committed
+FAKES_SOURCE = cluster.REPO / "humanwork_dev" / "fakes"
+
+
+class InClusterError(RuntimeError):
+    """The product could not be deployed on the real node."""
+
+
+@dataclass
+class Kubectl:
+    """kubectl with one kubeconfig."""
+
+    path: str
+    kubeconfig: str
+
+    def __call__(
+        self, *args: str, stdin: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [self.path, f"--kubeconfig={self.kubeconfig}", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if check and done.returncode != 0:
+            raise InClusterError(f"kubectl {' '.join(args)} failed: {done.stderr.strip()}")
+        return done
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self(*args, "-o", "json").stdout)
+
+
+@dataclass
+class Deployed:
+    """What the deployed product is, as the host reaches it."""
+
+    platform_url: str
+    fakes_ip: str
+    credentials: dict[str, dict[str, str]]
+
+
+def _pod_spec(containers: list[dict[str, Any]], volumes: list[dict[str, Any]]) -> dict[str, Any]:
+    """A pod on the real node under the `restricted` Pod Security profile."""
+    return {
+        "nodeSelector": {node.LABEL[0]: node.LABEL[1]},
+        "tolerations": [{"key": node.TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 10001,
+            "runAsGroup": 10001,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "containers": containers,
+        "volumes": volumes,
+    }
+
+
+def fakes_manifests() -> list[dict[str, Any]]:
+    """Namespace, source ConfigMap, Deployment and Service of the fake upstreams."""
+    files = sorted(FAKES_SOURCE.glob("*.py"))
+    data = {"humanwork_dev__init__.py": ""} | {f.name: f.read_text() for f in files}
+    items = [{"key": "humanwork_dev__init__.py", "path": "humanwork_dev/__init__.py"}] + [
+        {"key": f.name, "path": f"humanwork_dev/fakes/{f.name}"} for f in files
+    ]
+    labels = {"app.kubernetes.io/name": FAKES, "app.kubernetes.io/part-of": "humanwork-dev"}
+    base = f"http://{FAKES_HOST}"
+    container = {
+        "name": "fakes",
+        "image": PLATFORM_IMAGE,
+        "imagePullPolicy": "Never",
+        "command": ["python", "-m", "humanwork_dev.fakes", "--host", "0.0.0.0",
+                    "--shopify-port", str(SHOPIFY_PORT), "--amazon-port", str(AMAZON_PORT),
+                    "--shopify-url", f"{base}:{SHOPIFY_PORT}",
+                    "--amazon-url", f"{base}:{AMAZON_PORT}", "--credentials", "-"],
+        "env": [{"name": "PYTHONPATH", "value": "/opt/fakes"}],
+        "ports": [{"name": "shopify", "containerPort": SHOPIFY_PORT},
+                  {"name": "amazon", "containerPort": AMAZON_PORT}],
+        "readinessProbe": {"tcpSocket": {"port": AMAZON_PORT}, "periodSeconds": 1},
+        "resources": {"requests": {"cpu": "10m", "memory": "64Mi"},
+                      "limits": {"memory": "256Mi"}},
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": [{"name": "source", "mountPath": "/opt/fakes", "readOnly": True}],
+    }  # fmt: skip
+    volume = {"name": "source", "configMap": {"name": f"{FAKES}-source", "items": items}}
+    meta = {"namespace": FAKES, "labels": labels}
+    return [
+        {"apiVersion": "v1", "kind": "Namespace",
+         "metadata": {"name": FAKES, "labels": {
+             "pod-security.kubernetes.io/enforce": "restricted", **labels}}},
+        {"apiVersion": "v1", "kind": "ConfigMap",
+         "metadata": {"name": f"{FAKES}-source", **meta}, "data": data},
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": FAKES, **meta},
+         "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                  "template": {"metadata": {"labels": labels},
+                               "spec": _pod_spec([container], [volume])}}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": FAKES, **meta},
+         "spec": {"selector": labels, "ports": [
+             {"name": "shopify", "port": SHOPIFY_PORT, "targetPort": SHOPIFY_PORT},
+             {"name": "amazon", "port": AMAZON_PORT, "targetPort": AMAZON_PORT}]}},
+    ]  # fmt: skip
+
+
+def deploy(
+    kubectl: Kubectl, operator_env: dict[str, str] | None = None, timeout: float = 240.0
+) -> Deployed:
+    """Apply the node overlay and the fakes (with `operator_env` set on the operator's
+    container), wait until they serve; idempotent."""
+    kubectl("apply", "--server-side", "--force-conflicts", "-k", str(OVERLAY))
+    if operator_env:
+        pairs = [f"{k}={v}" for k, v in operator_env.items()]
+        kubectl("-n", SYSTEM, "set", "env", "deployment/humanwork-operator", *pairs)
+    manifest = {"apiVersion": "v1", "kind": "List", "items": fakes_manifests()}
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=json.dumps(manifest))
+    for namespace, name in ((SYSTEM, "humanwork-operator"), (SYSTEM, "humanwork-platform-api"),
+                            (FAKES, FAKES)):  # fmt: skip
+        done = kubectl("-n", namespace, "rollout", "status", f"deployment/{name}",
+                       f"--timeout={int(timeout)}s", check=False)  # fmt: skip
+        if done.returncode != 0:
+            pods = kubectl("-n", namespace, "get", "pods", "-o", "wide", check=False).stdout
+            events = kubectl("-n", namespace, "get", "events", check=False).stdout[-3000:]
+            raise InClusterError(f"{namespace}/{name} not ready: {done.stderr}\n{pods}\n{events}")
+    service = kubectl.json("-n", SYSTEM, "get", "service", "humanwork-platform-api")
+    platform_url = f"http://{service['spec']['clusterIP']}:8000"
+    _wait_http(f"{platform_url}/healthz", timeout)
+    return Deployed(platform_url, _fakes_ip(kubectl), _fakes_credentials(kubectl, timeout))
+
+
+def _fakes_ip(kubectl: Kubectl) -> str:
+    pods = kubectl.json("-n", FAKES, "get", "pods", "-l", f"app.kubernetes.io/name={FAKES}")
+    running = [p for p in pods["items"] if p["status"].get("phase") == "Running"]
+    if not running:
+        raise InClusterError("no running pod of the fake upstreams")
+    return str(running[0]["status"]["podIP"])
+
+
+def _fakes_credentials(kubectl: Kubectl, timeout: float) -> dict[str, dict[str, str]]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        logs = kubectl("-n", FAKES, "logs", f"deployment/{FAKES}", check=False).stdout
+        for line in logs.splitlines():
+            if line.startswith("{"):
+                found: dict[str, dict[str, str]] = json.loads(line)
+                return found
+        time.sleep(0.5)
+    raise InClusterError("the fake upstreams printed no credentials")
+
+
+def _wait_http(url: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=3).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise InClusterError(f"{url} did not answer 200 within {timeout:.0f}s")
+
+
+def agent_scheduling() -> dict[str, Any]:
+    """The AgentInstance fields that put its agent pods on the real node."""
+    return {
+        "nodeSelector": {node.LABEL[0]: node.LABEL[1]},
+        "tolerations": [{"key": node.TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+    }
+
+
+def undeploy(kubectl: Kubectl) -> None:
+    """Remove the fakes and the product's Deployments (CRDs and policies stay)."""
+    kubectl("delete", "namespace", FAKES, "--ignore-not-found", "--wait=false", check=False)
+    kubectl("-n", SYSTEM, "delete", "deployment", "humanwork-operator", "humanwork-platform-api",
+            "--ignore-not-found", check=False)  # fmt: skip
+
+
+# --- an org and its agent, as an admin makes them -----------------------------------------
+
+
+@dataclass
+class Org:
+    """An org made through the platform, and its users' Authorization headers."""
+
+    id: str
+    namespace: str
+    headers: dict[str, dict[str, str]]
+    passwords: dict[str, str]
+
+
+def login(http: httpx.Client, user: str, password: str) -> dict[str, str]:
+    r = http.post("/auth/token", json={"username": user, "password": password})
+    if r.status_code != 200:
+        raise InClusterError(f"login of {user} refused: {r.status_code} {r.text}")
+    return {"Authorization": f"Bearer {r.json()['access_token']}"}
+
+
+def create_org(
+    http: httpx.Client,
+    slug: str,
+    credentials: dict[str, dict[str, str]],
+    users: tuple[str, ...] = ("expert", "requester"),
+    admin_password: str = DEV_ADMIN_PASSWORD,
+) -> Org:
+    """The org `slug` through the platform API (`http` is a client on its URL): users with
+    the role `operator` named `<user>-<slug>`, Shopify and Amazon enabled with the fakes'
+    credentials."""
+    admin = login(http, "admin", admin_password)
+    r = http.post("/orgs", json={"slug": slug, "name": f"Acme ({slug})"}, headers=admin)
+    if r.status_code != 201:
+        raise InClusterError(f"org {slug} refused: {r.status_code} {r.text}")
+    org = Org(r.json()["id"], f"org-{slug}", {}, {})
+    for user in users:
+        name, password = f"{user}-{slug}", f"pw-{user}-{slug}-{uuid.uuid4().hex[:12]}"
+        doc = {"username": name, "password": password, "role": "operator", "org_ids": [org.id]}
+        http.post("/users", json=doc, headers=admin).raise_for_status()
+        org.headers[user], org.passwords[user] = login(http, name, password), password
+    for tool in ("shopify", "amazon"):
+        http.put(f"/orgs/{org.id}/tool-permissions/{tool}", json={"enabled": True},
+                 headers=admin).raise_for_status()  # fmt: skip
+        http.put(f"/orgs/{org.id}/integrations/{tool}", json={"credentials": credentials[tool]},
+                 headers=admin).raise_for_status()  # fmt: skip
+    return org
+
+
+def provision_agent(kubectl: Kubectl, org: Org, timeout: float = 180.0) -> None:
+    """The org's AgentInstance `agent` on the real node (offline planner, no LLM), Ready."""
+    kubectl("-n", org.namespace, "create", "secret", "generic", "llm",
+            "--from-literal=api-key=none")  # fmt: skip
+    instance = {
+        "apiVersion": "humanwork.io/v1alpha1",
+        "kind": "AgentInstance",
+        "metadata": {"name": "agent", "namespace": org.namespace},
+        "spec": {
+            "orgId": org.id,
+            "specialist": {"name": "Ops", "systemPrompt": "You reconcile orders."},
+            "model": "offline",
+            "enabledTools": ["amazon", "shopify"],
+            "llm": {"baseURL": "https://llm.example/v1",
+                    "apiKeySecretRef": {"name": "llm", "key": "api-key"}},
+            **agent_scheduling(),
+        },
+    }  # fmt: skip
+    kubectl("apply", "-f", "-", stdin=json.dumps(instance))
+    kubectl("-n", org.namespace, "wait", "--for=jsonpath={.status.phase}=Ready",
+            "agentinstance/agent", f"--timeout={int(timeout)}s")  # fmt: skip
+
+
+def container_pid(state: Path, pod: dict[str, Any]) -> int:
+    """The host PID of a pod's first container (the node's containerd task)."""
+    cid = pod["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
+    for line in node._ctr(node.node_dir(state), "tasks", "ls").stdout.splitlines()[1:]:
+        task, pid, *_ = line.split()
+        if task == cid:
+            return int(pid)
+    raise InClusterError(f"no containerd task for {cid}")
+
+
+def cgroup_memory(pid: int) -> dict[str, int]:
+    """Memory of the container of `pid` and of its pod, in bytes, from the cgroup v1
+    memory hierarchy (this machine's, see the node note): usage_in_bytes and the rss of
+    memory.stat, for the container's cgroup and its parent (the pod's)."""
+    lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    path = next(ln.split(":", 2)[2] for ln in lines if ln.split(":")[1] == "memory")
+    container = Path("/sys/fs/cgroup/memory") / path.lstrip("/")
+    out: dict[str, int] = {}
+    for prefix, folder in (("container", container), ("pod", container.parent)):
+        out[f"{prefix}_usage"] = int((folder / "memory.usage_in_bytes").read_text())
+        stat = dict(ln.split() for ln in (folder / "memory.stat").read_text().splitlines())
+        out[f"{prefix}_rss"] = int(stat["total_rss"])
+    return out

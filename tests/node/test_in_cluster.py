@@ -1,0 +1,299 @@
+"""The product in-cluster on the real node (issue 13, item 4): `manifests/overlays/node`
+(the dev overlay pinned to the real node) runs the operator and the platform API as pods
+from the images `make images` built; the fake Shopify and Amazon run as a pod of their own.
+An org is made through the platform's Service (its cluster address, from the host), its
+AgentInstance by kubectl, and the agent runs as a container on the real node.
+
+The seed's example then runs end to end, every hop over the pod network: the platform asks
+the agent to plan (a signed command to the agent's Service), the expert approves, the agent
+sees the approval through the API server and executes through the platform's tool proxy,
+which calls the fakes' Service. A token rotation and a configuration change then reach the
+running container through the kubelet's Secret and ConfigMap volume updates, without a
+restart: the same container ID, restartCount 0, and the new token used (the old one is
+refused once its grace is over).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from humanwork_dev import incluster
+from humanwork_dev.fakes import catalog
+from tests.conftest import Cluster
+from tests.node.conftest import connects, container_pid, eventually
+
+pytestmark = pytest.mark.cluster
+
+SEED_REQUEST = (
+    "Reconcile all Amazon orders for October and update inventory in Shopify for any discrepancies"
+)
+MUG = catalog.BY_SKU[catalog.DISCREPANT_SKU].inventory_item_id
+FIX = {
+    "action": "adjustInventoryLevel",
+    "params": {
+        "location_id": catalog.WAREHOUSE_LOCATION_ID,
+        "inventory_item_id": MUG,
+        "available_adjustment": -catalog.DISCREPANCY,
+    },
+}
+GRACE_SECONDS = 5
+"""The operator's grace for the previous token here (60 s by default)."""
+TOKEN_FILE = "/var/run/humanwork/token/token"
+
+
+class Org:
+    """One org on the in-cluster platform (made by humanwork_dev.incluster), and its
+    expert and requester (the requester of a task cannot approve it)."""
+
+    def __init__(self, http: httpx.Client, made: incluster.Org) -> None:
+        self.http, self.id, self.namespace = http, made.id, made.namespace
+        self.expert, self.requester = made.headers["expert"], made.headers["requester"]
+
+    def task(self, name: str) -> dict[str, Any]:
+        r = self.http.get(f"/agentic/tasks/{self.namespace}/{name}", headers=self.expert)
+        assert r.status_code == 200, r.text
+        found: dict[str, Any] = r.json()
+        return found
+
+    def until(self, name: str, check: Callable[[dict[str, Any]], bool], within: float = 90) -> Any:
+        deadline = time.monotonic() + within
+        while True:
+            task = self.task(name)
+            if check(task):
+                return task
+            assert time.monotonic() < deadline, json.dumps(task)[:3000]
+            time.sleep(0.3)
+
+    def plan(self) -> dict[str, Any]:
+        r = self.http.post(f"/orgs/{self.id}/agents/agent/tasks", json={"request": SEED_REQUEST},
+                           headers=self.requester, timeout=120)  # fmt: skip
+        assert r.status_code == 201, r.text
+        planned: dict[str, Any] = r.json()
+        return planned
+
+
+def state_of(task: dict[str, Any], step: str) -> str | None:
+    for entry in (task.get("status") or {}).get("steps") or []:
+        if entry["id"] == step:
+            return (entry.get("execution") or {}).get("state")  # type: ignore[no-any-return]
+    return None
+
+
+@pytest.fixture(scope="module")
+def product(cluster: Cluster, real_node: dict[str, Any]) -> Iterator[incluster.Deployed]:
+    kubectl = incluster.Kubectl(cluster.kubectl_path, cluster.kubeconfig)
+    env = {"HUMANWORK_OPERATOR_PREVIOUS_TOKEN_GRACE_SECONDS": str(GRACE_SECONDS)}
+    yield incluster.deploy(kubectl, operator_env=env)
+    incluster.undeploy(kubectl)
+
+
+@pytest.fixture(scope="module")
+def org(cluster: Cluster, product: incluster.Deployed) -> Iterator[Org]:
+    """An org made through the platform's Service the way an admin makes one (users, tools
+    pointed at the fakes' Service), and its AgentInstance on the real node (kubectl: the
+    platform has no endpoint that creates one)."""
+    kubectl = incluster.Kubectl(cluster.kubectl_path, cluster.kubeconfig)
+    with httpx.Client(base_url=product.platform_url, timeout=60) as http:
+        made = incluster.create_org(http, f"node-{uuid.uuid4().hex[:6]}", product.credentials)
+        incluster.provision_agent(kubectl, made)
+        yield Org(http, made)
+        cluster.kubectl("delete", "namespace", made.namespace, "--wait=false", check=False)
+
+
+def pods_of(cluster: Cluster, namespace: str, app: str) -> list[dict[str, Any]]:
+    selector = f"app.kubernetes.io/name={app}"
+    found = cluster.kubectl("-n", namespace, "get", "pods", "-l", selector, "-o", "json")
+    return list(json.loads(found.stdout)["items"])
+
+
+def agent_pod(cluster: Cluster, namespace: str) -> dict[str, Any]:
+    pods = pods_of(cluster, namespace, "humanwork-agent")
+    running = [p for p in pods if p["status"].get("phase") == "Running"]
+    assert len(running) == 1, [p["status"] for p in pods]
+    return dict(running[0])
+
+
+def in_agent(cluster: Cluster, namespace: str, code: str) -> str:
+    """Run Python inside the running agent container (kubectl exec)."""
+    pod = agent_pod(cluster, namespace)["metadata"]["name"]
+    done = cluster.kubectl("-n", namespace, "exec", pod, "-c", "agent", "--", "python", "-c", code)
+    return done.stdout.strip()
+
+
+def inventory(product: incluster.Deployed) -> int:
+    """The fake Shopify's stock of the discrepant item, asked from the host at its pod."""
+    creds = product.credentials["shopify"]
+    r = httpx.get(
+        f"http://{product.fakes_ip}:{incluster.SHOPIFY_PORT}/admin/api/{creds['apiVersion']}"
+        "/inventory_levels.json",
+        params={"inventory_item_ids": MUG, "location_ids": catalog.WAREHOUSE_LOCATION_ID},
+        headers={"X-Shopify-Access-Token": creds["accessToken"]},
+    )
+    assert r.status_code == 200, r.text
+    return int(r.json()["inventory_levels"][0]["available"])
+
+
+def test_the_seed_example_runs_end_to_end_with_everything_in_containers(
+    cluster: Cluster, product: incluster.Deployed, org: Org
+) -> None:
+    for namespace, name in (("humanwork-system", "humanwork-operator"),
+                            ("humanwork-system", "humanwork-platform-api"),
+                            (incluster.FAKES, incluster.FAKES)):  # fmt: skip
+        pods = pods_of(cluster, namespace, name)
+        assert [p["spec"]["nodeName"] for p in pods] == ["humanwork-node-0"], name
+    pod = agent_pod(cluster, org.namespace)
+    assert pod["spec"]["nodeName"] == "humanwork-node-0"
+    assert pod["status"]["containerStatuses"][0]["containerID"].startswith("containerd://")
+    before = inventory(product)
+    assert before == catalog.INVENTORY[(MUG, catalog.WAREHOUSE_LOCATION_ID)]
+
+    planned = org.plan()
+    name, (read, write) = planned["id"].rsplit("/", 1)[1], planned["steps"]
+    assert (read["tool"], write["tool"]) == ("amazon", "shopify"), planned["steps"]
+    time.sleep(1.5)
+    assert state_of(org.task(name), read["id"]) is None  # nothing runs before a decision
+    r = org.http.post(f"/agentic/tasks/{org.namespace}/{name}/steps/{read['id']}/approve",
+                      json={}, headers=org.expert)  # fmt: skip
+    assert r.status_code == 200, r.text
+    task = org.until(name, lambda t: state_of(t, read["id"]) == "Succeeded")
+    assert state_of(task, write["id"]) is None and inventory(product) == before
+    r = org.http.post(f"/human-tasks/{org.namespace}/{name}/{write['id']}/resume",
+                      json={"action": "edit", "parameters": FIX}, headers=org.expert)  # fmt: skip
+    assert r.status_code == 200, r.text
+    task = org.until(name, lambda t: (t.get("status") or {}).get("phase") == "Completed")
+    assert state_of(task, write["id"]) == "Succeeded"
+    assert inventory(product) == before - catalog.DISCREPANCY
+
+
+def secret_token(cluster: Cluster, namespace: str) -> str:
+    raw = cluster.kubectl("-n", namespace, "get", "secret", "agent-agent-token",
+                          "-o", "jsonpath={.data.token}").stdout  # fmt: skip
+    return base64.b64decode(raw).decode().strip()
+
+
+def whoami(product: incluster.Deployed, token: str) -> int:
+    r = httpx.get(f"{product.platform_url}/v1/agent-api/whoami",
+                  headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+    return r.status_code
+
+
+def test_a_token_rotation_and_a_new_configuration_reach_the_running_container(
+    cluster: Cluster, product: incluster.Deployed, org: Org
+) -> None:
+    ns = org.namespace
+    first = agent_pod(cluster, ns)["status"]["containerStatuses"][0]
+    old = secret_token(cluster, ns)
+    assert in_agent(cluster, ns, f"print(open({TOKEN_FILE!r}).read().strip())") == old
+
+    cluster.kubectl("-n", ns, "annotate", "agentinstance", "agent", "humanwork.io/rotate-token=now")
+    assert eventually(lambda: secret_token(cluster, ns) != old, timeout=90), (
+        "the operator did not rotate"
+    )
+    new = secret_token(cluster, ns)
+    # the kubelet's Secret volume update: the file in the running container changes
+    read = f"print(open({TOKEN_FILE!r}).read().strip())"
+    assert eventually(lambda: in_agent(cluster, ns, read) == new, timeout=90), (
+        "the volume was not updated"
+    )
+    # once the previous token's grace is over, only the new one is accepted ...
+    assert eventually(lambda: whoami(product, old) == 401, timeout=GRACE_SECONDS + 30)
+    assert whoami(product, new) == 200  # positive control
+    # ... and the agent still plans and executes through the proxy: it uses the new one
+    planned = org.plan()
+    name, read_step = planned["id"].rsplit("/", 1)[1], planned["steps"][0]
+    r = org.http.post(f"/agentic/tasks/{ns}/{name}/steps/{read_step['id']}/approve",
+                      json={}, headers=org.expert)  # fmt: skip
+    assert r.status_code == 200, r.text
+    org.until(name, lambda t: state_of(t, read_step["id"]) == "Succeeded")
+
+    # a configuration change: the operator's ConfigMap, then the kubelet's volume update
+    before = json.loads(in_agent(cluster, ns, HEALTH))["configHash"]
+    prompt = f"You reconcile orders, carefully ({uuid.uuid4().hex[:6]})."
+    patch = {"spec": {"specialist": {"name": "Ops", "systemPrompt": prompt}}}
+    cluster.kubectl("-n", ns, "patch", "agentinstance", "agent", "--type=merge",
+                    "-p", json.dumps(patch))  # fmt: skip
+
+    def applied() -> bool:
+        status = json.loads(cluster.kubectl("-n", ns, "get", "agentinstance", "agent",
+                                            "-o", "json").stdout)["status"]  # fmt: skip
+        health = json.loads(in_agent(cluster, ns, HEALTH))
+        return bool(
+            health["configHash"] != before and health["configHash"] == status.get("configHash")
+        )
+
+    assert eventually(applied, timeout=90), "the new configuration did not reach the running agent"
+    assert prompt in in_agent(cluster, ns, f"print(open({CONFIG_FILE!r}).read())")
+    last = agent_pod(cluster, ns)["status"]["containerStatuses"][0]
+    assert last["containerID"] == first["containerID"] and last["restartCount"] == 0
+
+
+HEALTH = (
+    "import urllib.request\n"
+    "print(urllib.request.urlopen('http://127.0.0.1:8080/v1/health', timeout=5).read().decode())"
+)
+CONFIG_FILE = "/var/run/humanwork/config/config.json"
+CONNECT = (
+    "import socket, sys\n"
+    "try: socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3).close()\n"
+    "except OSError: print('closed')\n"
+    "else: print('open')\n"
+)
+
+
+def test_from_inside_the_agent_the_operator_and_a_database_beside_the_platform_do_not_answer(
+    cluster: Cluster, product: incluster.Deployed, org: Org
+) -> None:
+    """Item 5 (the rest of tests/node/test_agent_policy.py): from inside the running agent
+    container, by `kubectl exec`. The node overlay's database is an SQLite file in the
+    platform pod (no port); a database listening beside the platform API (a listener of
+    ours on 5432 in the platform pod's own network namespace) and the operator's health
+    and metrics ports do not answer, while the platform API on that same pod does. Each
+    refusal's positive control: the same listener reached from the host."""
+    ns = org.namespace
+    pod = agent_pod(cluster, ns)["metadata"]["name"]
+
+    def from_agent(host: str, port: int) -> str:
+        args = [
+            "-n",
+            ns,
+            "exec",
+            pod,
+            "-c",
+            "agent",
+            "--",
+            "python",
+            "-c",
+            CONNECT,
+            host,
+            str(port),
+        ]
+        return cluster.kubectl(*args).stdout.strip()
+
+    operator_ip = pods_of(cluster, "humanwork-system", "humanwork-operator")[0]["status"]["podIP"]
+    platform = pods_of(cluster, "humanwork-system", "humanwork-platform-api")[0]
+    platform_ip = platform["status"]["podIP"]
+    listener = subprocess.Popen(
+        ["nsenter", "-t", str(container_pid(platform)), "-n", sys.executable, "-m",
+         "http.server", "5432", "--bind", platform_ip],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        assert eventually(lambda: connects(None, platform_ip, 5432), timeout=15)
+        for port in (8080, 9090):  # the operator's health and metrics
+            assert connects(None, operator_ip, port), f"positive control: operator {port}"
+            assert from_agent(operator_ip, port) == "closed", f"the operator's {port} answers"
+        assert from_agent(platform_ip, 5432) == "closed", "a database beside the platform answers"
+        assert from_agent(platform_ip, 8000) == "open", "the platform API itself"
+    finally:
+        listener.kill()
+        listener.wait()
