@@ -153,7 +153,9 @@ class KubeClient:
         body: Any = None,
         content_type: str | None = None,
     ) -> dict[str, Any]:
-        content = json.dumps(body).encode() if body is not None else None
+        # UTF-8, not ASCII escapes: the API server reads an apply body as YAML, which refuses
+        # the surrogate pair JSON would write for a character outside the BMP (an emoji)
+        content = json.dumps(body, ensure_ascii=False).encode() if body is not None else None
         try:
             response = await self._http().request(
                 method,

@@ -139,11 +139,14 @@ class Kube:
         )
         if subresource:
             path += f"/{subresource}"
+        # As UTF-8 bytes: the API server reads an apply body as YAML, which refuses the
+        # surrogate escapes JSON writes for a character outside the BMP (an emoji in a
+        # specialist's name); with a charset the client passes bytes through unchanged.
         return await self._call(
             "PATCH",
             path,
-            body=manifest,
-            content_type="application/apply-patch+yaml",
+            body=json.dumps(manifest, ensure_ascii=False).encode(),
+            content_type="application/apply-patch+yaml; charset=utf-8",
             query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
         )
 

@@ -356,6 +356,19 @@ async def test_the_agents_identity_writes_executions_and_nothing_else(
     assert applied["status"]["steps"][0]["execution"]["state"] == "Running"
     assert applied["status"]["steps"][0]["decision"]["verdict"] == "approve"
 
+    # a result with a character outside the Basic Multilingual Plane (an upstream's product
+    # title with an emoji) is written as it is: the apply body travels as UTF-8, not as the
+    # surrogate escapes the API server's YAML reader refuses
+    running_task = AgenticTask.from_wire(applied)
+    title = "Gift box \U0001f381"
+    finished = taskflow.finish_execution(
+        running_task, "step-1", datetime.now(UTC), result={"title": title}
+    )
+    done = await kube.apply_task_status(
+        name, {"status": taskflow.owned_status(finished, taskflow.Writer.AGENT)}, "humanwork-agent"
+    )
+    assert done["status"]["steps"][0]["execution"]["result"] == {"title": title}
+
     # but not a decision: only the platform API writes those
     forged = {
         "steps": [

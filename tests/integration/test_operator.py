@@ -323,7 +323,8 @@ def test_configuration_change_updates_the_config_without_restarting_pods(
         ns,
         PLURAL,
         "agent",
-        {"spec": {"specialist": {"name": "Bob", "systemPrompt": "You audit refunds."}}},
+        # an emoji (outside the BMP) too: the operator's apply body travels as UTF-8
+        {"spec": {"specialist": {"name": "Bob \U0001f9fe", "systemPrompt": "You audit refunds."}}},
     )
 
     def new_hash() -> str | None:
@@ -333,6 +334,7 @@ def test_configuration_change_updates_the_config_without_restarting_pods(
     config_hash = eventually(new_hash, timeout=20)
     cm = core.read_namespaced_config_map("agent-agent-config", ns)
     assert "You audit refunds." in cm.data["config.json"]
+    assert json.loads(cm.data["config.json"])["specialist"]["name"] == "Bob \U0001f9fe"
     assert (
         config_hash in json.dumps(cm.data)
         or cm.metadata.annotations.get("humanwork.io/config-hash") == config_hash
