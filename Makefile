@@ -89,6 +89,7 @@ lint: venv
 	$(VENV)/bin/mypy -p humanwork_core -p agent_operator -p platform_api -p agent_image -p humanwork_dev -p kubectl_humanwork
 	$(VENV)/bin/lint-imports
 	$(PY) -m humanwork_dev.deployables --check
+	$(PY) -m humanwork_dev.sizes
 
 format: venv
 	$(VENV)/bin/ruff check --fix .
