@@ -22,8 +22,8 @@ from platform_api.agent_api.proxy import ToolProxy
 from platform_api.agent_api.router import events_router as agent_events_router
 from platform_api.agent_api.router import router as agent_api_router
 from platform_api.agents.router import router as agents_router
-from platform_api.audit.router import router as audit_router
 from platform_api.audit.service import record
+from platform_api.audit_api.router import router as audit_router
 from platform_api.auth.router import router as auth_router
 from platform_api.auth.throttle import Limits, LoginThrottle
 from platform_api.auth.tokens import TokenService

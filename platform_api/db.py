@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 
-from platform_api.audit.privileges import grant_statements
+from platform_api.privileges import grant_statements
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
@@ -82,7 +82,7 @@ async def migrate(
     starting together migrate one after the other instead of racing.
 
     `app_role` (PostgreSQL, `engine` connected as the schema's owner): the role the app
-    connects as; its privileges (`platform_api.audit.privileges`) are granted again after
+    connects as; its privileges (`platform_api.privileges`) are granted again after
     the upgrade, so a role named after migration 0005 ran gets them too."""
     async with engine.begin() as conn:
         if conn.dialect.name == "postgresql":

@@ -13,7 +13,6 @@ refused.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -21,6 +20,7 @@ from fastapi import Depends
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from humanwork_core import keys, tokens
+from platform_api.agent_api.identity import Agent
 from platform_api.errors import KubernetesUnavailable, Unauthenticated
 from platform_api.kube.client import KubeClient, KubeNotFound
 from platform_api.kube.published import PLATFORM_NAMESPACE, AgentKeys
@@ -28,20 +28,6 @@ from platform_api.state import PlatformDep
 
 REVOCATIONS_CONFIG_MAP = "humanwork-agent-revocations"
 REVOKE_TOKEN_ANNOTATION = keys.REVOKE_TOKEN
-
-
-@dataclass(frozen=True)
-class Agent:
-    """An authenticated agent."""
-
-    agent_id: str
-    namespace: str
-    name: str
-    org_id: str
-    scopes: frozenset[str]
-    jti: str
-    enabled_tools: frozenset[str] = frozenset()
-    """The AgentInstance's `spec.enabledTools`: the only tools the proxy runs for it."""
 
 
 def _accepted_jtis(instance: dict[str, Any], now: datetime) -> set[str]:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from platform_api.agent_api.auth import Agent
+from platform_api.agent_api.identity import Agent
 from platform_api.errors import NotFound, ScopeMissing
 from platform_api.models import Conversation, KnowledgeDocument, Message
 

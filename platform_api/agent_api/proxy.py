@@ -53,7 +53,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from humanwork_core import catalog, taskflow
 from humanwork_core.resources import AgenticTask
 from platform_api.agent_api import readback
-from platform_api.agent_api.auth import Agent
+from platform_api.agent_api.identity import Agent
 from platform_api.agent_api.ledger import Claim, ToolCallLedger, request_hash, settle, step_key
 from platform_api.agent_api.schemas import ToolCallIn, ToolCallOut
 from platform_api.audit.service import record

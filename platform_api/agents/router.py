@@ -39,8 +39,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from humanwork_core import keys, signing
 from humanwork_core.requester import REQUESTER_ANNOTATION, may_bind, plan_request_id
 from humanwork_core.resources import AgenticTask
+from platform_api.access.principal import OrgScope
 from platform_api.audit.service import record
-from platform_api.auth.dependencies import OrgScope, require_in_org
+from platform_api.auth.dependencies import require_in_org
 from platform_api.db import Session
 from platform_api.errors import (
     AgentRefused,

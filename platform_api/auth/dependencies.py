@@ -10,42 +10,20 @@ capability, so existence never leaks. Refusals are audited in a transaction of t
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from platform_api.access.principal import OrgScope, Principal
 from platform_api.access.repository import AccessMapRepository
+from platform_api.accounts.repository import UserRepository
 from platform_api.audit.service import record_detached
 from platform_api.db import Session
 from platform_api.errors import Forbidden, NotFound, Unauthenticated
 from platform_api.state import PlatformDep
-from platform_api.users.repository import UserRepository
 
 bearer = HTTPBearer(auto_error=False, description="a JWT from POST /auth/token or the OIDC issuer")
-
-
-@dataclass(frozen=True)
-class Principal:
-    """An authenticated user as seen by one request."""
-
-    user_id: uuid.UUID
-    username: str
-    role: str
-    capabilities: frozenset[str]
-    org_ids: frozenset[uuid.UUID]
-
-    def can(self, capability: str) -> bool:
-        return capability in self.capabilities
-
-
-@dataclass(frozen=True)
-class OrgScope:
-    """A principal acting on one of its own orgs."""
-
-    principal: Principal
-    org_id: uuid.UUID
 
 
 async def get_principal(

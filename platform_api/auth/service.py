@@ -12,12 +12,12 @@ import logging
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from platform_api.accounts.repository import UserRepository
 from platform_api.audit.service import record_detached
 from platform_api.auth.passwords import verify_password
 from platform_api.auth.throttle import LoginThrottle
 from platform_api.auth.tokens import IssuedToken, TokenService
 from platform_api.errors import Unauthenticated
-from platform_api.users.repository import UserRepository
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, status
 
+from platform_api.access.principal import OrgScope, Principal
 from platform_api.audit.service import record
-from platform_api.auth.dependencies import OrgScope, Principal, require, require_in_org
+from platform_api.auth.dependencies import require, require_in_org
 from platform_api.conversations.repository import ConversationRepository
 from platform_api.conversations.schemas import (
     ConversationCreate,

@@ -29,9 +29,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from humanwork_core import taskflow
 from humanwork_core.resources import AgenticTask, AgenticTaskStatus
 from humanwork_core.resources.agentictask import Outcome
+from platform_api.access.principal import Principal
 from platform_api.agent_api.ledger import STALE_CLAIM_SECONDS, step_key
 from platform_api.audit.service import record
-from platform_api.auth.dependencies import Principal
 from platform_api.errors import Conflict, NotFound, RunStateConflict, SelfApproval
 from platform_api.kube.client import KubeClient, KubeConflict, KubeInvalid, KubeNotFound
 from platform_api.models import ToolCall

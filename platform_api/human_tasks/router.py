@@ -22,7 +22,8 @@ from fastapi import APIRouter, Header, Path, Query
 from fastapi.responses import JSONResponse, Response
 
 from humanwork_core.resources import Verdict
-from platform_api.auth.dependencies import Principal, require
+from platform_api.access.principal import Principal
+from platform_api.auth.dependencies import require
 from platform_api.bounds import Limit, Offset
 from platform_api.db import Session
 from platform_api.errors import KubernetesUnavailable, NotFound, error_responses

@@ -26,8 +26,8 @@ from humanwork_core import taskflow
 from humanwork_core.policy import OrgPolicy, effective_risk
 from humanwork_core.requester import requester_of
 from humanwork_core.resources import AgenticTask, StepState, TaskPhase, Verdict
+from platform_api.access.principal import Principal
 from platform_api.audit.service import record
-from platform_api.auth.dependencies import Principal
 from platform_api.conversations.repository import ConversationRepository
 from platform_api.errors import IdempotencyConflict, NotFound, PlatformError, from_core
 from platform_api.human_tasks.index import DecisionIndex

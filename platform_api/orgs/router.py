@@ -8,7 +8,8 @@ from typing import Annotated
 from fastapi import APIRouter, status
 
 from humanwork_core.policy import OrgPolicy
-from platform_api.auth.dependencies import OrgScope, Principal, require, require_in_org
+from platform_api.access.principal import OrgScope, Principal
+from platform_api.auth.dependencies import require, require_in_org
 from platform_api.db import Session
 from platform_api.errors import error_responses
 from platform_api.orgs import service

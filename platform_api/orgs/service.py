@@ -5,14 +5,14 @@ from __future__ import annotations
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from humanwork_core.policy import OrgPolicy
+from platform_api.access.principal import OrgScope, Principal
+from platform_api.accounts.repository import UserRepository
 from platform_api.audit.service import record
-from platform_api.auth.dependencies import OrgScope, Principal
 from platform_api.errors import Conflict, NotFound
 from platform_api.models import Org
 from platform_api.orgs.namespaces import OrgNamespaces, namespace_for
 from platform_api.orgs.repository import OrgRepository
 from platform_api.orgs.schemas import OrgCreate
-from platform_api.users.repository import UserRepository
 
 
 async def create_org(

@@ -17,8 +17,9 @@ from fastapi import APIRouter, Path
 from pydantic import BaseModel, Field
 
 from humanwork_core import keys, taskflow
+from platform_api.access.principal import Principal
 from platform_api.audit.service import record
-from platform_api.auth.dependencies import Principal, require
+from platform_api.auth.dependencies import require
 from platform_api.db import Session
 from platform_api.errors import RunStateConflict, error_responses
 from platform_api.tasks import service

@@ -18,15 +18,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import JsonValue
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from humanwork_core import taskflow
 from humanwork_core.resources import AgenticTask, AgenticTaskStatus, Decision, StepStatus, Verdict
+from platform_api.access.principal import Principal
 from platform_api.audit.service import record, record_detached
-from platform_api.auth.dependencies import Principal
 from platform_api.errors import (
     IdempotencyConflict,
     NotFound,
@@ -36,14 +36,24 @@ from platform_api.errors import (
 )
 from platform_api.kube.client import KubeClient, KubeConflict, KubeInvalid, KubeNotFound
 from platform_api.orgs.repository import OrgRepository
-from platform_api.tasks.orgs import OrgRef
+from platform_api.tasks.orgs import OrgDirectory, OrgRef
 from platform_api.tasks.requester import is_requester
 from platform_api.tasks.schemas import TaskRead
 from platform_api.tasks.service import org_of_namespace, read_model, read_task
 
 if TYPE_CHECKING:
     from humanwork_core.policy import OrgPolicy
-    from platform_api.human_tasks.index import DecisionIndex
+
+
+class WatchedTasks(Protocol):
+    """What deciding reads from the watch of all AgenticTasks: the org directory and the
+    last version of a task seen (`human_tasks.index.DecisionIndex`, which sits above this
+    slice, is the one implementation)."""
+
+    @property
+    def orgs(self) -> OrgDirectory: ...
+
+    def task(self, namespace: str, name: str) -> AgenticTask | None: ...
 
 
 @dataclass(frozen=True)
@@ -98,7 +108,7 @@ class DecisionService:
 
     sessions: async_sessionmaker[AsyncSession] | None
     retries: int
-    index: DecisionIndex | None = None
+    index: WatchedTasks | None = None
 
     async def decide(
         self, session: AsyncSession, kube: KubeClient, principal: Principal, ballot: Ballot

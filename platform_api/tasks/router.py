@@ -14,12 +14,8 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, status
 
 from humanwork_core.resources import Verdict
-from platform_api.auth.dependencies import (
-    CurrentPrincipal,
-    Principal,
-    ensure_capability,
-    require,
-)
+from platform_api.access.principal import Principal
+from platform_api.auth.dependencies import CurrentPrincipal, ensure_capability, require
 from platform_api.bounds import Limit, Offset
 from platform_api.db import Session
 from platform_api.errors import KubernetesUnavailable, NotFound, error_responses

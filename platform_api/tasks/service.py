@@ -21,9 +21,9 @@ from humanwork_core.resources import (
     TaskPhase,
     TaskPolicy,
 )
+from platform_api.access.principal import Principal
 from platform_api.archive.repository import ArchiveRepository, task_of
 from platform_api.audit.service import record
-from platform_api.auth.dependencies import Principal
 from platform_api.errors import (
     Conflict,
     NotFound,

@@ -10,7 +10,8 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from humanwork_core import catalog
-from platform_api.auth.dependencies import Principal, require
+from platform_api.access.principal import Principal
+from platform_api.auth.dependencies import require
 from platform_api.errors import error_responses
 
 router = APIRouter(tags=["tools"])

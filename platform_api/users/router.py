@@ -6,7 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, status
 
-from platform_api.auth.dependencies import CurrentPrincipal, Principal, require
+from platform_api.access.principal import Principal
+from platform_api.auth.dependencies import CurrentPrincipal, require
 from platform_api.db import Session
 from platform_api.errors import error_responses
 from platform_api.users import service

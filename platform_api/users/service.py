@@ -9,15 +9,15 @@ import uuid
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from platform_api.access.principal import Principal
 from platform_api.access.repository import AccessMapRepository
+from platform_api.accounts.repository import UserRepository
 from platform_api.audit.service import record
-from platform_api.auth.dependencies import Principal
 from platform_api.auth.passwords import hash_password
 from platform_api.errors import Conflict, NotFound, ValidationFailed
 from platform_api.models import User
 from platform_api.orgs.repository import OrgRepository
 from platform_api.orgs.schemas import OrgRead
-from platform_api.users.repository import UserRepository
 from platform_api.users.schemas import Me, OidcIdentity, UserCreate, UserRead
 
 log = logging.getLogger(__name__)

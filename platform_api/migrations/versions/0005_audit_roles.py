@@ -4,7 +4,7 @@ On PostgreSQL: nobody but the owner (the role migrations run as) has any privile
 the audit tables by default (REVOKE ... FROM PUBLIC), and the app role, when
 `db.migrate` is given one (the user of HUMANWORK_DATABASE_URL when
 HUMANWORK_DATABASE_OWNER_URL is set), gets SELECT and INSERT on `audit_log`, no UPDATE,
-DELETE or TRUNCATE (see `platform_api.audit.privileges`). SQLite has no roles: the
+DELETE or TRUNCATE (see `platform_api.privileges`). SQLite has no roles: the
 embedded default keeps only its triggers (docs/security.md).
 
 Revision ID: 0005
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from alembic import context, op
 
-from platform_api.audit.privileges import PUBLIC_REVOKES, grant_statements, revoke_statements
+from platform_api.privileges import PUBLIC_REVOKES, grant_statements, revoke_statements
 
 revision = "0005"
 down_revision: str | None = "0004"
