@@ -29,16 +29,14 @@ from .errors import (
     HumanTaskExpired,
     IdempotencyConflict,
     InvalidDecision,
-    NotApproved,
     StepAlreadyDecided,
     StepHashMismatch,
     StepNotDecidable,
-    StepNotExecutable,
     TaskTerminal,
     ToolCallMismatch,
 )
+from .execution import approved_step
 from .state import (
-    _earlier_executed,
     _find_step,
     canonical_json,
     decidable_step,
@@ -268,19 +266,7 @@ def authorize_tool_call(
     step is not approved, was approved on another version of itself, an earlier step has
     not executed, the step already finished, or the call differs from the approved one.
     """
-    step = _find_step(task, step_id)
-    phase = derive_phase(task, now)
-    if phase.terminal:
-        raise TaskTerminal(f"the task is {phase.value}", step_id=step_id)
-    entry = task.current_status().step(step_id)
-    if entry.decision is None or not entry.decision.verdict.positive:
-        raise NotApproved("the step has no approving decision", step_id=step_id)
-    if entry.decision.step_hash != step_hash(step):
-        raise StepHashMismatch(
-            "the approval was given to another version of the step", step_id=step_id
-        )
-    if not _earlier_executed(task, step_id):
-        raise StepNotExecutable("an earlier step has not executed yet", step_id=step_id)
+    step, entry = approved_step(task, step_id, now)
     if entry.execution is not None and entry.execution.state not in (
         ExecutionState.RUNNING,
         ExecutionState.OUTCOME_UNKNOWN,  # the proxy's ledger answers (unknown, or resolved)

@@ -13,6 +13,8 @@ from ..resources import (
     AgenticTaskStatus,
     Execution,
     ExecutionState,
+    Step,
+    StepStatus,
 )
 from ..resources.agentictask import Outcome, Resolution
 from .errors import (
@@ -34,17 +36,15 @@ from .state import (
 MAX_ATTEMPTS = 100
 
 
-def start_execution(task: AgenticTask, step_id: str, now: datetime) -> AgenticTaskStatus:
-    """Record that the agent starts (or, after a crash, restarts) running an approved step.
-
-    Only `execution` of that step changes.
-    """
+def approved_step(task: AgenticTask, step_id: str, now: datetime) -> tuple[Step, StepStatus]:
+    """The step and its status when it may run now: the task is not terminal, the step has
+    an approving decision given to this very version of it, and every earlier step has
+    executed. The one check behind starting an execution and the proxy's tool call."""
     step = _find_step(task, step_id)
     phase = derive_phase(task, now)
     if phase.terminal:
         raise TaskTerminal(f"the task is {phase.value}", step_id=step_id)
-    status = task.current_status()
-    entry = status.step(step_id)
+    entry = task.current_status().step(step_id)
     if entry.decision is None or not entry.decision.verdict.positive:
         raise NotApproved("the step has no approving decision", step_id=step_id)
     if entry.decision.step_hash != step_hash(step):
@@ -53,6 +53,16 @@ def start_execution(task: AgenticTask, step_id: str, now: datetime) -> AgenticTa
         )
     if not _earlier_executed(task, step_id):
         raise StepNotExecutable("an earlier step has not executed yet", step_id=step_id)
+    return step, entry
+
+
+def start_execution(task: AgenticTask, step_id: str, now: datetime) -> AgenticTaskStatus:
+    """Record that the agent starts (or, after a crash, restarts) running an approved step.
+
+    Only `execution` of that step changes.
+    """
+    _step, entry = approved_step(task, step_id, now)
+    status = task.current_status()
     if entry.execution is None:
         execution = Execution(state=ExecutionState.RUNNING, attempt=1, started_at=now)
     elif entry.execution.state is ExecutionState.RUNNING or is_resolved(entry):
