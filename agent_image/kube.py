@@ -27,6 +27,7 @@ from urllib.parse import quote
 import httpx
 
 from agent_image.settings import AgentSettings
+from humanwork_core.kube_body import APPLY_CONTENT_TYPE, encode_body
 from humanwork_core.kube_errors import (
     KubeConflict,
     KubeError,
@@ -55,7 +56,6 @@ GROUP, VERSION = resources.GROUP, resources.VERSION
 PLURAL = "agentictasks"
 KIND = "AgenticTask"
 API_VERSION = resources.API_VERSION
-APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
 FIELD_MANAGER = "humanwork-agent"
 """The agent's default field manager for creates and server-side applies."""
 
@@ -153,9 +153,7 @@ class KubeClient:
         body: Any = None,
         content_type: str | None = None,
     ) -> dict[str, Any]:
-        # UTF-8, not ASCII escapes: the API server reads an apply body as YAML, which refuses
-        # the surrogate pair JSON would write for a character outside the BMP (an emoji)
-        content = json.dumps(body, ensure_ascii=False).encode() if body is not None else None
+        content = encode_body(body) if body is not None else None
         try:
             response = await self._http().request(
                 method,

@@ -15,6 +15,7 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
 from agent_operator.metrics import API_REQUESTS
+from humanwork_core.kube_body import APPLY_CONTENT_TYPE, encode_body
 from humanwork_core.kube_errors import KubeError, error_from_status
 
 __all__ = ["Kube", "KubeError", "path_for"]
@@ -139,14 +140,11 @@ class Kube:
         )
         if subresource:
             path += f"/{subresource}"
-        # As UTF-8 bytes: the API server reads an apply body as YAML, which refuses the
-        # surrogate escapes JSON writes for a character outside the BMP (an emoji in a
-        # specialist's name); with a charset the client passes bytes through unchanged.
         return await self._call(
             "PATCH",
             path,
-            body=json.dumps(manifest, ensure_ascii=False).encode(),
-            content_type="application/apply-patch+yaml; charset=utf-8",
+            body=encode_body(manifest),
+            content_type=APPLY_CONTENT_TYPE,
             query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
         )
 

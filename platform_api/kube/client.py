@@ -23,6 +23,7 @@ import aiohttp
 from kubernetes_asyncio import client, config, watch
 from kubernetes_asyncio.client.rest import ApiException
 
+from humanwork_core.kube_body import APPLY_CONTENT_TYPE, encode_body
 from humanwork_core.kube_errors import (
     KubeConflict,
     KubeError,
@@ -47,17 +48,9 @@ GROUP, VERSION = resources.GROUP, resources.VERSION
 TASKS = "agentictasks"
 TASK_KIND = "AgenticTask"
 FIELD_MANAGER = "humanwork-platform-api"
-APPLY = "application/apply-patch+yaml"
-_APPLY_OPTIONS: dict[str, Any] = {"_content_type": f"{APPLY}; charset=utf-8"}
-"""Server-side apply: the generated client takes the content type as an option. With the
-charset it passes a body given as bytes as it is (see `_apply_body`)."""
-
-
-def _apply_body(body: dict[str, Any]) -> bytes:
-    """An apply body as UTF-8 JSON. The API server reads it as YAML, and the client's own
-    JSON would escape a character outside the Basic Multilingual Plane (an emoji in an
-    expert's feedback) as a surrogate pair, which YAML refuses (400)."""
-    return json.dumps(body, ensure_ascii=False).encode()
+_APPLY_OPTIONS: dict[str, Any] = {"_content_type": APPLY_CONTENT_TYPE}
+"""Server-side apply: the generated client takes the content type as an option; the body
+goes as bytes (humanwork_core.kube_body)."""
 
 
 _MERGE_OPTIONS: dict[str, Any] = {"_content_type": "application/merge-patch+json"}
@@ -199,7 +192,7 @@ class KubeClient:
                 namespace,
                 TASKS,
                 name,
-                _apply_body(body),
+                encode_body(body),
                 field_manager=FIELD_MANAGER,
                 force=True,
                 **_APPLY_OPTIONS,
