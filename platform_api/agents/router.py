@@ -1,12 +1,8 @@
 """`POST /orgs/{org_id}/agents/{name}/tasks` (capability `run.control`): ask an org's agent
 to plan a request. The plan comes back as an AgenticTask waiting in the review queue.
 
-The platform signs the command like every platform -> agent command: HMAC-SHA256 over the
-timestamp and the body with the instance's callback secret (derived from the master key,
-`humanwork_core.signing.derive_secret`), so an agent obeys only the platform. The agent is
-reached at its AgentInstance's `status.endpoint` (its Service) unless
-`HUMANWORK_AGENT_ENDPOINTS` (or the file `HUMANWORK_AGENT_ENDPOINTS_FILE`) names another
-URL for it (agents run as local processes in development).
+The platform signs the command like every platform -> agent command
+(`platform_api.agents.commands`), so an agent obeys only the platform.
 
 The requester is the caller, vouched for by the platform, never by the agent (issue 12,
 item 3): the command carries a plan request id (`humanwork_core.requester.plan_request_id`),
@@ -27,33 +23,24 @@ removes the annotation. Audited as `agent.token_revoked`.
 
 from __future__ import annotations
 
-import json
 import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-import httpx
 from fastapi import APIRouter, Header, Path
 from pydantic import BaseModel, ConfigDict, Field
 
-from humanwork_core import keys, signing
+from humanwork_core import keys
 from humanwork_core.requester import REQUESTER_ANNOTATION, may_bind, plan_request_id
 from humanwork_core.resources import AgenticTask
 from platform_api.access.principal import OrgScope
+from platform_api.agents.commands import AgentCommands, org_agent, require_kube
 from platform_api.audit.service import record
 from platform_api.auth.dependencies import require_in_org
 from platform_api.db import Session
-from platform_api.errors import (
-    AgentRefused,
-    AgentUnreachable,
-    KubernetesUnavailable,
-    NotFound,
-    error_responses,
-)
+from platform_api.errors import error_responses
 from platform_api.kube.client import KubeClient, KubeError, KubeNotFound
-from platform_api.models import Org
-from platform_api.settings import Settings
-from platform_api.state import Platform, PlatformDep
+from platform_api.state import PlatformDep
 
 router = APIRouter(prefix="/orgs/{org_id}/agents", tags=["agents"])
 
@@ -102,20 +89,6 @@ class PlannedTask(BaseModel):
     steps: list[dict[str, Any]]
 
 
-def _override(settings: Settings, agent_id: str) -> str | None:
-    """The development override of an agent's URL, if any."""
-    if agent_id in settings.agent_endpoints:
-        return settings.agent_endpoints[agent_id]
-    if settings.agent_endpoints_file is not None:
-        try:
-            mapping = json.loads(settings.agent_endpoints_file.read_text())
-        except (OSError, ValueError):
-            return None
-        found = mapping.get(agent_id) if isinstance(mapping, dict) else None
-        return str(found) if found else None
-    return None
-
-
 @router.post(
     "/{name}/tasks",
     status_code=201,
@@ -146,27 +119,14 @@ async def plan_task(
         str | None, Header(alias="Idempotency-Key", min_length=1, max_length=128)
     ] = None,
 ) -> PlannedTask:
-    kube = platform.kube
-    if kube is None:
-        raise KubernetesUnavailable("asking an agent needs the Kubernetes API")
-    org, instance = await _org_agent(session, kube, scope.org_id, name)
-    agent_id = f"{org.namespace}/{name}"
-    endpoint = _override(platform.settings, agent_id) or str(
-        (instance.get("status") or {}).get("endpoint") or ""
-    )
-    if not endpoint:
-        raise AgentUnreachable("the agent has no endpoint yet", agent=agent_id)
-    secret = await _callback_secret(platform, kube, org, name, instance)
+    kube = require_kube(platform, "asking an agent")
+    target = await org_agent(session, kube, scope.org_id, name)
+    org, agent_id = target.org, target.agent_id
     requester = scope.principal.username
     request_id = plan_request_id(str(org.id), name, requester, idempotency_key)
-    raw = _plan_command(body, requester, request_id)
-    headers = {
-        "Content-Type": "application/json",
-        signing.SIGNATURE_HEADER: signing.sign(secret, raw, datetime.now(UTC)),
-    }
-    if idempotency_key:
-        headers[signing.IDEMPOTENCY_HEADER] = idempotency_key
-    planned = await _send_plan(platform, f"{endpoint.rstrip('/')}/v1/tasks", raw, headers, agent_id)
+    planned = await AgentCommands(platform).send(
+        target, "/v1/tasks", _plan_command(body, requester, request_id), idempotency_key
+    )
     task_id = f"{org.namespace}/{planned.get('name')}"
     bound = await bind_requester(
         kube, org.namespace, str(planned.get("name") or ""), name, request_id, requester
@@ -192,21 +152,7 @@ async def plan_task(
     )
 
 
-async def _callback_secret(
-    platform: Platform, kube: KubeClient, org: Org, name: str, instance: dict[str, Any]
-) -> str:
-    """The agent's callback secret, derived from the installation's master key."""
-    master = await platform.callback_key.get(kube)
-    if master is None:
-        raise AgentUnreachable(
-            "no callback key: the operator has not run", agent=f"{org.namespace}/{name}"
-        )
-    return signing.derive_secret(
-        master, org.namespace, name, str(instance["metadata"].get("uid", ""))
-    )
-
-
-def _plan_command(body: PlanRequest, requester: str, request_id: str) -> bytes:
+def _plan_command(body: PlanRequest, requester: str, request_id: str) -> dict[str, Any]:
     """The signed command's body: the request, who asks, and the plan request's id."""
     command: dict[str, Any] = {
         "request": body.request,
@@ -217,37 +163,7 @@ def _plan_command(body: PlanRequest, requester: str, request_id: str) -> bytes:
         command["conversationId"] = str(body.conversationId)
     if body.policy is not None:
         command["policy"] = body.policy
-    return json.dumps(command).encode()
-
-
-async def _send_plan(
-    platform: Platform, url: str, raw: bytes, headers: dict[str, str], agent_id: str
-) -> dict[str, Any]:
-    """POST the command to the agent; its answer, or AgentUnreachable / AgentRefused."""
-    client = platform.http
-    if client is None:
-        raise AgentUnreachable("the platform's HTTP client is not running", agent=agent_id)
-    try:
-        answer = await client.post(
-            url, content=raw, headers=headers, timeout=platform.settings.agent_timeout_seconds
-        )
-    except httpx.HTTPError as exc:
-        raise AgentUnreachable(
-            "the agent did not answer", agent=agent_id, reason=type(exc).__name__
-        ) from None
-    if answer.status_code not in (200, 201):
-        try:
-            code = str(answer.json().get("code", "error"))
-        except ValueError:
-            code = "error"
-        raise AgentRefused(
-            "the agent refused the request",
-            agent=agent_id,
-            agentCode=code,
-            agentStatus=str(answer.status_code),
-        )
-    planned: dict[str, Any] = answer.json()
-    return planned
+    return command
 
 
 async def bind_requester(
@@ -273,23 +189,6 @@ async def bind_requester(
     return True
 
 
-async def _org_agent(
-    session: Session, kube: KubeClient, org_id: uuid.UUID, name: str
-) -> tuple[Org, dict[str, Any]]:
-    """The org and its AgentInstance `name`; NotFound for either missing, or an instance of
-    another org."""
-    org = await session.get(Org, org_id)
-    if org is None:
-        raise NotFound("no such org")
-    try:
-        instance = await kube.get_agent_instance(org.namespace, name)
-    except KubeNotFound:
-        raise NotFound("no such agent") from None
-    if str((instance.get("spec") or {}).get("orgId")) != str(org.id):
-        raise NotFound("no such agent")
-    return org, instance
-
-
 @router.post(
     "/{name}/token/revoke",
     status_code=202,
@@ -307,10 +206,9 @@ async def revoke_token(
     scope: Annotated[OrgScope, require_in_org("agents.manage")],
     name: Annotated[str, Path(max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")],
 ) -> RevokedToken:
-    kube = platform.kube
-    if kube is None:
-        raise KubernetesUnavailable("revoking a token needs the Kubernetes API")
-    org, instance = await _org_agent(session, kube, scope.org_id, name)
+    kube = require_kube(platform, "revoking a token")
+    target = await org_agent(session, kube, scope.org_id, name)
+    org, instance = target.org, target.instance
     now = datetime.now(UTC)
     jti = ((instance.get("status") or {}).get("token") or {}).get("jti")
     value = f"{now.isoformat()} {scope.principal.username}"
