@@ -362,8 +362,11 @@ async def namespace_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo
     the operator from serving them)."""
     state = _state(memo)
     ns = body["metadata"]["name"]
-    gone = event.get("type") == "DELETED"
-    before = state.namespaces.learn(ns, None if gone else shard_of(body))
+    if event.get("type") == "DELETED":
+        state.namespaces.learn(ns, None)
+        state.forget_namespace(ns)
+        return
+    before = state.namespaces.learn(ns, shard_of(body))
     served = state.namespaces.serves(state.namespaces.known(ns))
     if not served:
         if state.namespaces.serves(before):
