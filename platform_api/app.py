@@ -159,12 +159,12 @@ def _platform(
         cipher=cipher,
         decider=DecisionService(sessions, settings.decision_retries, decisions),
         tools=ToolProxy(sessions, kube, cipher, upstreams),
+        logins=LoginThrottle(limits, sessions),
         kube=kube,
         decisions=decisions,
         http=httpx.AsyncClient(timeout=settings.agent_timeout_seconds),
         upstreams=upstreams,
         egress=egress,
-        logins=LoginThrottle(limits),
     )
 
 

@@ -15,6 +15,7 @@ from sqlalchemy import (
     Boolean,
     DateTime,
     ForeignKey,
+    Index,
     Integer,
     LargeBinary,
     MetaData,
@@ -287,3 +288,17 @@ class KnowledgeDocument(Base):
     title: Mapped[str] = mapped_column(String(300))
     content: Mapped[str] = mapped_column(String(100000))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class LoginFailure(Base):
+    """One failed sign-in, counted against its username (`scope` "username") and its client
+    address ("client") by every replica alike; rows older than the window are deleted."""
+
+    __tablename__ = "login_failures"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    scope: Mapped[str] = mapped_column(String(10))
+    key: Mapped[str] = mapped_column(String(320))
+    at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+
+    __table_args__ = (Index("ix_login_failures_scope_key_at", "scope", "key", "at"),)

@@ -12,7 +12,7 @@ import httpx
 from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from platform_api.auth.throttle import Limits, LoginThrottle
+from platform_api.auth.throttle import LoginThrottle
 from platform_api.auth.tokens import TokenService
 from platform_api.human_tasks.index import DecisionIndex
 from platform_api.integrations.crypto import CredentialCipher
@@ -41,6 +41,8 @@ class Platform:
     """The decision service (built once, with the sessions, retries and decision index)."""
     tools: ToolProxy
     """The tool proxy (built once, with the sessions, cipher, clients and its ledger)."""
+    logins: LoginThrottle
+    """The failed-login counters (in the database, shared by every replica)."""
     kube: KubeClient | None = None
     decisions: DecisionIndex | None = None
     http: httpx.AsyncClient | None = None
@@ -50,8 +52,6 @@ class Platform:
     `EgressClient`, refusing internal addresses at connect time."""
     egress: Egress = field(default_factory=Egress)
     """Where integrations may point (checked when credentials are stored)."""
-    logins: LoginThrottle = field(default_factory=lambda: LoginThrottle(Limits(5, 20, 900)))
-    """The failed-login counters."""
     agent_keys: AgentKeys = field(default_factory=AgentKeys)
     """The operator's published token verification keys, cached briefly."""
     callback_key: CallbackKey = field(default_factory=CallbackKey)

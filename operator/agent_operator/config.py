@@ -7,10 +7,13 @@ mapping it is given (``os.environ`` at the entry point, a dict in the tests).
 from __future__ import annotations
 
 import dataclasses
+import re
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 ENV_PREFIX = "HUMANWORK_OPERATOR_"
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,45 @@ class OperatorSettings:
     agent asked for (so the agent can re-read its Secret); none after a revocation."""
     token_issuer: str = "humanwork-operator"
     token_audience: str = "humanwork-platform"
+
+    shard: str = ""
+    """The org namespaces this operator serves: those labelled `humanwork.io/shard=<shard>`;
+    empty serves the org namespaces without that label (an install with one shard)."""
+    lease_name: str = "humanwork-operator"
+    """The Lease (in `platform_namespace`) the replicas of a shard compete for, one active at
+    a time; `-<shard>` is appended for a named shard. Empty: no leader election (then run
+    one replica only)."""
+    identity: str = ""
+    """This replica's name in the Lease; empty: the host name (a pod's name), so a restarted
+    container takes its own Lease back at once. Replicas on one host need their own."""
+    lease_duration_seconds: int = 15
+    """How long a standby waits, from the last renewal it observed, before it takes over a
+    Lease: a killed leader is replaced within this plus `lease_retry_seconds`."""
+    lease_renew_deadline_seconds: int = 10
+    """How long the leader keeps acting without renewing before it stops and exits (less
+    than the duration, so it has stopped before a standby may take over)."""
+    lease_retry_seconds: int = 2
+    """How often the leader renews and a standby tries."""
+
+    def __post_init__(self) -> None:
+        if self.shard and not _LABEL_VALUE.fullmatch(self.shard):
+            raise ValueError(f"{ENV_PREFIX}SHARD must be a label value, not {self.shard!r}")
+        if not 0 < self.lease_retry_seconds < self.lease_renew_deadline_seconds:
+            raise ValueError("the lease retry must be positive and below the renew deadline")
+        if self.lease_renew_deadline_seconds >= self.lease_duration_seconds:
+            raise ValueError("the lease renew deadline must be below the lease duration")
+
+    @property
+    def replica(self) -> str:
+        """This replica's name: `identity`, else the host name."""
+        return self.identity or socket.gethostname()
+
+    @property
+    def lease(self) -> str:
+        """The Lease's name for this shard ("" without leader election)."""
+        if not self.lease_name:
+            return ""
+        return f"{self.lease_name}-{self.shard}" if self.shard else self.lease_name
 
     @property
     def platform_api_url(self) -> str:

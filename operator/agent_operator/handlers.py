@@ -1,7 +1,11 @@
 """The kopf handlers: thin, each hands an AgentInstance to `reconcile` and reports.
 
-- create / update / resume of an AgentInstance reconciles it, and so does the operator's
-  scheduler when its token is due for rotation or its periodic resync comes;
+- an AgentInstance of this operator's shard (`agent_operator.shards`) whose declared spec,
+  labels or annotations changed, or that the operator sees for the first time, is
+  reconciled (no kopf bookkeeping is written on it), and so is one whose token is due for
+  rotation or whose periodic resync comes (the operator's scheduler);
+- events of namespaces, instances, tasks and children of other shards are dropped before
+  anything is read or written;
 - an event on any child the operator manages (deleted or edited by hand, or a Deployment
   whose readiness changed) reconciles its owner, which restores the child; Secrets are
   not watched (a cluster-wide watch needs a cluster-wide `list`, and the operator reads
@@ -36,6 +40,7 @@ from agent_operator.reconcile import (
     revoke,
     seconds_until_rotation,
 )
+from agent_operator.shards import Namespaces, fingerprint, shard_of, trigger_for
 from agent_operator.tasks import reconcile_task
 from humanwork_core.resources import ORG_ID_LABEL
 
@@ -75,6 +80,25 @@ class State:
         self.applied = AppliedCache()
         # (replicas, readyReplicas) last reported in each instance's status
         self.reported: dict[tuple[str, str], tuple[int, int]] = {}
+        # the shard of each org namespace, and the fingerprint of what each served
+        # instance declared when it was last reconciled
+        self.namespaces = Namespaces(settings.shard)
+        self.declared: dict[tuple[str, str], str] = {}
+
+    async def serves(self, namespace: str) -> bool:
+        """Whether `namespace` belongs to this operator's shard (read once, then from the
+        namespace watch)."""
+        shard = self.namespaces.known(namespace)
+        if shard is None:
+            shard = shard_of(await self.kube.get("v1", "Namespace", None, namespace))
+            self.namespaces.learn(namespace, shard)
+        return self.namespaces.serves(shard)
+
+    def forget_namespace(self, namespace: str) -> None:
+        """Drop everything scheduled or remembered for `namespace` (it moved shards)."""
+        for table in (self.due, self.task_due, self.declared, self.reported):
+            for key in [key for key in table if key[0] == namespace]:
+                del table[key]
 
     def lock(self, namespace: str, name: str) -> asyncio.Lock:
         return self.locks.setdefault((namespace, name), asyncio.Lock())
@@ -155,29 +179,51 @@ async def _reconcile(state: State, body: dict[str, Any], trigger: str) -> None:
         if event.reason in ("TokenIssued", "TokenRotated"):
             metrics.ROTATIONS.labels(reason=event.reason).inc()
         await state.kube.create(
-            builders.event(fresh, event.reason, event.message, warning=event.warning, now=_utcnow())
+            builders.event(
+                fresh,
+                event.reason,
+                event.message,
+                warning=event.warning,
+                now=_utcnow(),
+                reporter=state.settings.replica,
+            )
         )
-
-
-@kopf.on.resume(*INSTANCES)
-@kopf.on.create(*INSTANCES)
-@kopf.on.update(*INSTANCES)
-async def instance_changed(body: kopf.Body, memo: kopf.Memo, reason: Any, **_: Any) -> None:
-    await _reconcile(_state(memo), dict(body), trigger=str(reason))
 
 
 @kopf.on.event(*INSTANCES)
 async def instance_event(
     event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any
 ) -> None:
-    if event.get("type") != "DELETED":
-        return
+    """An AgentInstance of this shard appeared, changed what it declares, or went away."""
     state = _state(memo)
     key = (body["metadata"]["namespace"], body["metadata"]["name"])
+    if not await state.serves(key[0]):
+        return
+    if event.get("type") == "DELETED":
+        await _instance_deleted(state, key, dict(body), logger)
+        return
+    declared = fingerprint(body, KOPF_PREFIX)
+    if state.declared.get(key) == declared:
+        return  # our own status write, or nothing the operator acts on
+    trigger = trigger_for(event.get("type"), key in state.declared)
+    try:
+        await _reconcile(state, dict(body), trigger=trigger)
+    except Exception:
+        # the scheduler retries; the next event of the instance would too
+        state.due[key] = (_utcnow() + timedelta(seconds=2), trigger)
+        raise
+    state.declared[key] = declared
+
+
+async def _instance_deleted(
+    state: State, key: tuple[str, str], body: dict[str, Any], logger: kopf.Logger
+) -> None:
+    """Record the deleted instance's tokens as revoked and forget it."""
     state.due.pop(key, None)
     state.reported.pop(key, None)
+    state.declared.pop(key, None)
     state.applied.forget(*key)
-    revoked = await revoke(state.kube, state.settings, dict(body))
+    revoked = await revoke(state.kube, state.settings, body)
     metrics.REVOCATIONS.inc(len(revoked))
     logger.info(f"revoked tokens {', '.join(revoked) or '(none issued)'}")
 
@@ -244,7 +290,14 @@ async def _reconcile_task(state: State, key: tuple[str, str]) -> None:
         state.task_due.pop(key, None)
     for event in outcome.events:
         await state.kube.create(
-            builders.event(fresh, event.reason, event.message, warning=event.warning, now=_utcnow())
+            builders.event(
+                fresh,
+                event.reason,
+                event.message,
+                warning=event.warning,
+                now=_utcnow(),
+                reporter=state.settings.replica,
+            )
         )
 
 
@@ -254,6 +307,8 @@ async def task_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_
     and the operator's start: tick it. The operator's own writes echo back as a no-op."""
     key = (body["metadata"]["namespace"], body["metadata"]["name"])
     state = _state(memo)
+    if not await state.serves(key[0]):
+        return
     if event.get("type") == "DELETED":
         state.task_due.pop(key, None)
         return
@@ -280,6 +335,8 @@ async def child_event(
         return
     ns, name = owner
     state = _state(memo)
+    if not await state.serves(ns):
+        return
     strangers = foreign_writers(dict(body)) if kind == "MODIFIED" else set()
     if kind == "DELETED" or strangers:
         metrics.DRIFT.labels(kind=str(body.get("kind", "?"))).inc()
@@ -299,14 +356,45 @@ async def child_event(
 
 
 async def namespace_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    """An org namespace's labels changed: reconcile the instances it holds at once (an org
-    label that no longer matches stops the operator from serving them)."""
-    if event.get("type") != "MODIFIED":
-        return
+    """An org namespace appeared, changed its labels or went away. Moved into this shard:
+    adopt its instances and tasks; moved out: forget them; its org label changed:
+    reconcile the instances it holds at once (an org label that no longer matches stops
+    the operator from serving them)."""
     state = _state(memo)
     ns = body["metadata"]["name"]
+    if event.get("type") == "DELETED":
+        state.namespaces.learn(ns, None)
+        state.forget_namespace(ns)
+        return
+    before = state.namespaces.learn(ns, shard_of(body))
+    served = state.namespaces.serves(state.namespaces.known(ns))
+    if not served:
+        if state.namespaces.serves(before):
+            LOG.info("namespace %s left this shard", ns)
+            state.forget_namespace(ns)
+        return
+    if before is not None and not state.namespaces.serves(before):
+        LOG.info("namespace %s joined this shard", ns)
+        await _adopt(state, ns)
+        return
+    if event.get("type") != "MODIFIED":
+        return
     for owner_ns, name in [key for key in state.due if key[0] == ns]:
         await _reconcile(state, {"metadata": {"namespace": owner_ns, "name": name}}, "namespace")
+
+
+async def _adopt(state: State, ns: str) -> None:
+    """Serve a namespace that joined this shard: reconcile each instance, tick each task."""
+    for instance in await state.kube.list(GROUP_VERSION, "AgentInstance", ns, ""):
+        key = (ns, instance["metadata"]["name"])
+        try:
+            await _reconcile(state, instance, "adopt")
+            state.declared[key] = fingerprint(instance, KOPF_PREFIX)
+        except Exception as exc:
+            LOG.warning("adopting %s/%s failed: %s", ns, key[1], exc)
+            state.due[key] = (_utcnow() + timedelta(seconds=2), "adopt")
+    for task in await state.kube.list(GROUP_VERSION, "AgenticTask", ns, ""):
+        state.task_due[(ns, task["metadata"]["name"])] = _utcnow()
 
 
 for _group, _version, _plural in CHILD_KINDS:

@@ -38,6 +38,7 @@ _KINDS: dict[str, tuple[str, bool]] = {
     "Deployment": ("deployments", True),
     "AgentInstance": ("agentinstances", True),
     "AgenticTask": ("agentictasks", True),
+    "Lease": ("leases", True),
 }
 
 
@@ -176,6 +177,15 @@ class Kube:
         except KubeError as exc:
             if exc.status != 404:
                 raise
+
+    async def replace(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """PUT the whole object; with `metadata.resourceVersion` set, a 409 when it changed
+        since (an optimistic lock, as leader election needs)."""
+        meta = manifest["metadata"]
+        path = path_for(
+            manifest["apiVersion"], manifest["kind"], meta.get("namespace"), meta["name"]
+        )
+        return await self._call("PUT", path, body=manifest, query=[("fieldManager", FIELD_MANAGER)])
 
     async def create(self, manifest: dict[str, Any]) -> dict[str, Any]:
         meta = manifest["metadata"]

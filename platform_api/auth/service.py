@@ -34,12 +34,12 @@ async def login(
     """A token for `username` when `password` is right; `LoginThrottled` when the
     username or `client` (the caller's address) failed too often lately, before the
     password is checked; `Unauthenticated` otherwise."""
-    throttle.check(username, client)
+    await throttle.check(username, client)
     user = await UserRepository(session).by_username(username)
     stored = user.password_hash if user else None
     if not await asyncio.to_thread(verify_password, stored, password) or user is None:
         log.info("failed login for %r from %s", username[:100], client)
-        for scope in throttle.failed(username, client):
+        for scope in await throttle.failed(username, client):
             await record_detached(
                 sessions,
                 actor=username,
@@ -48,5 +48,5 @@ async def login(
                 details={"scope": scope, "client": client},
             )
         raise Unauthenticated("wrong username or password")
-    throttle.succeeded(username)
+    await throttle.succeeded(username)
     return tokens.issue(user.username, user.role)

@@ -1,4 +1,4 @@
-"""Failed-login throttling, per username and per client address, in the process's memory.
+"""Failed-login throttling, per username and per client address, in the database.
 
 `LoginThrottle.check` runs before the password is verified: a username with
 `login_max_failures_per_user` failures inside the window, or a client address with
@@ -9,22 +9,27 @@ refused only once that address itself is over its own limit. A success clears th
 username's failures. `failed` answers which limits the failure has just reached, so
 the caller can write one audit entry when a lockout starts instead of one per guess.
 
-The counters live in memory: several replicas of the platform each count their own
-(the effective limit is the limit times the replicas); a restart forgets them. The
-number of tracked keys is bounded (the oldest are dropped first).
+The failures are rows of `login_failures`, written in a transaction of their own (a
+failed login's request rolls back, the failure stays), so every replica of the platform
+counts the same failures and a restart forgets none. Rows older than the window are
+deleted as new failures come.
 """
 
 from __future__ import annotations
 
 import math
-import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import delete, select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from platform_api.errors import PlatformError
+from platform_api.models import LoginFailure
 
-MAX_TRACKED = 50_000
+USERNAME, CLIENT = "username", "client"
+KEY_LENGTH = 320
 
 
 class LoginThrottled(PlatformError):
@@ -53,74 +58,87 @@ class Limits:
     window: float
 
 
-class _Counter:
-    """Failure times per key inside a sliding window."""
-
-    def __init__(self, limit: int, window: float) -> None:
-        self.limit = limit
-        self.window = window
-        self._times: dict[str, deque[float]] = {}
-
-    def _live(self, key: str, now: float) -> deque[float] | None:
-        times = self._times.get(key)
-        if times is None:
-            return None
-        while times and times[0] <= now - self.window:
-            times.popleft()
-        if not times:
-            del self._times[key]
-            return None
-        return times
-
-    def retry_after(self, key: str, now: float) -> int | None:
-        """Seconds until `key` is below its limit again; None when it is already."""
-        times = self._live(key, now)
-        if times is None or len(times) < self.limit:
-            return None
-        return max(1, math.ceil(times[-self.limit] + self.window - now))
-
-    def add(self, key: str, now: float) -> bool:
-        """Count a failure; True when it is the one that reaches the limit."""
-        times = self._live(key, now)
-        if times is None:
-            if len(self._times) >= MAX_TRACKED:
-                self._times.pop(next(iter(self._times)))
-            times = self._times[key] = deque(maxlen=self.limit)
-        times.append(now)
-        return len(times) == self.limit
-
-    def clear(self, key: str) -> None:
-        self._times.pop(key, None)
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
 
 
 class LoginThrottle:
-    """The per-username and per-client failure counters of one process."""
+    """The per-username and per-client failure counts, shared by every replica."""
 
-    def __init__(self, limits: Limits, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        limits: Limits,
+        sessions: async_sessionmaker[AsyncSession],
+        clock: Callable[[], datetime] = _utcnow,
+    ) -> None:
+        self.limits = limits
+        self.sessions = sessions
         self.clock = clock
-        self.users = _Counter(limits.per_user, limits.window)
-        self.clients = _Counter(limits.per_client, limits.window)
 
-    def check(self, username: str, client: str) -> None:
+    def _limit(self, scope: str) -> int:
+        return self.limits.per_user if scope == USERNAME else self.limits.per_client
+
+    async def _recent(
+        self, session: AsyncSession, scope: str, key: str, now: datetime, extra: int = 0
+    ) -> list[datetime]:
+        """The key's failures inside the window, newest first, at most its limit (plus
+        `extra`)."""
+        since = now - timedelta(seconds=self.limits.window)
+        rows = await session.scalars(
+            select(LoginFailure.at)
+            .where(
+                LoginFailure.scope == scope,
+                LoginFailure.key == key[:KEY_LENGTH],
+                LoginFailure.at > since,
+            )
+            .order_by(LoginFailure.at.desc())
+            .limit(self._limit(scope) + extra)
+        )
+        return list(rows)
+
+    async def _retry_after(
+        self, session: AsyncSession, scope: str, key: str, now: datetime
+    ) -> int | None:
+        recent = await self._recent(session, scope, key, now)
+        if len(recent) < self._limit(scope):
+            return None
+        ages_out = recent[-1] + timedelta(seconds=self.limits.window)
+        return max(1, math.ceil((ages_out - now).total_seconds()))
+
+    async def check(self, username: str, client: str) -> None:
         """Raise `LoginThrottled` when the client or the username is over its limit."""
         now = self.clock()
-        wait = self.clients.retry_after(client, now)
-        if wait is not None:
-            raise LoginThrottled(wait, "client")
-        wait = self.users.retry_after(username, now)
-        if wait is not None:
-            raise LoginThrottled(wait, "username")
+        async with self.sessions() as session:
+            for scope, key in ((CLIENT, client), (USERNAME, username)):
+                wait = await self._retry_after(session, scope, key, now)
+                if wait is not None:
+                    raise LoginThrottled(wait, scope)
 
-    def failed(self, username: str, client: str) -> list[str]:
+    async def failed(self, username: str, client: str) -> list[str]:
         """Count a failure of both keys; the scopes whose lockout it starts."""
         now = self.clock()
         started = []
-        if self.users.add(username, now):
-            started.append("username")
-        if self.clients.add(client, now):
-            started.append("client")
+        async with self.sessions() as session, session.begin():
+            cutoff = now - timedelta(seconds=self.limits.window)
+            await session.execute(delete(LoginFailure).where(LoginFailure.at <= cutoff))
+            session.add_all(
+                [
+                    LoginFailure(scope=USERNAME, key=username[:KEY_LENGTH], at=now),
+                    LoginFailure(scope=CLIENT, key=client[:KEY_LENGTH], at=now),
+                ]
+            )
+            await session.flush()
+            for scope, key in ((USERNAME, username), (CLIENT, client)):
+                counted = await self._recent(session, scope, key, now, extra=1)
+                if len(counted) == self._limit(scope):
+                    started.append(scope)
         return started
 
-    def succeeded(self, username: str) -> None:
+    async def succeeded(self, username: str) -> None:
         """A right password: the username's failures are forgotten."""
-        self.users.clear(username)
+        async with self.sessions() as session, session.begin():
+            await session.execute(
+                delete(LoginFailure).where(
+                    LoginFailure.scope == USERNAME, LoginFailure.key == username[:KEY_LENGTH]
+                )
+            )

@@ -242,8 +242,10 @@ def test_the_production_overlay_is_highly_available(cluster: Cluster) -> None:
         assert selected.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
     assert budgets[PLATFORM]["spec"]["maxUnavailable"] < platform["spec"]["replicas"]
     operator = one(docs, "Deployment", OPERATOR)
-    assert operator["spec"]["replicas"] == 1  # kopf standalone: one at a time
-    assert operator["spec"]["strategy"]["type"] == "Recreate"
+    # a leader and a standby (a Lease elects the leader), so a budget of one unavailable
+    # leaves one running through a drain
+    assert operator["spec"]["replicas"] == 2
+    assert budgets[OPERATOR]["spec"]["maxUnavailable"] < operator["spec"]["replicas"]
 
 
 def test_the_dev_overlay_is_one_replica_on_sqlite_with_marked_dev_secrets(

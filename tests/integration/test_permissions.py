@@ -59,8 +59,10 @@ OPERATOR_EVERYWHERE = (
 )
 OPERATOR_IN_DEFAULT = grant("discovery.k8s.io", ["endpointslices"], ["list"])
 """The API server's endpoints (the `kubernetes` EndpointSlices), for the agents' egress."""
-OPERATOR_IN_SYSTEM = grant("", ["secrets"], ["get"], KEY_SECRETS) | grant(
-    "", ["secrets"], ["create"]
+OPERATOR_IN_SYSTEM = (
+    grant("", ["secrets"], ["get"], KEY_SECRETS)
+    | grant("", ["secrets"], ["create"])
+    | grant("coordination.k8s.io", ["leases"], ["get", "create", "update"])
 )
 """Its key material by name; `create` cannot take names (a policy refuses any other)."""
 OPERATOR_IN_ORG = grant("", ["secrets"], ["get", "create", "patch"])

@@ -7,6 +7,7 @@ limit."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -15,6 +16,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from platform_api.auth.throttle import Limits, LoginThrottle, LoginThrottled
+from platform_api.db import make_sessionmaker
 from platform_api.settings import Settings
 from tests.platform.conftest import ADMIN_PASSWORD, TwoOrgs, make_settings
 
@@ -105,18 +107,23 @@ async def test_a_success_clears_the_users_failures(
         assert (await _login(attacker, viewer.username, viewer.password)).status_code == 200
 
 
-def test_failures_age_out_of_the_window() -> None:
-    now = [1000.0]
-    throttle = LoginThrottle(Limits(per_user=2, per_client=10, window=60), clock=lambda: now[0])
-    assert throttle.failed("bob", "c") == []
-    now[0] += 30
-    assert throttle.failed("bob", "c") == ["username"]
+async def test_failures_age_out_of_the_window(db: AsyncEngine) -> None:
+    start = datetime(2026, 12, 1, tzinfo=UTC)
+    now = [start]
+    throttle = LoginThrottle(
+        Limits(per_user=2, per_client=10, window=60), make_sessionmaker(db), clock=lambda: now[0]
+    )
+    assert await throttle.failed("bob", "c") == []
+    now[0] += timedelta(seconds=30)
+    assert await throttle.failed("bob", "c") == ["username"]
     with pytest.raises(LoginThrottled) as caught:
-        throttle.check("bob", "c")
+        await throttle.check("bob", "c")
     assert caught.value.details["retryAfterSeconds"] == "30"
-    now[0] += 30.5
-    throttle.check("bob", "c")  # the first failure aged out: one more try
-    assert throttle.failed("bob", "c") == ["username"]
+    now[0] += timedelta(seconds=30.5)
+    await throttle.check("bob", "c")  # the first failure aged out: one more try
+    assert await throttle.failed("bob", "c") == ["username"]
     with pytest.raises(LoginThrottled):
-        throttle.check("bob", "c")
-    throttle.check("alice", "c")  # another user from the same client
+        await throttle.check("bob", "c")
+    # past the limit, a failure starts no second lockout
+    assert await throttle.failed("bob", "c") == []
+    await throttle.check("alice", "c")  # another user from the same client

@@ -41,6 +41,7 @@ TABLES = {
     "conversations",
     "messages",
     "knowledge_documents",
+    "login_failures",
     "alembic_version",
 }
 

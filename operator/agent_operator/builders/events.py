@@ -18,9 +18,16 @@ from .naming import (
 
 
 def event(
-    body: Mapping[str, Any], reason: str, message: str, *, warning: bool, now: datetime
+    body: Mapping[str, Any],
+    reason: str,
+    message: str,
+    *,
+    warning: bool,
+    now: datetime,
+    reporter: str = MANAGED_BY,
 ) -> Manifest:
-    """A core/v1 Event about an AgentInstance (from the object as the API returned it)."""
+    """A core/v1 Event about an AgentInstance (from the object as the API returned it);
+    `reporter` names the operator replica that acted (the Event's reportingInstance)."""
     meta = body["metadata"]
     stamp = _rfc3339(now)
     return {
@@ -44,7 +51,7 @@ def event(
         "type": "Warning" if warning else "Normal",
         "source": {"component": MANAGED_BY},
         "reportingComponent": MANAGED_BY,
-        "reportingInstance": MANAGED_BY,
+        "reportingInstance": reporter[:128],
         "action": reason,
         "firstTimestamp": stamp,
         "lastTimestamp": stamp,
