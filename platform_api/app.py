@@ -38,6 +38,7 @@ from platform_api.integrations.router import router as integrations_router
 from platform_api.knowledge.router import router as knowledge_router
 from platform_api.kube.client import KubeClient
 from platform_api.kube.namespaces import KubeOrgNamespaces
+from platform_api.metrics import PlatformMetrics, RequestMetrics
 from platform_api.orgs.namespaces import NoopOrgNamespaces, OrgNamespaces
 from platform_api.orgs.router import router as orgs_router
 from platform_api.settings import Settings
@@ -150,6 +151,9 @@ def _platform(
         settings.login_max_failures_per_client,
         settings.login_failure_window_seconds,
     )
+    metrics = PlatformMetrics()
+    if decisions is not None:
+        metrics.queue.source = decisions.summary
     return Platform(
         settings=settings,
         engine=engine,
@@ -157,8 +161,20 @@ def _platform(
         tokens=TokenService(settings),
         namespaces=namespaces,
         cipher=cipher,
-        decider=DecisionService(sessions, settings.decision_retries, decisions),
-        tools=ToolProxy(sessions, kube, cipher, upstreams),
+        decider=DecisionService(
+            sessions,
+            settings.decision_retries,
+            decisions,
+            on_decided=lambda verdict: metrics.decisions.labels(verdict).inc(),
+        ),
+        tools=ToolProxy(
+            sessions,
+            kube,
+            cipher,
+            upstreams,
+            on_called=lambda tool, outcome: metrics.proxy_calls.labels(tool, outcome).inc(),
+        ),
+        metrics=metrics,
         logins=LoginThrottle(limits, sessions),
         kube=kube,
         decisions=decisions,
@@ -190,6 +206,9 @@ async def _shutdown(
             await task
     if kube is not None:
         await kube.close()
+    platform = getattr(app.state, "platform", None)
+    if isinstance(platform, Platform):
+        await asyncio.to_thread(platform.metrics.close)
     for client in (
         getattr(getattr(app.state, "platform", None), name, None) for name in ("http", "upstreams")
     ):
@@ -215,11 +234,18 @@ def _lifespan(
             await _bootstrap(platform)
             tasks = _start_watch(platform)
             app.state.platform = platform
+            if settings.metrics_port:
+                platform.metrics.serve(settings.metrics_port, settings.metrics_address)
             yield
         finally:
             await _shutdown(app, tasks, kube, engine)
 
     return lifespan
+
+
+def _metrics_of(app: FastAPI) -> PlatformMetrics | None:
+    platform = getattr(app.state, "platform", None)
+    return platform.metrics if isinstance(platform, Platform) else None
 
 
 def create_app(
@@ -242,6 +268,7 @@ def create_app(
         lifespan=_lifespan(settings, namespaces, egress),
     )
     install_error_handlers(app)
+    app.add_middleware(RequestMetrics, metrics=lambda: _metrics_of(app))
     for router in ROUTERS:
         app.include_router(router)
     return app

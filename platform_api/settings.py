@@ -164,5 +164,16 @@ class Settings(BaseSettings):
         default=50, ge=1, description="signed checkpoints kept per chain (older ones pruned)"
     )
 
+    metrics_port: int = Field(
+        default=0,
+        ge=0,
+        le=65535,
+        description="port of the Prometheus `/metrics` endpoint, apart from the API's own "
+        "port (which the experts' Ingress reaches); 0 turns it off",
+    )
+    metrics_address: str = Field(
+        default="0.0.0.0", description="address the `/metrics` endpoint binds"
+    )
+
     host: str = "127.0.0.1"
     port: int = 8000

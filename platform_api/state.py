@@ -18,6 +18,7 @@ from platform_api.human_tasks.index import DecisionIndex
 from platform_api.integrations.crypto import CredentialCipher
 from platform_api.kube.client import KubeClient
 from platform_api.kube.published import AgentKeys, CallbackKey
+from platform_api.metrics import PlatformMetrics
 from platform_api.orgs.namespaces import OrgNamespaces
 from platform_api.settings import Settings
 from platform_api.tools.upstreams.egress import Egress
@@ -43,6 +44,8 @@ class Platform:
     """The tool proxy (built once, with the sessions, cipher, clients and its ledger)."""
     logins: LoginThrottle
     """The failed-login counters (in the database, shared by every replica)."""
+    metrics: PlatformMetrics
+    """This app's Prometheus metrics."""
     kube: KubeClient | None = None
     decisions: DecisionIndex | None = None
     http: httpx.AsyncClient | None = None

@@ -43,6 +43,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -115,6 +116,9 @@ class ToolProxy:
     cipher: CredentialCipher | None
     http: httpx.AsyncClient | None
     ledger: ToolCallLedger = field(init=False)
+    on_called: Callable[[str, str], None] | None = None
+    """Told the tool and the outcome (`success` or the error code) of every call that
+    reached the upstream step (the platform's metrics)."""
 
     def __post_init__(self) -> None:
         self.ledger = ToolCallLedger(self.sessions)
@@ -301,6 +305,8 @@ class ToolProxy:
                     "read_back": done.read_back,
                 },
             )
+        if self.on_called is not None:
+            self.on_called(tool, "success" if error is None else error.code)
         return error
 
 

@@ -241,6 +241,19 @@ class DecisionIndex:
             total += len(rows) - expired
         return total
 
+    def summary(self, now: datetime) -> tuple[int, datetime | None]:
+        """Every org's open decisions at `now`: how many, and the nearest deadline."""
+        total, nearest = 0, None
+        for org in self._by_org:
+            total += self.count([org], now)
+            for row in self._by_org[org]:  # deadline first: the first open one is nearest
+                if row.expired(now):
+                    continue
+                if row.deadline is not None and (nearest is None or row.deadline < nearest):
+                    nearest = row.deadline
+                break
+        return total, nearest
+
     def rows(self, org_ids: Collection[uuid.UUID | str], now: datetime) -> Iterator[Row]:
         """The open decisions of `org_ids` at `now`, deadline first (none last)."""
         lists = [self._by_org[o] for o in {str(o) for o in org_ids} if o in self._by_org]

@@ -15,7 +15,7 @@ its own), the retry budget and the watch's decision index.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -109,6 +109,8 @@ class DecisionService:
     sessions: async_sessionmaker[AsyncSession] | None
     retries: int
     index: WatchedTasks | None = None
+    on_decided: Callable[[str], None] | None = None
+    """Told the verdict of every decision written (the platform's metrics)."""
 
     async def decide(
         self, session: AsyncSession, kube: KubeClient, principal: Principal, ballot: Ballot
@@ -284,6 +286,8 @@ class DecisionService:
                 "uid": attempt.task.metadata.uid,
             },
         )
+        if self.on_decided is not None:
+            self.on_decided(ballot.verdict.value)
         return Outcome(
             model,
             entry.decision is not None,

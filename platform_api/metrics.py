@@ -1,0 +1,138 @@
+"""Prometheus metrics of the platform API, on a port of their own.
+
+Requests by route template, method and status code with a latency histogram (an ASGI
+middleware: `RequestMetrics`), decisions by verdict and outcome, tool-proxy calls by tool
+and outcome, webhook deliveries by outcome, and, read at scrape time from the review
+queue's index, the open decisions and the nearest deadline. Each app has a registry of
+its own (so several apps in one process keep apart); `serve` exposes it on
+`HUMANWORK_METRICS_PORT` (0: off), never on the API's own port, which the experts'
+Ingress reaches. The names follow the operator's (`agent_operator.metrics`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+QueueSummary = Callable[[datetime], tuple[int, datetime | None]]
+"""The open decisions at a time, and the nearest deadline (`DecisionIndex.summary`)."""
+
+
+class _Queue(Collector):
+    """The review queue's depth and nearest deadline, read when Prometheus scrapes."""
+
+    def __init__(self) -> None:
+        self.source: QueueSummary | None = None
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        depth = GaugeMetricFamily(
+            "humanwork_platform_open_decisions", "Decisions waiting for an expert."
+        )
+        nearest = GaugeMetricFamily(
+            "humanwork_platform_nearest_deadline_timestamp_seconds",
+            "Unix time of the nearest deadline among the open decisions (absent: none).",
+        )
+        if self.source is not None:
+            count, deadline = self.source(datetime.now(UTC))
+            depth.add_metric([], count)
+            if deadline is not None:
+                nearest.add_metric([], deadline.timestamp())
+        yield depth
+        yield nearest
+
+
+class PlatformMetrics:
+    """One app's metrics."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "humanwork_platform_requests_total",
+            "HTTP requests answered, by method, route template and status code.",
+            ["method", "route", "code"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "humanwork_platform_request_duration_seconds",
+            "Time to answer an HTTP request, by method and route template.",
+            ["method", "route"],
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=self.registry,
+        )
+        self.decisions = Counter(
+            "humanwork_platform_decisions_total",
+            "Experts' decisions on steps, by verdict.",
+            ["verdict"],
+            registry=self.registry,
+        )
+        self.proxy_calls = Counter(
+            "humanwork_platform_proxy_calls_total",
+            "Tool-proxy calls of agents, by tool and outcome.",
+            ["tool", "outcome"],
+            registry=self.registry,
+        )
+        self.webhook_deliveries = Counter(
+            "humanwork_platform_webhook_deliveries_total",
+            "Outgoing webhook delivery attempts, by outcome.",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.queue = _Queue()
+        self.registry.register(self.queue)
+        self._server: Any = None
+
+    def serve(self, port: int, address: str) -> None:
+        """Serve /metrics on a background thread (never on the event loop)."""
+        self._server, _thread = start_http_server(port, addr=address, registry=self.registry)
+
+    def close(self) -> None:
+        """Stop serving /metrics."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+
+def _route(scope: Scope) -> str:
+    """The matched route's template (`/orgs/{org_id}`), never the raw path: raw paths
+    would make one series per id."""
+    route: Any = scope.get("route")
+    path = getattr(route, "path", None)
+    return str(path) if path else "unmatched"
+
+
+class RequestMetrics:
+    """ASGI middleware counting and timing each HTTP request (a streamed answer is timed
+    to its status line)."""
+
+    def __init__(self, app: ASGIApp, metrics: Callable[[], PlatformMetrics | None]) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = [500]
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            metrics = self.metrics()
+            if metrics is not None:
+                method, route = scope["method"], _route(scope)
+                metrics.requests.labels(method, route, str(status[0])).inc()
+                metrics.latency.labels(method, route).observe(time.perf_counter() - started)

@@ -1,0 +1,73 @@
+"""The platform's Prometheus metrics (issue 17, item 4), read from their own port as
+Prometheus would: requests by route template and code, decisions by verdict, the open
+decisions and the nearest deadline of the queue."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from humanwork_dev.cluster import free_port
+from platform_api.settings import Settings
+from tests.platform.conftest import make_settings
+from tests.platform_k8s.conftest import Orgs, TaskApi, until
+
+STEP = {"id": "only", "description": "Refund order 17", "tool": "shopify_refund", "risk": "high"}
+PORT = free_port()
+
+
+@pytest.fixture
+def settings(database_url: str, platform_kubeconfig: Path) -> Settings:
+    return make_settings(database_url, kubeconfig=str(platform_kubeconfig), metrics_port=PORT)
+
+
+def scrape() -> dict[str, float]:
+    """The samples, by their full name with labels."""
+    text = httpx.get(f"http://127.0.0.1:{PORT}/metrics", timeout=10).text
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            samples[name] = float(value)
+    return samples
+
+
+async def test_requests_decisions_and_the_queue_are_measured(
+    tasks: TaskApi, orgs: Orgs, client: httpx.AsyncClient
+) -> None:
+    created = await tasks.create(
+        orgs.requester, orgs.org_a, steps=[STEP], policy={"decisionDeadlineSeconds": 600}
+    )
+    await until(
+        lambda: client.get("/human-tasks", headers=orgs.viewer.headers),
+        lambda r: r.json()["total"] == 1,
+    )
+    samples = scrape()
+    assert samples["humanwork_platform_open_decisions"] == 1
+    nearest = samples["humanwork_platform_nearest_deadline_timestamp_seconds"]
+    assert time.time() + 500 < nearest <= time.time() + 600
+    # the route template, never the raw path with its ids
+    key = 'humanwork_platform_requests_total{code="200",method="GET",route="/human-tasks"}'
+    assert samples[key] >= 1
+    assert not [k for k in samples if created["id"] in k]
+    r = await client.get("/orgs/00000000-0000-0000-0000-000000000000", headers=orgs.viewer.headers)
+    assert r.status_code == 404
+    missing = 'humanwork_platform_requests_total{code="404",method="GET",route="/orgs/{org_id}"}'
+    assert scrape()[missing] == 1
+
+    r = await tasks.decide(orgs.expert, created["id"], "only")
+    assert r.status_code == 200, r.text
+    samples = scrape()
+    assert samples['humanwork_platform_decisions_total{verdict="approve"}'] == 1
+    latency = 'humanwork_platform_request_duration_seconds_count{method="POST",route='
+    assert any(k.startswith(latency) and "/approve" in k for k in samples)
+    await until(
+        lambda: client.get("/human-tasks", headers=orgs.viewer.headers),
+        lambda r: r.json()["total"] == 0,
+    )
+    samples = scrape()
+    assert samples["humanwork_platform_open_decisions"] == 0
+    assert "humanwork_platform_nearest_deadline_timestamp_seconds" not in samples
