@@ -25,6 +25,7 @@ from ..resources import (
     TaskPolicy,
     Verdict,
 )
+from ..resources.agentictask import Outcome
 from .errors import (
     StepNotFound,
 )
@@ -161,6 +162,7 @@ def executable_step(task: AgenticTask) -> Step | None:
             entry.execution is None
             or entry.execution.state is ExecutionState.RUNNING
             or is_resolved(entry)
+            or is_retried(entry)
         ):
             return step
         return None
@@ -195,19 +197,43 @@ def is_resolved(entry: StepStatus) -> bool:
     )
 
 
+def is_retried(entry: StepStatus) -> bool:
+    """Whether an expert retried the step's current failed execution (the agent then runs
+    it again; see :func:`humanwork_core.taskflow.retry`)."""
+    return (
+        entry.execution is not None
+        and entry.execution.state is ExecutionState.FAILED
+        and entry.resolution is not None
+        and entry.resolution.outcome is Outcome.RETRY
+        and entry.resolution.attempt == entry.execution.attempt
+    )
+
+
+def reopened(task: AgenticTask) -> bool:
+    """Whether a task recorded `Failed` was reopened by an expert's retry of its failed
+    step: the one way out of a terminal phase."""
+    status = task.current_status()
+    if status.phase is not TaskPhase.FAILED:
+        return False
+    return any(is_retried(status.step(step.id)) for step in task.spec.steps)
+
+
 def derive_phase(task: AgenticTask, now: datetime) -> TaskPhase:
     """The phase the task is in, from its decisions, executions and the time.
 
-    A terminal phase already recorded is kept: terminal phases are absorbing.
+    A terminal phase already recorded is kept: terminal phases are absorbing, but for a
+    failed task reopened by an expert's retry (:func:`reopened`).
     """
     status = task.current_status()
-    if status.phase is not None and status.phase.terminal:
+    if status.phase is not None and status.phase.terminal and not reopened(task):
         return status.phase
     for step in task.spec.steps:
         entry = status.step(step.id)
         if is_rejected(entry):
             return TaskPhase.REJECTED
         if entry.execution is not None:
+            if is_retried(entry):
+                return TaskPhase.IN_PROGRESS
             if entry.execution.state is ExecutionState.FAILED:
                 return TaskPhase.FAILED
             if entry.execution.state is ExecutionState.RUNNING or is_resolved(entry):
@@ -244,6 +270,8 @@ def step_state(task: AgenticTask, step_id: str, now: datetime) -> StepState:
     entry = task.current_status().step(step_id)
     if is_rejected(entry):
         return StepState.REJECTED
+    if is_retried(entry):
+        return StepState.APPROVED  # retried: waits for the agent to run it again
     if entry.execution is not None:
         return {
             ExecutionState.RUNNING: StepState.EXECUTING,
