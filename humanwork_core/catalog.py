@@ -260,7 +260,24 @@ _AMAZON = _tool(
     ),
 )
 
-TOOLS: Mapping[str, Tool] = MappingProxyType({t.name: t for t in (_SHOPIFY, _AMAZON)})
+# issue 15, item 10 (UC-8): a read-only fetch of a web page, through the proxy
+_WEB = _tool(
+    "web",
+    "web",
+    "Read-only fetch of a public web page on the org's domain allowlist",
+    (),
+    _read(
+        "web",
+        "fetch",
+        "GET one page (https, or an allowed test endpoint) whose host is on the org's "
+        "allowedDomains, following up to 5 redirects that stay on it; private, link-local "
+        "and metadata addresses are refused; the body is cut off at the platform's size "
+        "limit (refused beyond it). Returns {url, status, contentType, bytes, text}.",
+        Param("url", {"type": "string", "format": "uri", "maxLength": 2048}, required=True),
+    ),
+)
+
+TOOLS: Mapping[str, Tool] = MappingProxyType({t.name: t for t in (_SHOPIFY, _AMAZON, _WEB)})
 """Every tool of the catalog by its canonical name."""
 
 ALIASES: Mapping[str, str] = MappingProxyType(

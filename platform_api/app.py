@@ -49,6 +49,7 @@ from platform_api.tasks.router import router as tasks_router
 from platform_api.tools.catalog_router import router as catalog_router
 from platform_api.tools.router import router as tools_router
 from platform_api.tools.upstreams.egress import Egress, EgressClient, EgressPolicy, Resolver
+from platform_api.tools.upstreams.web import WebLimits  # issue 15, item 10
 from platform_api.users.router import router as users_router
 from platform_api.users.service import ensure_admin
 from platform_api.web.router import router as web_router
@@ -158,7 +159,13 @@ def _platform(
         namespaces=namespaces,
         cipher=cipher,
         decider=DecisionService(sessions, settings.decision_retries, decisions),
-        tools=ToolProxy(sessions, kube, cipher, upstreams),
+        tools=ToolProxy(
+            sessions,
+            kube,
+            cipher,
+            upstreams,
+            web=WebLimits(settings.web_fetch_max_bytes, settings.web_fetch_timeout_seconds),
+        ),
         kube=kube,
         decisions=decisions,
         http=httpx.AsyncClient(timeout=settings.agent_timeout_seconds),

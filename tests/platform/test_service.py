@@ -41,6 +41,7 @@ TABLES = {
     "conversations",
     "messages",
     "knowledge_documents",
+    "tool_call_counts",  # issue 15, item 10
     "alembic_version",
 }
 
