@@ -59,6 +59,7 @@ from .execution import MAX_ATTEMPTS, finish_execution, resolve, retry, start_exe
 from .lifecycle import cancel, tick
 from .state import (
     awaiting_resolution,
+    awaiting_retry,
     canonical_json,
     current_step,
     decidable_step,
@@ -109,6 +110,7 @@ __all__ = [
     "authorize_tool_call",
     "auto_approve",
     "awaiting_resolution",
+    "awaiting_retry",
     "cancel",
     "canonical_json",
     "current_step",

@@ -12,6 +12,7 @@ from datetime import datetime
 
 from pydantic import JsonValue
 
+from .. import catalog
 from ..policy import OrgPolicy, effective_risk
 from ..policy import required_approvals as _quorum
 from ..resources import (
@@ -207,6 +208,21 @@ def is_retried(entry: StepStatus) -> bool:
         and entry.resolution.outcome is Outcome.RETRY
         and entry.resolution.attempt == entry.execution.attempt
     )
+
+
+def awaiting_retry(task: AgenticTask) -> Step | None:
+    """The step an expert may still retry: the task failed on it, its execution failed
+    (not retried yet) and its action is safe to retry (the catalog's `retry_safe`)."""
+    status = task.current_status()
+    if status.phase not in (None, TaskPhase.FAILED):
+        return None
+    for step in task.spec.steps:
+        entry = status.step(step.id)
+        failed = entry.execution is not None and entry.execution.state is ExecutionState.FAILED
+        if failed and not is_retried(entry):
+            action = effective_parameters(step, entry).get("action")
+            return step if catalog.retry_safe(step.tool, action) else None
+    return None
 
 
 def reopened(task: AgenticTask) -> bool:

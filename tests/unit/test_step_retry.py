@@ -166,3 +166,39 @@ def test_a_cancelled_task_is_not_reopened_by_a_retry() -> None:
     )
     with pytest.raises(tf.TaskTerminal):
         tf.retry(cancelled, "look", by="bob", note=None, now=T0)
+
+
+def test_a_task_awaiting_a_retry_stays_for_the_retry_window_before_it_is_deleted() -> None:
+    from agent_operator.config import OperatorSettings
+    from agent_operator.tasks import ttl_of
+
+    settings = OperatorSettings(task_ttl_seconds=3, retry_window_seconds=3600)
+    read = failed(make_task(READ), "look")
+    assert tf.awaiting_retry(read) is not None
+    assert ttl_of(read, settings) == 3600
+    delta = failed(make_task(ADJUST), "adjust")
+    assert tf.awaiting_retry(delta) is None  # not safe to retry: nothing to wait for
+    assert ttl_of(delta, settings) == 3
+    retried = with_status(read, tf.retry(read, "look", by="bob", note=None, now=T0))
+    assert tf.awaiting_retry(retried) is None
+    done = approve(make_task(READ), "look")
+    done = with_status(done, tf.start_execution(done, "look", T0))
+    done = with_status(done, tf.finish_execution(done, "look", T0, result={"ok": 1}))
+    assert ttl_of(with_status(done, tf.tick(done, T0)), settings) == 3
+
+
+def test_a_retried_task_is_never_deleted_before_the_operator_reopens_it() -> None:
+    from agent_operator.tasks import ARCHIVED_ANNOTATION, expired_ttl
+
+    task = failed(make_task(READ), "look")
+    archived = task.model_copy(
+        update={
+            "metadata": task.metadata.model_copy(
+                update={"annotations": {ARCHIVED_ANNOTATION: "true"}}
+            )
+        }
+    )
+    later = T0 + timedelta(hours=2)
+    assert expired_ttl(archived, 3, later)
+    retried = with_status(archived, tf.retry(archived, "look", by="bob", note=None, now=T0))
+    assert not expired_ttl(retried, 3, later)
