@@ -21,24 +21,12 @@ import pytest
 from agent_image.executor import Checkpoints, Executor
 from agent_image.platform import PlatformClient
 from humanwork_core import taskflow
-from humanwork_core.resources import AgenticTask, Risk
-from tests.unit.factories import T0, action, make_task, with_status
+from humanwork_core.resources import AgenticTask
+from tests.unit.factories import T0, make_task, with_status
 from tests.unit.test_agent_events import agent_settings
+from tests.unit.test_step_retry import ADJUST, READ
+from tests.unit.test_step_retry import SET as WRITE
 from tests.unit.test_taskflow import approve
-
-READ = action("look", tool="shopify", parameters={"action": "getOrder", "params": {"id": 7}})
-WRITE = action(
-    "set",
-    Risk.HIGH,
-    tool="shopify",
-    parameters={"action": "setInventoryLevel", "params": {"available": 3, "sku": "A"}},
-)
-ADJUST = action(
-    "adjust",
-    Risk.HIGH,
-    tool="shopify",
-    parameters={"action": "adjustInventoryLevel", "params": {"available_adjustment": -3}},
-)
 
 
 class Store:
