@@ -48,10 +48,12 @@ class HumanTask(BaseModel):
     )
     tool: str | None
     risk: str
-    status: Literal["pending", "escalated", "outcome_unknown"] = Field(
+    status: Literal["pending", "escalated", "outcome_unknown", "failed"] = Field(
         description="`pending` or `escalated` while the step waits for a decision; "
         "`outcome_unknown` when its approved tool call may or may not have taken effect "
-        "upstream and an expert must resolve it (`POST /human-tasks/{id}/resolve`)"
+        "upstream and an expert must resolve it (`POST /human-tasks/{id}/resolve`); "
+        "`failed` when its tool call failed, its task failed with it and its action is safe "
+        "to retry (`POST /human-tasks/{id}/retry`; see the detail view for the reason)"
     )
     deadline: datetime | None
     escalations: int

@@ -5,6 +5,7 @@ action is not safe to run twice offers no retry."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from playwright.sync_api import Page, expect
@@ -39,7 +40,14 @@ def test_the_expert_sees_why_a_step_failed_and_retries_it(
     page: Page, org: Org, artifacts: Path
 ) -> None:
     task_id = failed_task(org, {"action": "getOrder", "params": {"id": 1042}}, "low")
-    login(page, org, org.expert, f"/workspace/tasks/{task_id}/work")
+    org.wait_queue(
+        lambda p: any(i["id"] == f"{task_id}/work" and i["status"] == "failed" for i in p["items"])
+    )
+    login(page, org, org.expert)
+    row = page.locator(f'tr[data-id="{task_id}/work"]')
+    expect(row.get_by_role("button", name=re.compile("^(Approve|Reject)"))).to_have_count(0)
+    row.get_by_role("link", name=re.compile("^Retry")).click()
+    expect(page).to_have_url(f"{org.url}/workspace/tasks/{task_id}/work")
     panel = page.locator("#decide")
     expect(panel).to_contain_text("Step failed")
     expect(page.locator("#failure-reason")).to_have_text(REASON)
@@ -56,6 +64,7 @@ def test_the_expert_sees_why_a_step_failed_and_retries_it(
     )
     assert resolution["note"] == "the store is back"
     org.wait(task_id, lambda t: t["phase"] == "InProgress")  # reopened for the agent
+    org.wait_queue(lambda p: all(i["id"] != f"{task_id}/work" for i in p["items"]))
     expect(panel.get_by_role("button", name="Retry step")).to_have_count(0)
 
 

@@ -10,6 +10,7 @@ and the step runs once more; a delta write is never retried.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -76,6 +77,20 @@ async def failed(world: World, name: str) -> dict[str, Any]:
     return detail
 
 
+async def in_queue(world: World, name: str) -> dict[str, Any] | None:
+    """The step's item in the review queue, once the index has seen the failure."""
+    item_id = f"{world.namespace}/{name}/work"
+    for _ in range(50):
+        queue = await world.http.get(f"{world.platform.url}/human-tasks", headers=world.expert)
+        assert queue.status_code == 200, queue.text
+        items = {i["id"]: i for i in queue.json()["items"]}
+        if item_id in items:
+            found: dict[str, Any] = items[item_id]
+            return found
+        await asyncio.sleep(0.2)
+    return None
+
+
 async def retry(world: World, name: str, headers: dict[str, str]) -> Any:
     return await world.http.post(
         f"{world.platform.url}/human-tasks/{world.namespace}/{name}/work/retry",
@@ -95,6 +110,8 @@ async def test_a_failed_read_shows_why_and_the_experts_retry_completes_it(world:
     detail = await failed(world, name)
     [step] = detail["plan"]
     assert step["retry_safe"] is True
+    queued = await in_queue(world, name)  # the expert finds it in the review queue
+    assert queued is not None and queued["status"] == "failed" and queued["deadline"] is None
     error = step["execution"]["error"]
     assert error.startswith("upstream_error (upstream answered 404)"), error
     [event] = await step_failed_events(world, name)
@@ -150,3 +167,4 @@ async def test_a_failed_delta_write_is_never_retried(world: World) -> None:
     task = await world.task(name)
     assert phase(task) == "Failed"
     assert world.shop.side_effects == [] and world.shop.inventory(MUG) == before
+    assert await in_queue(world, name) is None  # nothing an expert could do there

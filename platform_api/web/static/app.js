@@ -421,6 +421,19 @@
     row._select = null;
     row._actions = null;
     if (!can("tasks.decide")) return row; // no controls the user may not use
+    if (item.status === "failed") {
+      // issue 15, item 9: a failed step is retried (or left) in the detail view
+      const verb = item.requested_by === me.username ? "Details" : "Retry";
+      row._select = el("td", { class: "col-select" });
+      row._actions = el("td", { class: "col-actions", "data-label": "Decide" },
+        el("div", { class: "row-actions" }, el("a", {
+          href: detailHref(item.id),
+          class: "button-link",
+          text: `${verb}…`,
+          "aria-label": `${verb} ${label(item)}`,
+        })));
+      return row;
+    }
     const check = el("input", { type: "checkbox", "aria-label": `Select ${label(item)}` });
     check.addEventListener("change", () => {
       if (check.checked) queue.selected.add(item.id);
