@@ -43,7 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from humanwork_core import taskflow
+from humanwork_core import catalog, taskflow
 from humanwork_core.resources import AgenticTask
 from humanwork_core.resources.agentictask import Step, StepKind
 from humanwork_core.resources.common import API_VERSION
@@ -105,7 +105,15 @@ class Emitter(Protocol):
 
 
 class StepFailed(Exception):
-    """The step ran and failed for good (the proxy refused it or the upstream did)."""
+    """The step ran and failed for good (the proxy refused it or the upstream did): `code`
+    is the proxy's stable error code and `details` what it said of the upstream."""
+
+    def __init__(
+        self, message: str, *, code: str = "step_failed", details: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.details = dict(details or {})
 
 
 class OutcomeUnknown(Exception):
@@ -114,6 +122,32 @@ class OutcomeUnknown(Exception):
 
 
 OUTCOME_UNKNOWN_CODE = "tool_call_outcome_unknown"
+MALFORMED_CODE = "malformed_answer"
+TRANSIENT_CODES = frozenset(
+    {
+        "platform_unreachable",
+        "token_unavailable",
+        "unavailable",
+        "kubernetes_unavailable",
+        "kubernetes_error",
+        "tool_call_in_progress",
+    }
+)
+"""Answers that say nothing about the step (the platform or the proxy's claim is busy or
+away): the call is sent again with the same key. Every other refusal, the upstream's
+included, fails the step with its reason; an expert may retry it (`retry_safe`)."""
+
+
+def failure(exc: Exception) -> StepFailed:
+    """The step's failure from the proxy's refusal: its code, message and what it said of
+    the upstream (`upstreamStatus`, `outcome`, `replayed`)."""
+    code = str(getattr(exc, "code", "") or "tool_call_failed")
+    message = str(getattr(exc, "message", "") or exc)
+    raw = getattr(exc, "details", None)
+    details = {k: v for k, v in (raw or {}).items() if isinstance(v, str | int | bool)}
+    upstream = details.get("upstreamStatus")
+    where = f" (upstream answered {upstream})" if upstream else ""
+    return StepFailed(f"{code}{where}: {message}", code=code, details=details)
 
 
 # --- checkpoints ---------------------------------------------------------------------------
@@ -188,6 +222,7 @@ class Executor:
         is_cancelled: Callable[[str], bool] = lambda _: False,
         track: Callable[..., None] = lambda _name, **_info: None,
         untrack: Callable[[str], None] = lambda _name: None,
+        retry_seconds: float = RETRY_SECONDS,
     ) -> None:
         self.agent_name = agent_name
         self.namespace = namespace
@@ -204,6 +239,8 @@ class Executor:
         """Tasks cancelled through the agent's own API are never executed further."""
         self.track = track
         self.untrack = untrack
+        self.retry_seconds = retry_seconds
+        """The pause before a transient answer's call is sent again (same key)."""
 
     @property
     def running(self) -> list[str]:
@@ -339,18 +376,7 @@ class Executor:
             await self._unknown(name, step.id, str(exc)[:4000], key, attempt)
             return
         except StepFailed as exc:
-            error = str(exc)[:4000]
-            fresh = AgenticTask.from_wire(await self._must_get(name))
-            await self._apply(
-                fresh, taskflow.finish_execution(fresh, step.id, self.clock(), error=error)
-            )
-            await self.events.emit(
-                "task.step_failed",
-                task_id=name,
-                step_id=step.id,
-                payload={"error": error, "attempt": attempt},
-                idempotency_key=f"{key}/failed",
-            )
+            await self._failed(task, step, exc, key, attempt)
             return
         summary = summarise(result)
         fresh = AgenticTask.from_wire(await self._must_get(name))
@@ -372,6 +398,38 @@ class Executor:
                 payload={"steps": len(done.spec.steps)},
                 idempotency_key=f"{done.metadata.uid or name}/completed",
             )
+
+    async def _failed(
+        self, task: AgenticTask, step: Step, exc: StepFailed, key: str, attempt: int
+    ) -> None:
+        """Record (and announce) that the step failed, with the reason and whether an
+        expert may retry it (the catalog's `retry_safe`)."""
+        name = task.metadata.name
+        error = str(exc)[:4000]
+        fresh = AgenticTask.from_wire(await self._must_get(name))
+        await self._apply(
+            fresh, taskflow.finish_execution(fresh, step.id, self.clock(), error=error)
+        )
+        self.track(name, step=step.id, attempt=attempt, state="Failed")
+        action = taskflow.effective_parameters(step, task.current_status().step(step.id))
+        payload: dict[str, Any] = {
+            "error": error,
+            "code": exc.code,
+            "attempt": attempt,
+            "tool": step.tool,
+            "action": action.get("action"),
+            "retrySafe": catalog.retry_safe(step.tool, action.get("action")),
+        }
+        payload.update(
+            {k: exc.details[k] for k in ("upstreamStatus", "outcome") if k in exc.details}
+        )
+        await self.events.emit(
+            "task.step_failed",
+            task_id=name,
+            step_id=step.id,
+            payload=payload,
+            idempotency_key=f"{key}/failed/{attempt}",
+        )
 
     async def _unknown(self, name: str, step_id: str, error: str, key: str, attempt: int) -> None:
         """Record (and announce) that the step waits for an expert's resolution."""
@@ -424,26 +482,44 @@ class Executor:
     async def _call(
         self, tool: str, action: str, params: dict[str, Any], key: str, task: str, step: str
     ) -> dict[str, Any]:
-        """Call the proxy until it gives an answer: a result, or a final refusal."""
+        """Call the proxy until it gives an answer: a result, or a final refusal. Only the
+        platform's own transient answers (`TRANSIENT_CODES`) are sent again, with the same
+        key; an unknown outcome is never called again; every other refusal fails the step
+        with its reason; an answer that is not `{result: {...}}` fails it as malformed."""
+        last: StepFailed | None = None
         for _ in range(MAX_CALL_ATTEMPTS):
             try:
                 answer = await self.tools.call_tool(tool, action, params, key, task, step)
             except Exception as exc:
-                if getattr(exc, "code", None) == OUTCOME_UNKNOWN_CODE:
+                code = getattr(exc, "code", None)
+                if code == OUTCOME_UNKNOWN_CODE:
                     self.checkpoints.write(key, state="unknown")
                     raise OutcomeUnknown(f"{OUTCOME_UNKNOWN_CODE}: {exc}") from exc
-                status = int(getattr(exc, "status", 0) or getattr(exc, "status_code", 0) or 0)
-                details = getattr(exc, "details", None) or {}
-                if details.get("replayed") == "true" or details.get("outcome") == "refused":
-                    raise StepFailed(f"{getattr(exc, 'code', 'refused')}: {exc}") from exc
-                if status == 409 or status >= 500 or status == 0:
-                    LOG.info("step %s: proxy answered %s; retrying with the same key", key, status)
-                    await asyncio.sleep(RETRY_SECONDS)
-                    continue
-                raise StepFailed(f"{getattr(exc, 'code', 'refused')}: {exc}") from exc
-            result = answer.get("result", answer)
-            return dict(result) if isinstance(result, dict) else {"value": result}
-        raise StepFailed("the tool proxy gave no answer")
+                last = failure(exc)
+                if code not in TRANSIENT_CODES and not isinstance(exc, OSError):
+                    raise last from exc
+                LOG.info("step %s: proxy answered %s; retrying with the same key", key, code)
+                await asyncio.sleep(self.retry_seconds)
+                continue
+            return _result(answer)
+        raise StepFailed(
+            f"the tool proxy gave no answer after {MAX_CALL_ATTEMPTS} calls: {last}",
+            code=last.code if last is not None else "tool_call_failed",
+            details=last.details if last is not None else None,
+        )
+
+
+def _result(answer: object) -> dict[str, Any]:
+    """The result of the proxy's answer `{tool, action, result: {...}, ...}`, or
+    StepFailed(`malformed_answer`)."""
+    result = answer.get("result") if isinstance(answer, dict) else None
+    if not isinstance(result, dict):
+        shape = type(answer).__name__ if not isinstance(answer, dict) else sorted(answer)[:10]
+        raise StepFailed(
+            f"{MALFORMED_CODE}: the tool proxy answered without a result object ({shape})",
+            code=MALFORMED_CODE,
+        )
+    return dict(result)
 
 
 async def _quiet(awaitable: Any) -> Any:

@@ -6,7 +6,9 @@
     POST /v1/agent-api/token/refresh                 ask for an early token rotation
 
 Authenticated by the agent token, read from its mounted Secret file on every call (the
-operator rotates it). Connection errors and 502/503/504 answers are retried with backoff;
+operator rotates it). Connection errors and 502/503/504 answers are retried with backoff,
+except the proxy's report of an upstream's failure (`details.upstreamStatus`: the upstream
+answered; sending again would only ask it again);
 a tool call is retried with the SAME idempotency key, which the proxy deduplicates, so a
 side effect happens once however often the request is sent. Refusals raise
 :class:`ToolCallError` (tool calls) or :class:`PlatformError` (the rest), carrying the
@@ -70,6 +72,18 @@ def _error(response: httpx.Response, kind: type[PlatformError]) -> PlatformError
     return kind(response.status_code, code, message, details)
 
 
+def _json(response: httpx.Response, kind: type[PlatformError]) -> Any:
+    """The JSON of a successful answer; `malformed_answer` when it is not JSON."""
+    if not response.content:
+        return {}
+    try:
+        return response.json()
+    except ValueError:
+        raise kind(
+            response.status_code, "malformed_answer", "the platform's answer is not JSON"
+        ) from None
+
+
 class PlatformClient:
     """The agent's client of the platform's agent API."""
 
@@ -124,9 +138,9 @@ class PlatformClient:
                 last = kind(0, "platform_unreachable", f"{type(exc).__name__}: {exc}")
             else:
                 if response.status_code < 400:
-                    return response.json() if response.content else {}
+                    return _json(response, kind)
                 error = _error(response, kind)
-                if response.status_code not in RETRY_STATUSES:
+                if response.status_code not in RETRY_STATUSES or "upstreamStatus" in error.details:
                     raise error
                 last = error
             if attempt < tries:

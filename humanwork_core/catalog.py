@@ -9,10 +9,13 @@ One source of truth, read by everyone who must agree on what an action is:
 - the approval rules in :mod:`humanwork_core.taskflow` (a step's effective risk and quorum),
 - the AgenticTask CRD (a step may not declare less than its action's minimum risk).
 
-Each action says whether it is read-only or has a side effect, and the minimum risk a step
-calling it carries. A step's *effective* risk is the higher of what it declares and that
-minimum, so whoever writes a plan (an agent, a requester, kubectl) cannot lower the bar by
-declaring `low`. A side-effecting action is never below `medium` (checked at import).
+Each action says whether it is read-only or has a side effect, the minimum risk a step
+calling it carries, and whether a step calling it that failed may be run again by an
+expert's retry (`retry_safe`: every read; a write only where running it twice leaves the
+upstream as running it once, such as setting an absolute value; never a delta).
+A step's *effective* risk is the higher of what it declares and that minimum, so whoever
+writes a plan (an agent, a requester, kubectl) cannot lower the bar by declaring `low`. A
+side-effecting action is never below `medium` (checked at import).
 
 Pure data and functions, no I/O.
 """
@@ -54,6 +57,8 @@ class Action:
     min_risk: Risk
     description: str
     params: tuple[Param, ...] = ()
+    retry_safe: bool = False
+    """Whether an expert may retry a failed step calling it (every read; idempotent writes)."""
 
     @property
     def required(self) -> tuple[str, ...]:
@@ -85,6 +90,7 @@ class Action:
             "name": self.name,
             "sideEffect": self.side_effect,
             "minRisk": self.min_risk.value,
+            "retrySafe": self.retry_safe,
             "description": self.description,
             "parameters": self.json_schema(),
         }
@@ -112,11 +118,16 @@ class Tool:
 
 
 def _read(tool: str, name: str, description: str, *params: Param) -> Action:
-    return Action(tool, name, False, Risk.LOW, description, params)
+    return Action(tool, name, False, Risk.LOW, description, params, retry_safe=True)
 
 
 def _write(tool: str, name: str, risk: Risk, description: str, *params: Param) -> Action:
     return Action(tool, name, True, risk, description, params)
+
+
+def _idempotent_write(tool: str, name: str, risk: Risk, description: str, *params: Param) -> Action:
+    """A write that sets an absolute value: running it twice equals running it once."""
+    return Action(tool, name, True, risk, description, params, retry_safe=True)
 
 
 def _tool(
@@ -168,7 +179,7 @@ _SHOPIFY = _tool(
         Param("location_ids", _IDS),
         Param("sku", {"type": ["string", "array"], "items": {"type": "string"}}),
     ),
-    _write(
+    _idempotent_write(
         "shopify",
         "setInventoryLevel",
         Risk.HIGH,
@@ -233,7 +244,7 @@ _AMAZON = _tool(
         "{orderId, orderItems, pages, truncated, nextToken}.",
         Param("orderId", {"type": "string"}, required=True),
     ),
-    _write(
+    _idempotent_write(
         "amazon",
         "updateListingQuantity",
         Risk.HIGH,
@@ -249,7 +260,24 @@ _AMAZON = _tool(
     ),
 )
 
-TOOLS: Mapping[str, Tool] = MappingProxyType({t.name: t for t in (_SHOPIFY, _AMAZON)})
+# issue 15, item 10 (UC-8): a read-only fetch of a web page, through the proxy
+_WEB = _tool(
+    "web",
+    "web",
+    "Read-only fetch of a public web page on the org's domain allowlist",
+    (),
+    _read(
+        "web",
+        "fetch",
+        "GET one page (https, or an allowed test endpoint) whose host is on the org's "
+        "allowedDomains, following up to 5 redirects that stay on it; private, link-local "
+        "and metadata addresses are refused; the body is cut off at the platform's size "
+        "limit (refused beyond it). Returns {url, status, contentType, bytes, text}.",
+        Param("url", {"type": "string", "format": "uri", "maxLength": 2048}, required=True),
+    ),
+)
+
+TOOLS: Mapping[str, Tool] = MappingProxyType({t.name: t for t in (_SHOPIFY, _AMAZON, _WEB)})
 """Every tool of the catalog by its canonical name."""
 
 ALIASES: Mapping[str, str] = MappingProxyType(
@@ -287,6 +315,12 @@ def higher(*risks: Risk | None) -> Risk:
     """The highest of the given levels (low when none)."""
     present = [r for r in risks if r is not None]
     return max(present, key=lambda r: r.rank) if present else Risk.LOW
+
+
+def retry_safe(tool: str | None, action: object) -> bool:
+    """Whether a failed step calling `tool`.`action` may be retried (False when unknown)."""
+    known = find(tool, action)
+    return known is not None and known.retry_safe
 
 
 def side_effect_actions(minimum: Risk) -> dict[str, tuple[str, ...]]:

@@ -50,6 +50,7 @@ from platform_api.tasks.router import router as tasks_router
 from platform_api.tools.catalog_router import router as catalog_router
 from platform_api.tools.router import router as tools_router
 from platform_api.tools.upstreams.egress import Egress, EgressClient, EgressPolicy, Resolver
+from platform_api.tools.upstreams.web import WebLimits  # issue 15, item 10
 from platform_api.users.router import router as users_router
 from platform_api.users.service import ensure_admin
 from platform_api.web.router import router as web_router
@@ -172,6 +173,7 @@ def _platform(
             kube,
             cipher,
             upstreams,
+            web=WebLimits(settings.web_fetch_max_bytes, settings.web_fetch_timeout_seconds),
             on_called=lambda tool, outcome: metrics.proxy_calls.labels(tool, outcome).inc(),
         ),
         metrics=metrics,

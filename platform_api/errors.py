@@ -57,6 +57,10 @@ class PlatformError(HumanworkError):
         keeps some internal)."""
         return dict(self.details)
 
+    def response_headers(self) -> dict[str, str]:
+        """The headers of the error's answer (the class's, unless the error computes them)."""
+        return dict(self.headers)
+
     def body(self) -> dict[str, Any]:
         """The error's JSON body: code, message and public details."""
         return {"code": self.code, "message": self.message, "details": self.public_details()}
@@ -224,6 +228,31 @@ class ToolNotPermitted(PlatformError):
     status_code = 403
 
 
+# --- issue 15, item 10: the org's tool config, enforced by the proxy -----------------------
+
+
+class ToolActionNotAllowed(PlatformError):
+    """The org's config of the tool does not list this action (`allowedActions`): refused
+    before any upstream call."""
+
+    code = "tool_action_not_allowed"
+    status_code = 403
+
+
+class ToolRateLimited(PlatformError):
+    """The org's agents used up the tool's `ratePerHour` for this hour (counted in the
+    database, so across replicas); `Retry-After` says when the next hour starts."""
+
+    code = "tool_rate_limited"
+    status_code = 429
+
+    def response_headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.details.get("retryAfterSeconds", 60))}
+
+
+# --- end of issue 15, item 10 ---------------------------------------------------------------
+
+
 class StepNotApproved(PlatformError):
     """A side-effecting tool call that no expert approved, exactly as called;
     `details.reason` is the state machine's code (not_approved, step_hash_mismatch,
@@ -338,7 +367,7 @@ async def _platform_error(_: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(
         _body(error.code, error.message, error.public_details()),
         status_code=error.status_code,
-        headers=dict(error.headers) or None,
+        headers=error.response_headers() or None,
     )
 
 

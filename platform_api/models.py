@@ -302,3 +302,20 @@ class LoginFailure(Base):
     at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
 
     __table_args__ = (Index("ix_login_failures_scope_key_at", "scope", "key", "at"),)
+
+
+# --- issue 15, item 10: the tools' per-org hourly rate, counted across replicas ------------
+
+
+class ToolCallCount(Base):
+    """How many calls an org's agents made to a tool in one hour (the window's start); the
+    proxy counts and refuses beyond the tool config's `ratePerHour` in one statement."""
+
+    __tablename__ = "tool_call_counts"
+
+    org_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("orgs.id", ondelete="CASCADE"), primary_key=True
+    )
+    tool: Mapped[str] = mapped_column(String(100), primary_key=True)
+    window_start: Mapped[datetime] = mapped_column(UTCDateTime(), primary_key=True)
+    count: Mapped[int] = mapped_column(Integer)

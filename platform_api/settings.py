@@ -112,6 +112,20 @@ class Settings(BaseSettings):
         "(`*.myshopify.com`; the Amazon SP-API regional hosts and `api.amazon.com`), never "
         "with userinfo or a fragment, and every resolved address must be public",
     )
+    # issue 15, item 10: the read-only web.fetch tool
+    web_fetch_max_bytes: int = Field(
+        default=1_048_576,
+        ge=1024,
+        le=50_000_000,
+        description="the most bytes `web.fetch` reads of a page; a larger answer is refused "
+        "(`web_fetch_refused`, reason `too_large`)",
+    )
+    web_fetch_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        le=120,
+        description="the most time one `web.fetch` call takes, redirects included",
+    )
     agent_token_audience: str = Field(
         default="humanwork-platform", description="the `aud` agent tokens must carry"
     )

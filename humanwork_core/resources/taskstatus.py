@@ -121,12 +121,13 @@ class Execution(ResourceModel):
 
 
 class Resolution(ResourceModel):
-    """An expert's resolution of a step whose tool call ended with an unknown outcome
-    (written by the platform API)."""
+    """An expert's resolution of a step whose tool call ended with an unknown outcome, or
+    their retry of a step that failed (written by the platform API)."""
 
     outcome: Outcome = Field(
         description="applied: the side effect happened (the step completes with it); "
-        "not_applied: it did not (the agent may call once more)."
+        "not_applied: it did not (the agent may call once more); retry: the step failed, its "
+        "action is safe to retry, and the agent runs it once more."
     )
     attempt: int = Field(ge=1, le=100, description="The execution attempt it resolves.")
     by: str = Field(description="The expert's user id.", min_length=1, max_length=253)

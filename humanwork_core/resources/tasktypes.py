@@ -94,10 +94,13 @@ class ExecutionState(StrEnum):
 
 
 class Outcome(StrEnum):
-    """An expert's finding on a step whose outcome was unknown."""
+    """An expert's finding on a step whose outcome was unknown, or their retry of a step
+    that failed."""
 
     APPLIED = "applied"
     NOT_APPLIED = "not_applied"
+    RETRY = "retry"
+    """The step failed and its action is safe to retry: the agent runs it once more."""
 
 
 StepId = Annotated[str, Field(min_length=1, max_length=63, pattern=NAME_PATTERN)]

@@ -20,7 +20,9 @@ risk read-only actions auto-approve, and only where the org opted in and the tas
 catalog's minimum for its action (:func:`humanwork_core.policy.effective_risk`); a missed deadline
 escalates (the step stays decidable with a new deadline) until the budget is spent, then
 the step and the task expire; a step executes only when approved and after every earlier
-step executed; terminal phases never change. A decision is bound to the exact step the
+step executed; terminal phases never change, but for one: a task that failed because a step's
+tool call failed is reopened when an expert retries that step (:func:`retry`, only where
+the action catalog says the action is safe to retry). A decision is bound to the exact step the
 expert saw by :func:`step_hash`.
 
 The package holds one module per role: :mod:`.state` (hashing and reading the state),
@@ -41,6 +43,8 @@ from .errors import (
     IdempotencyConflict,
     InvalidDecision,
     NotApproved,
+    NotFailed,
+    NotRetrySafe,
     NotUnknown,
     StepAlreadyDecided,
     StepHashMismatch,
@@ -51,10 +55,11 @@ from .errors import (
     TaskTerminal,
     ToolCallMismatch,
 )
-from .execution import MAX_ATTEMPTS, finish_execution, resolve, start_execution
+from .execution import MAX_ATTEMPTS, finish_execution, resolve, retry, start_execution
 from .lifecycle import cancel, tick
 from .state import (
     awaiting_resolution,
+    awaiting_retry,
     canonical_json,
     current_step,
     decidable_step,
@@ -68,6 +73,8 @@ from .state import (
     is_outcome_unknown,
     is_rejected,
     is_resolved,
+    is_retried,
+    reopened,
     required_approvals,
     step_hash,
     step_state,
@@ -88,6 +95,8 @@ __all__ = [
     "IdempotencyConflict",
     "InvalidDecision",
     "NotApproved",
+    "NotFailed",
+    "NotRetrySafe",
     "NotUnknown",
     "StepAlreadyDecided",
     "StepHashMismatch",
@@ -101,6 +110,7 @@ __all__ = [
     "authorize_tool_call",
     "auto_approve",
     "awaiting_resolution",
+    "awaiting_retry",
     "cancel",
     "canonical_json",
     "current_step",
@@ -117,9 +127,12 @@ __all__ = [
     "is_outcome_unknown",
     "is_rejected",
     "is_resolved",
+    "is_retried",
     "owned_status",
+    "reopened",
     "required_approvals",
     "resolve",
+    "retry",
     "start_execution",
     "step_hash",
     "step_state",

@@ -107,6 +107,19 @@ class NotUnknown(TaskFlowError):
     code = "outcome_not_unknown"
 
 
+class NotFailed(TaskFlowError):
+    """Only a step whose execution failed (and was not retried yet) can be retried."""
+
+    code = "step_not_failed"
+
+
+class NotRetrySafe(TaskFlowError):
+    """The step's action is not safe to run twice (a write that is not idempotent): the
+    action catalog's `retry_safe` is false, so a failed step stays failed."""
+
+    code = "step_not_retryable"
+
+
 class ToolCallMismatch(TaskFlowError):
     """The tool call differs from the approved step (tool or parameters)."""
 

@@ -1,5 +1,5 @@
-"""The agent's moves (start and finish a step's execution) and the expert's resolution
-of an execution whose outcome is unknown."""
+"""The agent's moves (start and finish a step's execution), the expert's resolution of an
+execution whose outcome is unknown, and the expert's retry of a failed one."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from datetime import datetime
 
 from pydantic import JsonValue
 
+from .. import catalog
 from ..resources import (
     AgenticTask,
     AgenticTaskStatus,
@@ -20,6 +21,8 @@ from ..resources.agentictask import Outcome, Resolution
 from .errors import (
     ExecutionConflict,
     NotApproved,
+    NotFailed,
+    NotRetrySafe,
     NotUnknown,
     StepHashMismatch,
     StepNotExecutable,
@@ -29,7 +32,9 @@ from .state import (
     _earlier_executed,
     _find_step,
     derive_phase,
+    effective_parameters,
     is_resolved,
+    is_retried,
     step_hash,
 )
 
@@ -65,7 +70,7 @@ def start_execution(task: AgenticTask, step_id: str, now: datetime) -> AgenticTa
     status = task.current_status()
     if entry.execution is None:
         execution = Execution(state=ExecutionState.RUNNING, attempt=1, started_at=now)
-    elif entry.execution.state is ExecutionState.RUNNING or is_resolved(entry):
+    elif entry.execution.state is ExecutionState.RUNNING or is_resolved(entry) or is_retried(entry):
         if entry.execution.attempt >= MAX_ATTEMPTS:
             raise ExecutionConflict("the step ran out of attempts", step_id=step_id)
         execution = Execution(
@@ -124,6 +129,8 @@ def resolve(
     execution = entry.execution
     if execution is None or execution.state is not ExecutionState.OUTCOME_UNKNOWN:
         raise NotUnknown("the step's outcome is not unknown", step_id=step_id)
+    if outcome is Outcome.RETRY:
+        raise NotUnknown("an unknown outcome is applied or not_applied", step_id=step_id)
     previous = entry.resolution
     if previous is not None and previous.attempt == execution.attempt:
         if previous.outcome is outcome:
@@ -131,3 +138,41 @@ def resolve(
         raise NotUnknown("the step was already resolved the other way", step_id=step_id)
     resolution = Resolution(outcome=outcome, attempt=execution.attempt, by=by, at=now, note=note)
     return status.with_step(entry.model_copy(update={"resolution": resolution}))
+
+
+def retry(
+    task: AgenticTask, step_id: str, *, by: str, note: str | None, now: datetime
+) -> AgenticTaskStatus:
+    """Record an expert's retry of a step whose tool call failed (the platform API's move):
+    `resolution` with outcome `retry` for the failed attempt, which reopens the failed task
+    (the operator moves it back to InProgress) and lets the agent run the step once more.
+
+    Refused unless the step's execution failed (an unknown outcome is resolved instead, never
+    retried blindly), its action is safe to retry (the catalog's `retry_safe`), the task
+    failed on it (not cancelled, rejected or expired) and the retry passes the same check as
+    every execution (:func:`approved_step`). Retrying the same attempt again changes nothing.
+    """
+    step = _find_step(task, step_id)
+    status = task.current_status()
+    entry = status.step(step_id)
+    execution = entry.execution
+    if is_retried(entry):
+        return status
+    if execution is None or execution.state is not ExecutionState.FAILED:
+        raise NotFailed("only a step whose tool call failed can be retried", step_id=step_id)
+    if status.phase is not None and status.phase.terminal and status.phase.value != "Failed":
+        raise TaskTerminal(f"the task is {status.phase.value}", step_id=step_id)
+    action = effective_parameters(step, entry).get("action")
+    if not catalog.retry_safe(step.tool, action):
+        raise NotRetrySafe(
+            f"{step.tool}.{action} is not safe to run twice: the step stays failed",
+            step_id=step_id,
+        )
+    if execution.attempt >= MAX_ATTEMPTS:
+        raise ExecutionConflict("the step ran out of attempts", step_id=step_id)
+    resolution = Resolution(
+        outcome=Outcome.RETRY, attempt=execution.attempt, by=by, at=now, note=note
+    )
+    after = status.with_step(entry.model_copy(update={"resolution": resolution}))
+    approved_step(task.model_copy(update={"status": after}), step_id, now)
+    return after

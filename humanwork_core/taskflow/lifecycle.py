@@ -20,6 +20,7 @@ from .state import (
     derive_phase,
     highest_pending_risk,
     is_expired,
+    reopened,
     step_state,
 )
 
@@ -30,10 +31,11 @@ def tick(task: AgenticTask, now: datetime) -> AgenticTaskStatus:
     Gives the decidable step its deadline, escalates a missed one (new deadline) until the
     policy's budget is spent and then expires it, and recomputes the step states, phase,
     current step, highest pending risk, next deadline and timestamps. A task already in a
-    terminal phase is returned unchanged.
+    terminal phase is returned unchanged, unless an expert's retry reopened it
+    (:func:`~humanwork_core.taskflow.state.reopened`).
     """
     status = task.current_status()
-    if status.phase is not None and status.phase.terminal:
+    if status.phase is not None and status.phase.terminal and not reopened(task):
         return status
     policy = task.spec.policy
     decidable = decidable_step(task)

@@ -12,6 +12,7 @@ from datetime import datetime
 
 from pydantic import JsonValue
 
+from .. import catalog
 from ..policy import OrgPolicy, effective_risk
 from ..policy import required_approvals as _quorum
 from ..resources import (
@@ -25,6 +26,7 @@ from ..resources import (
     TaskPolicy,
     Verdict,
 )
+from ..resources.agentictask import Outcome
 from .errors import (
     StepNotFound,
 )
@@ -161,6 +163,7 @@ def executable_step(task: AgenticTask) -> Step | None:
             entry.execution is None
             or entry.execution.state is ExecutionState.RUNNING
             or is_resolved(entry)
+            or is_retried(entry)
         ):
             return step
         return None
@@ -195,19 +198,58 @@ def is_resolved(entry: StepStatus) -> bool:
     )
 
 
+def is_retried(entry: StepStatus) -> bool:
+    """Whether an expert retried the step's current failed execution (the agent then runs
+    it again; see :func:`humanwork_core.taskflow.retry`)."""
+    return (
+        entry.execution is not None
+        and entry.execution.state is ExecutionState.FAILED
+        and entry.resolution is not None
+        and entry.resolution.outcome is Outcome.RETRY
+        and entry.resolution.attempt == entry.execution.attempt
+    )
+
+
+def awaiting_retry(task: AgenticTask) -> Step | None:
+    """The step an expert may still retry: the task failed on it, its execution failed
+    (not retried yet) and its action is safe to retry (the catalog's `retry_safe`)."""
+    status = task.current_status()
+    if status.phase not in (None, TaskPhase.FAILED):
+        return None
+    for step in task.spec.steps:
+        entry = status.step(step.id)
+        failed = entry.execution is not None and entry.execution.state is ExecutionState.FAILED
+        if failed and not is_retried(entry):
+            action = effective_parameters(step, entry).get("action")
+            return step if catalog.retry_safe(step.tool, action) else None
+    return None
+
+
+def reopened(task: AgenticTask) -> bool:
+    """Whether a task recorded `Failed` was reopened by an expert's retry of its failed
+    step: the one way out of a terminal phase."""
+    status = task.current_status()
+    if status.phase is not TaskPhase.FAILED:
+        return False
+    return any(is_retried(status.step(step.id)) for step in task.spec.steps)
+
+
 def derive_phase(task: AgenticTask, now: datetime) -> TaskPhase:
     """The phase the task is in, from its decisions, executions and the time.
 
-    A terminal phase already recorded is kept: terminal phases are absorbing.
+    A terminal phase already recorded is kept: terminal phases are absorbing, but for a
+    failed task reopened by an expert's retry (:func:`reopened`).
     """
     status = task.current_status()
-    if status.phase is not None and status.phase.terminal:
+    if status.phase is not None and status.phase.terminal and not reopened(task):
         return status.phase
     for step in task.spec.steps:
         entry = status.step(step.id)
         if is_rejected(entry):
             return TaskPhase.REJECTED
         if entry.execution is not None:
+            if is_retried(entry):
+                return TaskPhase.IN_PROGRESS
             if entry.execution.state is ExecutionState.FAILED:
                 return TaskPhase.FAILED
             if entry.execution.state is ExecutionState.RUNNING or is_resolved(entry):
@@ -244,6 +286,8 @@ def step_state(task: AgenticTask, step_id: str, now: datetime) -> StepState:
     entry = task.current_status().step(step_id)
     if is_rejected(entry):
         return StepState.REJECTED
+    if is_retried(entry):
+        return StepState.APPROVED  # retried: waits for the agent to run it again
     if entry.execution is not None:
         return {
             ExecutionState.RUNNING: StepState.EXECUTING,

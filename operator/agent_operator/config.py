@@ -58,6 +58,10 @@ class OperatorSettings:
     task_ttl_seconds: int = 86400
     """How long a finished AgenticTask stays once the platform API has archived it (the
     annotation humanwork.io/archived); then the operator deletes it."""
+    retry_window_seconds: int = 86400
+    """How long, at least, a task that failed on a step an expert may retry (its action is
+    safe to retry) stays before it is deleted, whatever `task_ttl_seconds` says (issue 15,
+    item 9): the time experts have to retry it."""
     previous_token_grace_seconds: int = 60
     """How long the previous token stays valid after an ordinary rotation or a refresh the
     agent asked for (so the agent can re-read its Secret); none after a revocation."""

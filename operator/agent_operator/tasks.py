@@ -109,11 +109,19 @@ def status_body(task: AgenticTask, status: AgenticTaskStatus) -> dict[str, Any]:
     }
 
 
+def ttl_of(task: AgenticTask, settings: OperatorSettings) -> int:
+    """How long the finished task stays once archived: at least the retry window while an
+    expert may still retry its failed step (`taskflow.awaiting_retry`)."""
+    if taskflow.awaiting_retry(task) is not None:
+        return max(settings.task_ttl_seconds, settings.retry_window_seconds)
+    return settings.task_ttl_seconds
+
+
 def expired_ttl(task: AgenticTask, ttl_seconds: int, now: datetime) -> bool:
     """Pure: a finished task the platform archived, past its TTL, may be removed."""
     status = task.current_status()
-    if status.phase is None or not status.phase.terminal:
-        return False
+    if status.phase is None or not status.phase.terminal or taskflow.reopened(task):
+        return False  # a failed task an expert retried is about to go on (issue 15, item 9)
     if ARCHIVED_ANNOTATION not in task.metadata.annotations:
         return False
     finished = status.completed_at or now
@@ -128,7 +136,7 @@ async def reconcile_task(
     ns, name = task.metadata.namespace or "", task.metadata.name
     old = task.current_status()
 
-    if expired_ttl(task, settings.task_ttl_seconds, now):
+    if expired_ttl(task, ttl_of(task, settings), now):
         await kube.delete(GROUP_VERSION, "AgenticTask", ns, name)
         return TaskOutcome(status=old.to_wire(), deleted=True)
 
@@ -153,5 +161,5 @@ async def reconcile_task(
         and new.phase.terminal
         and ARCHIVED_ANNOTATION in (task.metadata.annotations)
     ):
-        wake_at = (new.completed_at or now) + timedelta(seconds=settings.task_ttl_seconds)
+        wake_at = (new.completed_at or now) + timedelta(seconds=ttl_of(task, settings))
     return TaskOutcome(status=new.to_wire(), events=transition_events(old, new), wake_at=wake_at)

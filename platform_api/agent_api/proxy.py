@@ -2,12 +2,17 @@
 as far as a human approved.
 
 For every call, in order: the token's `tools:execute` scope; the tool is known, the org
-enabled it and the AgentInstance lists it; for a side-effecting action, the named step of
-the named AgenticTask (read from the API server now, never from a cache) has a decision
-approving exactly this step, this tool and these parameters (`taskflow.authorize_tool_call`,
-edited parameters included), earlier steps have executed and the step has not finished.
-Then the idempotency record (`ledger.ToolCallLedger`): the first call with a key claims
-it (a row committed before the upstream is called, so two concurrent calls with one key
+enabled it and the AgentInstance lists it; the org's config of the tool allows the action
+(`allowedActions`, else 403 `tool_action_not_allowed`); for a side-effecting action, the
+named step of the named AgenticTask (read from the API server now, never from a cache)
+has a decision approving exactly this step, this tool and these parameters
+(`taskflow.authorize_tool_call`, edited parameters included), earlier steps have executed
+and the step has not finished; then one call of the org's hourly allowance of the tool
+(`ratePerHour`, counted in the database: `limits.take`; else 429 `tool_rate_limited`
+with Retry-After).
+
+Then the idempotency record (`ledger.ToolCallLedger`): the first call with a key claims it
+(a row committed before the upstream is called, so two concurrent calls with one key
 cannot both reach the upstream); a repeat returns the stored result without calling the
 upstream again; a key reused for another request is refused. A side-effecting call is
 keyed by its approved step (task uid and step id) whatever key the agent sends: one
@@ -53,7 +58,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from humanwork_core import catalog, taskflow
 from humanwork_core.resources import AgenticTask
-from platform_api.agent_api import readback
+from platform_api.agent_api import limits, readback
 from platform_api.agent_api.identity import Agent
 from platform_api.agent_api.ledger import Claim, ToolCallLedger, request_hash, settle, step_key
 from platform_api.agent_api.schemas import ToolCallIn, ToolCallOut
@@ -71,9 +76,12 @@ from platform_api.integrations.crypto import CredentialCipher, Sealed
 from platform_api.integrations.repository import IntegrationRepository
 from platform_api.kube.client import KubeClient, KubeNotFound
 from platform_api.models import Org
+from platform_api.tools import config as tool_config
 from platform_api.tools import upstreams
+from platform_api.tools.config import ToolConfig
 from platform_api.tools.repository import ToolPermissionRepository
 from platform_api.tools.upstreams.errors import InvalidParams, MissingCredentials, UnknownAction
+from platform_api.tools.upstreams.web import WebLimits
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +100,7 @@ class Authorised:
     spec: catalog.Action
     params: dict[str, Any]
     key: str | None
+    config: ToolConfig
 
 
 @dataclass
@@ -115,6 +124,8 @@ class ToolProxy:
     kube: KubeClient | None
     cipher: CredentialCipher | None
     http: httpx.AsyncClient | None
+    web: WebLimits = field(default_factory=WebLimits)
+    """The platform's limits of `web.fetch` (issue 15, item 10)."""
     ledger: ToolCallLedger = field(init=False)
     on_called: Callable[[str, str], None] | None = None
     """Told the tool and the outcome (`success` or the error code) of every call that
@@ -164,22 +175,43 @@ class ToolProxy:
             raise UnknownAction(f"{tool} has no action {body.action!r}", details={"tool": tool})
         if tool not in agent.enabled_tools:
             raise ToolNotPermitted(f"the agent's enabledTools do not include {tool!r}", tool=tool)
-        await self._check_permission(uuid.UUID(agent.org_id), tool)
+        config = await self._check_permission(uuid.UUID(agent.org_id), tool)
+        limits.check_action(config, tool, body.action)
         if not spec.side_effect:
-            return Authorised(adapter, spec, body.params, body.idempotencyKey)
+            await self._count(agent, tool, config)
+            return Authorised(adapter, spec, body.params, body.idempotencyKey, config)
         if not body.idempotencyKey:
             raise InvalidParams("a side-effecting action needs an idempotencyKey")
         task, approved = await self._check_approval(agent, tool, body)
         params = dict(approved.get("params") or {})
-        return Authorised(adapter, spec, params, step_key(task, str(body.step)))
+        await self._count(agent, tool, config)
+        return Authorised(adapter, spec, params, step_key(task, str(body.step)), config)
 
-    async def _check_permission(self, org_id: uuid.UUID, tool: str) -> None:
+    async def _check_permission(self, org_id: uuid.UUID, tool: str) -> ToolConfig:
+        """The org's config of the tool it enabled; ToolNotPermitted otherwise (and for a
+        stored config that no longer reads: fail closed)."""
         async with self.sessions() as session, session.begin():
             if await session.get(Org, org_id) is None:
                 raise NotFound("the agent's org is not registered with the platform")
             permission = await ToolPermissionRepository(session).get(org_id, tool)
             if permission is None or not permission.enabled:
                 raise ToolNotPermitted(f"the org has not enabled {tool!r}", tool=tool)
+            try:
+                return tool_config.parse(tool, dict(permission.config or {}))
+            except tool_config.InvalidToolConfig as exc:
+                raise ToolNotPermitted(
+                    f"the org's config of {tool!r} is invalid ({exc.message}); set it again",
+                    tool=tool,
+                ) from None
+
+    async def _count(self, agent: Agent, tool: str, config: ToolConfig) -> None:
+        """Take one call of the org's hourly allowance of the tool (issue 15, item 10)."""
+        if config.rate_per_hour is None:
+            return
+        async with self.sessions() as session, session.begin():
+            await limits.take(
+                session, uuid.UUID(agent.org_id), tool, config.rate_per_hour, datetime.now(UTC)
+            )
 
     async def _check_approval(
         self, agent: Agent, tool: str, body: ToolCallIn
@@ -220,9 +252,12 @@ class ToolProxy:
         done = Performed({}, None, None, None, [], 0.0)
         credentials: dict[str, Any] = {}
         try:
-            credentials = await self._credentials(
-                uuid.UUID(agent.org_id), call.adapter.integration_type
-            )
+            if call.adapter.needs_credentials:
+                credentials = await self._credentials(
+                    uuid.UUID(agent.org_id), call.adapter.integration_type
+                )
+            else:
+                credentials = self.web.options(call.config)
             done.secrets = _secret_values(credentials)
             result = await call.adapter.call(
                 body.action,

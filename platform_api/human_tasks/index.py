@@ -3,8 +3,9 @@
 Fed by one list-then-watch of AgenticTasks across the cluster (`run`), so the queue is
 answered without calling the API server. A task is kept while it is not in a terminal
 phase and has a decidable step, or a step whose outcome is unknown (waiting for an
-expert's resolution). When the watch's resourceVersion is too old (410) the
-index lists again; on other errors it waits a moment and lists again.
+expert's resolution); and a failed task while a step an expert may retry waits for them
+(status `failed`, no deadline; issue 15, item 9). When the watch's resourceVersion is
+too old (410) the index lists again; on other errors it waits a moment and lists again.
 
 The queue's read path is made cheap by doing the work when a task changes rather than on
 every read: each open decision becomes a `Row` holding its sort key and its queue item
@@ -37,7 +38,7 @@ from pydantic import ValidationError
 from humanwork_core import taskflow
 from humanwork_core.policy import effective_risk
 from humanwork_core.requester import requester_of
-from humanwork_core.resources import AgenticTask, Step, StepState
+from humanwork_core.resources import AgenticTask, ExecutionState, Step, StepState, TaskPhase
 from platform_api.human_tasks.schemas import HumanTask
 from platform_api.kube.client import KubeClient, KubeError
 from platform_api.tasks.orgs import OrgDirectory
@@ -95,6 +96,8 @@ def _row(key: Key, task: AgenticTask, step: Step, raw: dict[str, object]) -> Row
     entry = task.current_status().step(step.id)
     meta = task.metadata
     task_id = f"{meta.namespace}/{meta.name}"
+    failed = entry.execution is not None and entry.execution.state is ExecutionState.FAILED
+    deadline = None if failed else entry.deadline  # a failed step waits for no deadline
     item = HumanTask(
         id=f"{task_id}/{step.id}",
         task_id=task_id,
@@ -110,10 +113,12 @@ def _row(key: Key, task: AgenticTask, step: Step, raw: dict[str, object]) -> Row
         risk=effective_risk(step).value,
         status="outcome_unknown"
         if taskflow.is_outcome_unknown(entry)
+        else "failed"
+        if failed
         else "escalated"
         if entry.escalations > 0
         else "pending",
-        deadline=entry.deadline,
+        deadline=deadline,
         escalations=entry.escalations,
         near_deadline=False,
         age_seconds=0,
@@ -124,15 +129,16 @@ def _row(key: Key, task: AgenticTask, step: Step, raw: dict[str, object]) -> Row
         key=key,
         org_id=task.spec.org_id,
         sort=(
-            entry.deadline is None,
-            entry.deadline or _FAR,
+            deadline is None,
+            deadline or _FAR,
             meta.creation_timestamp or _EARLY,
             meta.namespace or "",
             meta.name,
         ),
-        deadline=entry.deadline,
+        deadline=deadline,
         created=meta.creation_timestamp,
-        expires_at_deadline=entry.escalations >= task.spec.policy.escalation.max_escalations,
+        expires_at_deadline=not failed
+        and entry.escalations >= task.spec.policy.escalation.max_escalations,
         expired_state=entry.decision is None and entry.state is StepState.EXPIRED,
         head=item_json[: -len(_TIME_FIELDS)],
         raw=json.dumps(raw, separators=(",", ":")).encode(),
@@ -195,6 +201,9 @@ class DecisionIndex:
         key = (task.metadata.namespace or "", task.metadata.name)
         phase = task.current_status().phase
         step = taskflow.decidable_step(task) or taskflow.awaiting_resolution(task)
+        if phase is TaskPhase.FAILED:  # issue 15, item 9: a failed step an expert may retry
+            step = taskflow.awaiting_retry(task)
+            phase = None if step is not None else phase
         if (phase is not None and phase.terminal) or step is None:
             self._drop(key)
         else:

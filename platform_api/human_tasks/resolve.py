@@ -20,8 +20,9 @@ its steps (403 `self_approval_forbidden`).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -52,7 +53,7 @@ class ResolveBody(BaseModel):
         },
     )
 
-    outcome: Outcome = Field(
+    outcome: Literal[Outcome.APPLIED, Outcome.NOT_APPLIED] = Field(
         description="`applied` (the side effect happened: the step completes with it) or "
         "`not_applied` (it did not: the agent may call once more)"
     )
@@ -137,7 +138,11 @@ async def _read(
     return task
 
 
-async def _write_resolution(
+Move = Callable[[AgenticTask], AgenticTaskStatus]
+"""An expert's move on one step: the task's status after it (or a TaskFlowError)."""
+
+
+async def write_step_move(
     session: AsyncSession,
     kube: KubeClient,
     org_id: uuid.UUID,
@@ -145,21 +150,18 @@ async def _write_resolution(
     namespace: str,
     name: str,
     step_id: str,
-    body: ResolveBody,
-    now: datetime,
+    move: Move,
 ) -> tuple[AgenticTask, AgenticTaskStatus]:
-    """Write the resolution under the task's resourceVersion, reading the task again when
-    another writer changed it meanwhile; the task read and its status after."""
+    """Write `move` (a resolution or a retry) under the task's resourceVersion, reading the
+    task again when another writer changed it meanwhile; the task read and its status after."""
     for _ in range(WRITE_ATTEMPTS):
         task = await _read(session, kube, org_id, principal, namespace, name, step_id)
         try:
-            after = taskflow.resolve(
-                task, step_id, body.outcome, by=principal.username, note=body.note, now=now
-            )
+            after = move(task)
         except taskflow.TaskFlowError as exc:
             raise Conflict(exc.message, reason=exc.code, step_id=step_id) from None
         if after == task.current_status():
-            return task, after  # a repeat of the recorded resolution
+            return task, after  # a repeat of the recorded move
         try:
             await kube.apply_task_status(
                 namespace,
@@ -172,9 +174,9 @@ async def _write_resolution(
             continue
         except KubeInvalid as exc:
             raise RunStateConflict(
-                "the API server refused the resolution", step_id=step_id, reason=exc.message
+                "the API server refused the change", step_id=step_id, reason=exc.message
             ) from None
-    raise RunStateConflict("the task kept changing while resolving; try again", step_id=step_id)
+    raise RunStateConflict("the task kept changing; try again", step_id=step_id)
 
 
 async def resolve_unknown(
@@ -192,8 +194,17 @@ async def resolve_unknown(
     operator ticking the task) changed it meanwhile, the task is read again, a few times."""
     org = await org_of_namespace(session, principal, namespace)
     now = datetime.now(UTC)
-    task, after = await _write_resolution(
-        session, kube, org.id, principal, namespace, name, step_id, body, now
+    task, after = await write_step_move(
+        session,
+        kube,
+        org.id,
+        principal,
+        namespace,
+        name,
+        step_id,
+        lambda task: taskflow.resolve(
+            task, step_id, body.outcome, by=principal.username, note=body.note, now=now
+        ),
     )
     ledger = await _settle_ledger(session, task, step_id, body, principal.username, now)
     resolution = after.step(step_id).resolution

@@ -1,8 +1,9 @@
 """`/human-tasks`: the review queue, answered from the watch-fed `DecisionIndex`; the
 detail view of one waiting decision; `POST /human-tasks/{id}/resume`, which records the
 expert's answer; `POST /human-tasks/{id}/resolve`, which resolves a step whose outcome is
-unknown (see `human_tasks.resolve`); and `POST /human-tasks/bulk-resume`, which decides
-many at once.
+unknown (see `human_tasks.resolve`); `POST /human-tasks/{id}/retry`, which runs a failed
+step once more where its action is safe to retry (see `human_tasks.retry`); and
+`POST /human-tasks/bulk-resume`, which decides many at once.
 
 A human task's id is `<namespace>/<task name>/<step id>`. Resuming is idempotent by the
 `Idempotency-Key` header, kept where the decision itself is kept: in the task's status.
@@ -30,6 +31,7 @@ from platform_api.errors import KubernetesUnavailable, NotFound, error_responses
 from platform_api.human_tasks import service as human_tasks
 from platform_api.human_tasks.index import DecisionIndex
 from platform_api.human_tasks.resolve import ResolveBody, ResolveRead, resolve_unknown
+from platform_api.human_tasks.retry import RetryBody, RetryRead, retry_failed  # issue 15/9
 from platform_api.human_tasks.schemas import (
     BulkResumeBody,
     BulkResumeRead,
@@ -255,5 +257,39 @@ async def resolve(
     kube: Kube,
 ) -> ResolveRead:
     return await resolve_unknown(
+        session, kube, principal, namespace=namespace, name=name, step_id=step_id, body=body
+    )
+
+
+# --- issue 15, item 9: an expert retries a failed step ---------------------------------
+
+
+@router.post(
+    "/{namespace}/{name}/{step_id}/retry",
+    response_model=RetryRead,
+    summary="Retry a step whose tool call failed",
+    description="Capability `tasks.decide` (as approving). For a step whose execution "
+    "`Failed` (its task failed with it), when the action catalog says the action is safe to "
+    "retry (`retrySafe` in `GET /tools`: every read, and writes that set an absolute value): "
+    "records the retry for the failed attempt after the same approved-step check as every "
+    "execution; the task goes back to InProgress and the agent runs the step once more. The "
+    "proxy's stored refusal for the step is released. Audited as `task.step.retried`. "
+    "Retrying the same attempt again changes nothing. 409 `conflict` with `details.reason` "
+    "`step_not_retryable` (the action is not safe to run twice), `step_not_failed` (the step "
+    "did not fail, or its outcome is unknown: resolve it instead) or `task_terminal` (the "
+    "task was cancelled, rejected or expired). The task's requester cannot retry its steps "
+    "(403 `self_approval_forbidden`).",
+    responses=error_responses(401, 403, 404, 409, 422, 503, codes=UNAVAILABLE),
+)
+async def retry(
+    namespace: Namespace,
+    name: Name,
+    step_id: Annotated[str, Path(max_length=63)],
+    body: RetryBody,
+    session: Session,
+    principal: Annotated[Principal, require("tasks.decide")],
+    kube: Kube,
+) -> RetryRead:
+    return await retry_failed(
         session, kube, principal, namespace=namespace, name=name, step_id=step_id, body=body
     )

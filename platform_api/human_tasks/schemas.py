@@ -48,10 +48,12 @@ class HumanTask(BaseModel):
     )
     tool: str | None
     risk: str
-    status: Literal["pending", "escalated", "outcome_unknown"] = Field(
+    status: Literal["pending", "escalated", "outcome_unknown", "failed"] = Field(
         description="`pending` or `escalated` while the step waits for a decision; "
         "`outcome_unknown` when its approved tool call may or may not have taken effect "
-        "upstream and an expert must resolve it (`POST /human-tasks/{id}/resolve`)"
+        "upstream and an expert must resolve it (`POST /human-tasks/{id}/resolve`); "
+        "`failed` when its tool call failed, its task failed with it and its action is safe "
+        "to retry (`POST /human-tasks/{id}/retry`; see the detail view for the reason)"
     )
     deadline: datetime | None
     escalations: int
@@ -249,6 +251,12 @@ class PlanStep(BaseModel):
     resolution: dict[str, Any] | None = Field(
         default=None, description="an expert's resolution of an unknown outcome"
     )
+    # issue 15, item 9: whether a failed run of this step may be retried
+    retry_safe: bool = Field(
+        default=False,
+        description="the action catalog says the step's action is safe to run twice: when "
+        "its tool call failed, an expert may retry it (`POST /human-tasks/{id}/retry`)",
+    )
 
 
 class ThreadMessage(BaseModel):
@@ -286,11 +294,20 @@ class HumanTaskDetail(BaseModel):
     step_id: str
     risk: str
     status: Literal[
-        "pending", "escalated", "outcome_unknown", "decided", "expired", "waiting", "closed"
+        "pending",
+        "escalated",
+        "outcome_unknown",
+        "failed",
+        "decided",
+        "expired",
+        "waiting",
+        "closed",
     ] = Field(
         description="`pending` or `escalated` while the step waits for a decision (as in the "
         "queue); `outcome_unknown` while its approved tool call may or may not have taken "
-        "effect upstream (resolve it with `POST /human-tasks/{id}/resolve`); `decided` once "
+        "effect upstream (resolve it with `POST /human-tasks/{id}/resolve`); `failed` when "
+        "its tool call failed (the plan step's `execution.error` says why; where its "
+        "`retry_safe` is true, `POST /human-tasks/{id}/retry` runs it again); `decided` once "
         "it has its decision; `expired` when its time ran out; "
         "`waiting` while an earlier step is still open; `closed` when the task ended before "
         "the step was decided"

@@ -22,10 +22,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from humanwork_core import taskflow
+from humanwork_core import catalog, taskflow
 from humanwork_core.policy import OrgPolicy, effective_risk
 from humanwork_core.requester import requester_of
-from humanwork_core.resources import AgenticTask, StepState, TaskPhase, Verdict
+from humanwork_core.resources import AgenticTask, ExecutionState, StepState, TaskPhase, Verdict
 from platform_api.access.principal import Principal
 from platform_api.audit.service import record
 from platform_api.conversations.repository import ConversationRepository
@@ -63,6 +63,12 @@ def _status(task: AgenticTask, step_id: str, now: datetime) -> str:
     entry = task.current_status().step(step_id)
     if taskflow.is_outcome_unknown(entry) and not taskflow.is_resolved(entry):
         return "outcome_unknown"
+    if (
+        entry.execution is not None
+        and entry.execution.state is ExecutionState.FAILED
+        and not taskflow.is_retried(entry)
+    ):
+        return "failed"  # issue 15, item 9
     if entry.decision is not None:
         return "decided"
     if taskflow.is_expired(entry, task.spec.policy, now) or entry.state is StepState.EXPIRED:
@@ -109,6 +115,9 @@ def _plan(task: AgenticTask, org_policy: OrgPolicy) -> list[PlanStep]:
                 if run is not None
                 else None,
                 resolution=entry.resolution.to_wire() if entry.resolution else None,
+                retry_safe=catalog.retry_safe(
+                    step.tool, taskflow.effective_parameters(step, entry).get("action")
+                ),
             )
         )
     return steps

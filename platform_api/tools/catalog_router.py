@@ -23,6 +23,10 @@ class CatalogAction(BaseModel):
     name: str
     sideEffect: bool = Field(description="true when the action changes the upstream")
     minRisk: str = Field(description="the least risk a step calling it carries")
+    retrySafe: bool = Field(
+        description="true when an expert may retry a failed step calling it (reads, and "
+        "writes that set an absolute value)"
+    )
     description: str
     parameters: dict[str, Any] = Field(description="JSON schema of the action's params")
 

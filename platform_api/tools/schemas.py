@@ -15,11 +15,26 @@ class ToolPermissionUpdate(BaseModel):
 
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={"examples": [{"enabled": True, "config": {"max_refund": 100}}]},
+        json_schema_extra={
+            "examples": [
+                {
+                    "enabled": True,
+                    "config": {"allowedActions": ["listOrders", "getOrder"], "ratePerHour": 100},
+                },
+                {"enabled": True, "config": {"allowedDomains": ["docs.acme.example"]}},
+            ]
+        },
     )
 
     enabled: bool
-    config: dict[str, Any] = Field(default_factory=dict)
+    config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="what the tool proxy enforces: `allowedActions` (the only actions the "
+        "org's agents may call; absent: all), `ratePerHour` (calls per clock hour for the "
+        "org, across replicas; absent: no limit), `allowedDomains` (`web` only: hosts "
+        "`web.fetch` may read, `host` or `*.domain`). Any other key, an unknown action or a "
+        "malformed domain answers 422 `invalid_tool_config`",
+    )
 
 
 class ToolPermissionRead(BaseModel):
@@ -32,7 +47,7 @@ class ToolPermissionRead(BaseModel):
                 {
                     "tool": "shopify",
                     "enabled": True,
-                    "config": {"max_refund": 100},
+                    "config": {"allowedActions": ["listOrders"], "ratePerHour": 100},
                     "updated_at": "2026-01-01T12:00:00Z",
                     "updated_by": "admin",
                 }

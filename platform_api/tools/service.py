@@ -8,6 +8,7 @@ from humanwork_core import catalog
 from platform_api.access.principal import OrgScope
 from platform_api.audit.service import record
 from platform_api.models import ToolPermission, utcnow
+from platform_api.tools import config as tool_config
 from platform_api.tools.repository import ToolPermissionRepository
 from platform_api.tools.schemas import ToolPermissionUpdate
 from platform_api.tools.upstreams.errors import UnknownTool
@@ -26,6 +27,7 @@ async def set_permission(
     if known is None:
         raise UnknownTool(f"no such tool {tool!r}; GET /tools lists them", details={"tool": tool})
     tool = known.name
+    tool_config.parse(tool, body.config)  # issue 15, item 10: 422 for what cannot be enforced
     repo = ToolPermissionRepository(session)
     permission = await repo.get(scope.org_id, tool)
     before = None if permission is None else permission.enabled
@@ -42,6 +44,10 @@ async def set_permission(
         action="tool_permission.updated",
         target=f"tool:{tool}",
         org_id=scope.org_id,
-        details={"enabled": body.enabled, "previously_enabled": before},
+        details={
+            "enabled": body.enabled,
+            "previously_enabled": before,
+            "config": dict(body.config),
+        },
     )
     return permission

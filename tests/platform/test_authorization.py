@@ -28,7 +28,7 @@ async def _seed_org_a(client: httpx.AsyncClient, orgs: TwoOrgs) -> None:
     h = orgs.admin_a.headers
     r = await client.put(
         f"/orgs/{orgs.org_a}/tool-permissions/shopify",
-        json={"enabled": True, "config": {"limit": 5}},
+        json={"enabled": True, "config": {"ratePerHour": 5}},
         headers=h,
     )
     assert r.status_code == 200

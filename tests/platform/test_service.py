@@ -42,6 +42,7 @@ TABLES = {
     "messages",
     "knowledge_documents",
     "login_failures",
+    "tool_call_counts",  # issue 15, item 10
     "alembic_version",
 }
 

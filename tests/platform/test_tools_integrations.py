@@ -29,12 +29,15 @@ async def test_tool_permission_put_and_get(
     h, org = two_orgs.admin_a.headers, two_orgs.org_a
     r = await client.put(
         f"/orgs/{org}/tool-permissions/shopify",
-        json={"enabled": True, "config": {"max_refund": 100}},
+        json={"enabled": True, "config": {"allowedActions": ["listOrders"], "ratePerHour": 100}},
         headers=h,
     )
     assert r.status_code == 200
     assert r.json()["tool"] == "shopify" and r.json()["enabled"] is True
-    assert r.json()["config"] == {"max_refund": 100} and r.json()["updated_by"] == "admin-a"
+    assert (
+        r.json()["config"] == {"allowedActions": ["listOrders"], "ratePerHour": 100}
+        and r.json()["updated_by"] == "admin-a"
+    )
     r = await client.put(
         f"/orgs/{org}/tool-permissions/shopify", json={"enabled": False}, headers=h
     )

@@ -102,7 +102,7 @@ def assert_no_secret(error: UpstreamError, *secrets: str) -> None:
 
 
 def test_known_tools_and_their_adapters() -> None:
-    assert known_tools() == ("amazon", "shopify")
+    assert known_tools() == ("amazon", "shopify", "web")  # web: issue 15, item 10
     shop_adapter, amazon_one = adapter_for("shopify"), adapter_for("amazon")
     assert isinstance(shop_adapter, ShopifyAdapter) and isinstance(amazon_one, AmazonAdapter)
     assert adapter_for("shopify") is shop_adapter  # one instance: Amazon's token cache lives on
@@ -139,7 +139,7 @@ def test_unknown_tool() -> None:
     with pytest.raises(UnknownTool) as caught:
         adapter_for("stripe")
     assert caught.value.code == "unknown_tool" and caught.value.status == 404
-    assert caught.value.details["known_tools"] == ["amazon", "shopify"]
+    assert caught.value.details["known_tools"] == ["amazon", "shopify", "web"]
     assert caught.value.to_dict()["code"] == "unknown_tool"
 
 

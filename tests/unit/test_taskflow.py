@@ -690,6 +690,8 @@ def test_error_codes_are_stable_and_distinct() -> None:
         "tool_call_mismatch",
         "edit_changes_action",
         "outcome_not_unknown",
+        "step_not_failed",  # issue 15, item 9
+        "step_not_retryable",
     } == codes
     assert len(codes) == len(tf.TaskFlowError.__subclasses__())
     error = tf.HumanTaskExpired("too late", step_id="s1")

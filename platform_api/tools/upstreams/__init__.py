@@ -26,6 +26,7 @@ from platform_api.tools.upstreams.errors import (
     UpstreamError,
 )
 from platform_api.tools.upstreams.shopify import ShopifyAdapter
+from platform_api.tools.upstreams.web import WebAdapter  # issue 15, item 10
 
 __all__ = [
     "REDACTED",
@@ -38,6 +39,7 @@ __all__ = [
     "UnknownAction",
     "UnknownTool",
     "UpstreamError",
+    "WebAdapter",
     "adapter_for",
     "is_secret_key",
     "known_tools",
@@ -47,6 +49,7 @@ __all__ = [
 _ADAPTER_TYPES: dict[str, type[Adapter]] = {
     ShopifyAdapter.tool: ShopifyAdapter,
     AmazonAdapter.tool: AmazonAdapter,
+    WebAdapter.tool: WebAdapter,
 }
 
 

@@ -342,6 +342,9 @@ class Adapter(ABC):
 
     tool: ClassVar[str]
     integration_type: ClassVar[str]
+    needs_credentials: ClassVar[bool] = True
+    """False for a tool without an integration (`web`): the proxy hands it the org's tool
+    config and the platform's limits instead of decrypted credentials."""
     # credential fields whose values are not secret (hosts, ids, versions); every other
     # field's value is kept out of results, errors and logs
     public_credential_fields: ClassVar[frozenset[str]] = frozenset()

@@ -421,6 +421,19 @@
     row._select = null;
     row._actions = null;
     if (!can("tasks.decide")) return row; // no controls the user may not use
+    if (item.status === "failed") {
+      // issue 15, item 9: a failed step is retried (or left) in the detail view
+      const verb = item.requested_by === me.username ? "Details" : "Retry";
+      row._select = el("td", { class: "col-select" });
+      row._actions = el("td", { class: "col-actions", "data-label": "Decide" },
+        el("div", { class: "row-actions" }, el("a", {
+          href: detailHref(item.id),
+          class: "button-link",
+          text: `${verb}…`,
+          "aria-label": `${verb} ${label(item)}`,
+        })));
+      return row;
+    }
     const check = el("input", { type: "checkbox", "aria-label": `Select ${label(item)}` });
     check.addEventListener("change", () => {
       if (check.checked) queue.selected.add(item.id);
@@ -722,6 +735,7 @@
     Executed: "ok", Failed: "bad", Rejected: "bad", Expired: "bad",
     pending: "pending", escalated: "escalated", decided: "ok", expired: "overdue",
     waiting: "muted", closed: "muted", outcome_unknown: "overdue", OutcomeUnknown: "overdue",
+    failed: "bad",
   };
 
   function describeDecision(decision) {
@@ -863,6 +877,10 @@
       renderResolve(data, step);
       return;
     }
+    if (data.status === "failed") {
+      renderRetry(data, step);
+      return;
+    }
     const open = data.status === "pending" || data.status === "escalated";
     if (!open) {
       const why = {
@@ -971,6 +989,44 @@
       buttons.append(button);
     }
     body.append(buttons);
+  }
+
+  // Issue 15, item 9: a step whose tool call failed shows why; where the action catalog
+  // says the action is safe to run twice, an expert retries it (POST /human-tasks/{id}/retry).
+  function renderRetry(data, step) {
+    const body = $("decide-body");
+    const run = step.execution || {};
+    body.append(el("p", { class: "deciding" },
+      "Step failed: ", el("strong", { text: step.description }), " ", risk(step.risk)));
+    body.append(el("p", { class: "error", id: "failure-reason", text: run.error || "no reason given" }));
+    if (!step.retry_safe) {
+      body.append(el("p", { text:
+        "This action is not safe to run twice (a change by a delta), so the step stays failed. " +
+        "Check the upstream; a new plan is a new task." }));
+      return;
+    }
+    if (!can("tasks.decide")) {
+      body.append(el("p", { text: `Your role (${me.role}) may read this task but not retry it.` }));
+      return;
+    }
+    if (data.requested_by === me.username) {
+      body.append(el("p", { class: "sub", text: "You requested this task: another expert must retry it." }));
+      return;
+    }
+    body.append(el("p", { text:
+      "The action is safe to run again (a read, or a write that sets an absolute value). " +
+      "Retrying reopens the task and the agent runs the step once more." }));
+    const note = el("textarea", { id: "retry-note", rows: "2", maxlength: "4096" });
+    body.append(el("div", { class: "field" },
+      el("label", { for: "retry-note", text: "Why you retry (optional)" }), note));
+    const path = `/human-tasks/${data.id.split("/").map(encodeURIComponent).join("/")}/retry`;
+    const button = el("button", { type: "button", class: "primary", text: "Retry step" });
+    button.addEventListener("click", () => submitDecision(
+      () => call("POST", path, { note: note.value.trim() || null }),
+      button,
+      "Retry requested: the agent runs the step once more.",
+    ));
+    body.append(el("div", { class: "actions" }, button));
   }
 
   function noteField(prefix) {
