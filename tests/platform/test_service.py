@@ -41,6 +41,8 @@ TABLES = {
     "conversations",
     "messages",
     "knowledge_documents",
+    "reply_drafts",  # issue 14
+    "corrections",  # issue 14
     "alembic_version",
 }
 
