@@ -29,6 +29,8 @@ async def set_permission(
     repo = ToolPermissionRepository(session)
     permission = await repo.get(scope.org_id, tool)
     before = None if permission is None else permission.enabled
+    # issue 14: the configuration before and after, in the audit row
+    was = None if permission is None else {"enabled": before, "config": dict(permission.config)}
     if permission is None:
         permission = ToolPermission(org_id=scope.org_id, tool=tool)
     permission.enabled = body.enabled
@@ -42,6 +44,11 @@ async def set_permission(
         action="tool_permission.updated",
         target=f"tool:{tool}",
         org_id=scope.org_id,
-        details={"enabled": body.enabled, "previously_enabled": before},
+        details={
+            "enabled": body.enabled,
+            "previously_enabled": before,
+            "before": was,
+            "after": {"enabled": body.enabled, "config": dict(body.config)},
+        },
     )
     return permission
