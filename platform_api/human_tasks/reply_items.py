@@ -6,8 +6,9 @@ and then the waiting drafts, oldest first, read from the `reply_drafts` table; b
 orders are total and stable, so pages do not overlap. A reply item has the queue item's
 shape: `id` `replies/<draft id>`, `task_id` `conversations/<conversation id>`, `run_id`
 the draft's id, `workflow` the drafting agent, `summary` the client message,
-`step_id` `reply`, `step_description` the draft, `kind` `reply`, `risk` the draft's, no
-deadline. `GET /human-tasks/replies/{id}` shows it with its thread.
+`step_id` `reply`, `step_description` the draft (both redacted, as the thread is),
+`kind` `reply`, `risk` the draft's, no deadline. `GET /human-tasks/replies/{id}` shows
+it with its thread.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, and_, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from platform_api.human_tasks.redact import redact
 from platform_api.human_tasks.schemas import HumanTask
 from platform_api.models import ReplyDraft
 
@@ -47,10 +49,10 @@ def item(draft: ReplyDraft, now: datetime) -> HumanTask:
         run_id=str(draft.id),
         org_id=draft.org_id,
         workflow=draft.agent,
-        summary=draft.client_message[:SUMMARY],
+        summary=redact(draft.client_message)[0][:SUMMARY],
         requested_by=draft.requested_by,
         step_id="reply",
-        step_description=draft.draft[:SUMMARY],
+        step_description=redact(draft.draft)[0][:SUMMARY],
         kind="reply",
         tool=None,
         risk=draft.risk,

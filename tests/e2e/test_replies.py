@@ -12,6 +12,7 @@ platform sends the org's corrections with every chat command.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -272,3 +273,35 @@ async def test_drafting_is_refused_where_it_must_be(world: World) -> None:
         headers=world.expert,
     )
     assert r.status_code == 422 and r.json()["code"] == "validation_failed"
+
+
+async def test_a_steps_edit_and_rejection_are_corrections_pushed_to_the_agent(
+    world: World,
+) -> None:
+    base = world.platform.url
+    rejected = await world.plan()
+    first = rejected["steps"][0]
+    r = await world.resume(rejected["name"], first["id"], action="reject", feedback="September")
+    assert r.status_code == 200, r.text
+    edited = await world.plan("Reconcile all Amazon orders for September")
+    step = edited["steps"][0]
+    amended = {**step["parameters"], "maxResults": 50}
+    r = await world.resume(edited["name"], step["id"], action="edit", parameters=amended)
+    assert r.status_code == 200, r.text
+
+    r = await world.http.get(f"{base}/orgs/{world.org_id}/corrections", headers=world.expert)
+    assert r.status_code == 200, r.text
+    by_kind = {c["kind"]: c for c in r.json()["items"]}
+    assert set(by_kind) == {"step_rejected", "step_edit"}
+    assert by_kind["step_rejected"]["corrected"] == "September"
+    assert by_kind["step_rejected"]["source"] == (
+        f"step:{world.namespace}/{rejected['name']}/{first['id']}"
+    )
+    assert json.loads(by_kind["step_edit"]["corrected"]) == amended
+    assert json.loads(by_kind["step_edit"]["draft"]) == step["parameters"]
+    # pushed to the agent in the background, once each
+    for _ in range(50):
+        if await _agent_corrections(world.agent) == 2:
+            break
+        await asyncio.sleep(0.2)
+    assert await _agent_corrections(world.agent) == 2
