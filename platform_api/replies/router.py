@@ -61,7 +61,7 @@ async def draft_reply(
     session: Session,
     platform: PlatformDep,
     scope: Annotated[OrgScope, require_in_org("run.control")],
-    accept: Annotated[str | None, Header()] = None,
+    accept: Annotated[str | None, Header(max_length=1000)] = None,
 ) -> Any:
     prepared = await replies.prepare(session, platform, scope.org_id, conversation_id, body.agent)
     requested_by = scope.principal.username
