@@ -233,6 +233,9 @@ class ChatRequest(_Body):
         max_length=20,
         description="Knowledge snippets; fetched from the platform's context API when absent.",
     )
+    # issue 14: the org's corrections, kept on the platform, sent with each chat command so
+    # that a restarted agent or a new replica has them (stored when new or changed)
+    corrections: list[CorrectionIn] | None = Field(default=None, max_length=500)
 
 
 class TaskRequest(_Body):
@@ -357,6 +360,12 @@ class CorrectionIn(_Body):
     id: str | None = Field(default=None, min_length=1, max_length=128)
     conversation_id: str | None = Field(default=None, alias="conversationId", max_length=64)
     by: str | None = Field(default=None, max_length=253)
+    # issue 14: what was corrected (see agent_image.corrections.Correction.kind)
+    kind: str = Field(
+        default="reply",
+        pattern=r"^(reply|reply_edit|reply_rejected|step_edit|step_rejected)$",
+    )
+    at: str | None = Field(default=None, max_length=64)
 
 
 class CorrectionsRequest(_Body):

@@ -62,6 +62,20 @@ class Correction:
     conversation_id: str | None = None
     by: str | None = None
     at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
+    kind: str = "reply"
+    """What was corrected (issue 14): `reply` or `reply_edit` (a reply the expert sent
+    instead: the responder's examples), `reply_rejected`, `step_edit`, `step_rejected`."""
+
+
+REPLY_KINDS = frozenset({"reply", "reply_edit"})
+"""The kinds of correction whose `corrected` text is a reply the responder may reuse."""
+
+
+def _same(stored: Correction | None, given: Correction) -> bool:
+    """Whether `given` is stored already with the same content (its `at` aside)."""
+    if stored is None:
+        return False
+    return asdict(stored) | {"at": ""} == asdict(given) | {"at": ""}
 
 
 @dataclass(frozen=True)
@@ -120,11 +134,27 @@ class CorrectionStore:
             self._items = (kept + corrections)[-MAX_CORRECTIONS:]
             return len(self._items)
 
-    def closest(self, message: str, *, limit: int = 3, min_score: float = 0.2) -> list[Match]:
-        """The corrections most like `message` (best first, newest first on ties)."""
+    def missing(self, corrections: list[Correction]) -> list[Correction]:
+        """Those of `corrections` not stored as they are (issue 14: the platform sends the
+        org's corrections with each chat command, so a restarted agent or a new replica
+        has them; only the new or changed ones are written)."""
+        known = {c.id: c for c in self._items}
+        return [c for c in corrections if not _same(known.get(c.id), c)]
+
+    def closest(
+        self,
+        message: str,
+        *,
+        limit: int = 3,
+        min_score: float = 0.2,
+        kinds: frozenset[str] = REPLY_KINDS,
+    ) -> list[Match]:
+        """The corrections of `kinds` most like `message` (best first, newest first on
+        ties)."""
         scored = [
             Match(item, similarity(message, item.message))
             for item in reversed(self._items)  # newest first, kept by the stable sort
+            if item.kind in kinds
         ]
         scored = [m for m in scored if m.score >= min_score]
         scored.sort(key=lambda m: m.score, reverse=True)

@@ -28,6 +28,8 @@ from platform_api.auth.router import router as auth_router
 from platform_api.auth.throttle import Limits, LoginThrottle
 from platform_api.auth.tokens import TokenService
 from platform_api.conversations.router import router as conversations_router
+from platform_api.corrections.router import router as corrections_router  # issue 14
+from platform_api.corrections.service import CorrectionPusher  # issue 14
 from platform_api.db import make_engine, make_sessionmaker, migrate
 from platform_api.errors import install_error_handlers
 from platform_api.health.router import router as health_router
@@ -41,6 +43,7 @@ from platform_api.kube.namespaces import KubeOrgNamespaces
 from platform_api.metrics import PlatformMetrics, RequestMetrics
 from platform_api.orgs.namespaces import NoopOrgNamespaces, OrgNamespaces
 from platform_api.orgs.router import router as orgs_router
+from platform_api.replies.router import router as replies_router  # issue 14
 from platform_api.settings import Settings
 from platform_api.state import Platform
 from platform_api.tasks.automation import TaskAutomation
@@ -82,6 +85,8 @@ TAGS = [
     {"name": "conversations", "description": "Conversations and messages of an org."},
     {"name": "knowledge", "description": "What an org's agents may search."},
     {"name": "agents", "description": "Signed commands to an org's agents."},
+    {"name": "replies", "description": "Draft replies to conversations, sent or reviewed."},
+    {"name": "corrections", "description": "What experts corrected, taught to the agents."},
     {"name": "agent api", "description": "Called by agents, with their agent token only."},
     {"name": "health", "description": "Liveness."},
 ]
@@ -125,6 +130,9 @@ ROUTERS = (
     agent_events_router,
     knowledge_router,
     agents_router,
+    # issue 14: draft replies and corrections
+    replies_router,
+    corrections_router,
     web_router,
 )
 
@@ -155,7 +163,8 @@ def _platform(
     metrics = PlatformMetrics()
     if decisions is not None:
         metrics.queue.source = decisions.summary
-    return Platform(
+    pusher = CorrectionPusher()  # issue 14: a step's corrections reach the org's agents
+    platform = Platform(
         settings=settings,
         engine=engine,
         sessions=sessions,
@@ -166,6 +175,7 @@ def _platform(
             sessions,
             settings.decision_retries,
             decisions,
+            pusher,
             on_decided=lambda verdict: metrics.decisions.labels(verdict).inc(),
         ),
         tools=ToolProxy(
@@ -184,6 +194,8 @@ def _platform(
         upstreams=upstreams,
         egress=egress,
     )
+    pusher.platform = platform
+    return platform
 
 
 def _start_watch(platform: Platform) -> list[asyncio.Task[None]]:

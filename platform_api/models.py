@@ -319,3 +319,59 @@ class ToolCallCount(Base):
     tool: Mapped[str] = mapped_column(String(100), primary_key=True)
     window_start: Mapped[datetime] = mapped_column(UTCDateTime(), primary_key=True)
     count: Mapped[int] = mapped_column(Integer)
+
+
+# --- issue 14 (replies): reply drafts and expert corrections ---------------------------------
+
+
+class ReplyDraft(Base):
+    """A reply an agent drafted to a conversation's last client message (UC-1): sent at
+    once above the confidence threshold, else waiting in the review queue (kind `reply`)
+    until an expert approves, edits or rejects it."""
+
+    __tablename__ = "reply_drafts"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    org_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
+    conversation_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE"), index=True
+    )
+    agent: Mapped[str] = mapped_column(String(253))
+    message_id: Mapped[int] = mapped_column(Integer)
+    """The client message the draft answers."""
+    client_message: Mapped[str] = mapped_column(String(20000))
+    draft: Mapped[str] = mapped_column(String(32000))
+    confidence: Mapped[float] = mapped_column()
+    risk: Mapped[str] = mapped_column(String(20))
+    flag_for_review: Mapped[bool] = mapped_column(Boolean)
+    state: Mapped[str] = mapped_column(String(20), index=True)
+    """`pending` (in the queue), `sent` or `rejected`."""
+    requested_by: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    decided_by: Mapped[str | None] = mapped_column(String(200))
+    decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    sent_text: Mapped[str | None] = mapped_column(String(32000))
+    feedback: Mapped[str | None] = mapped_column(String(4096))
+    sent_message_id: Mapped[int | None] = mapped_column(Integer)
+
+
+class ExpertCorrection(Base):
+    """An expert's correction, kept per org and pushed to its agents (UC-21, UC-23)."""
+
+    __tablename__ = "corrections"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    org_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(30))
+    """`reply_edit`, `reply_rejected`, `step_edit` or `step_rejected`."""
+    message: Mapped[str] = mapped_column(String(32000))
+    """The client message (a reply) or the request (a step's task)."""
+    draft: Mapped[str | None] = mapped_column(String(32000))
+    corrected: Mapped[str] = mapped_column(String(32000))
+    """The text the expert sent instead, the edited parameters, or the feedback."""
+    note: Mapped[str | None] = mapped_column(String(4096))
+    source: Mapped[str] = mapped_column(String(400))
+    """What was corrected: `reply:<id>` or `step:<namespace>/<task>/<step>`."""
+    conversation_id: Mapped[uuid.UUID | None] = mapped_column()
+    by: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -12,6 +12,7 @@ import httpx
 from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from platform_api.agent_api.rotations import TokenRotations  # issue 14
 from platform_api.auth.throttle import LoginThrottle
 from platform_api.auth.tokens import TokenService
 from platform_api.human_tasks.index import DecisionIndex
@@ -59,6 +60,9 @@ class Platform:
     """The operator's published token verification keys, cached briefly."""
     callback_key: CallbackKey = field(default_factory=CallbackKey)
     """The installation's callback master key, cached briefly."""
+    # issue 14
+    rotations: TokenRotations = field(default_factory=TokenRotations)
+    """The agent tokens audited as `agent.token_rotated` (agent_api.rotations)."""
 
 
 def get_platform(request: Request) -> Platform:

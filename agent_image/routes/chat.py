@@ -14,6 +14,7 @@ from fastapi.responses import StreamingResponse
 from agent_image.commands import ChatRequest, error_body, parse
 from agent_image.platform import PlatformError
 from agent_image.responder import Reply
+from agent_image.routes.corrections import from_command
 from agent_image.routes.deps import RuntimeDep, Signed
 from agent_image.runtime import Runtime
 
@@ -24,6 +25,10 @@ router = APIRouter(prefix="/v1", tags=["chat"])
 
 async def gather(rt: Runtime, body: ChatRequest) -> tuple[list[dict[str, Any]], list[str]]:
     """History and knowledge for a model prompt (best effort; none offline)."""
+    if body.corrections:  # issue 14: the platform's corrections of the org, kept here
+        missing = rt.corrections.missing([from_command(c) for c in body.corrections])
+        if missing:
+            rt.corrections.add(missing)
     history = [m.model_dump() for m in body.history or []]
     context = list(body.context or [])
     if rt.gate.usable() is None:

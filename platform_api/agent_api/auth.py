@@ -105,13 +105,17 @@ async def current_agent(
     if platform.kube is None:
         raise KubernetesUnavailable("the agent API needs the Kubernetes API")
     header = f"Bearer {credentials.credentials}" if credentials else None
-    return await authenticate(
+    agent = await authenticate(
         platform.kube,
         platform.agent_keys,
         header,
         platform.settings.agent_token_audience,
         datetime.now(UTC),
     )
+    # issue 14: a token seen for the first time is a rotation, audited by its hash
+    assert credentials is not None  # authenticate refuses a request without one
+    await platform.rotations.observe(platform.sessions, agent, credentials.credentials)
+    return agent
 
 
 CurrentAgent = Annotated[Agent, Depends(current_agent)]

@@ -28,6 +28,7 @@ from platform_api.auth.dependencies import require
 from platform_api.bounds import Limit, Offset
 from platform_api.db import Session
 from platform_api.errors import KubernetesUnavailable, NotFound, error_responses
+from platform_api.human_tasks import reply_items
 from platform_api.human_tasks import service as human_tasks
 from platform_api.human_tasks.index import DecisionIndex
 from platform_api.human_tasks.resolve import ResolveBody, ResolveRead, resolve_unknown
@@ -74,13 +75,16 @@ async def _synced(platform: PlatformDep) -> DecisionIndex:
     description="Capability `tasks.read`. Every decision waiting on a human in the caller's "
     "orgs (or in `org_id`), deadline first: pending and escalated steps, with a "
     "near-deadline flag, the risk and the age, plus the pending count for the navigation "
-    "badge. Served from an in-memory index kept up to date by a watch of the AgenticTasks.",
+    "badge. Served from an in-memory index kept up to date by a watch of the AgenticTasks. "
+    "Then the draft replies waiting for an expert (kind `reply`, id `replies/<id>`, oldest "
+    "first; see `GET /human-tasks/replies/{id}`).",
     responses=error_responses(
         401, 403, 404, 422, 503, codes={503: ("kubernetes_unavailable", "no Kubernetes API")}
     ),
 )
 async def list_human_tasks(
     platform: PlatformDep,
+    session: Session,
     principal: Annotated[Principal, require("tasks.read")],
     org_id: Annotated[uuid.UUID | None, Query(description="one of the caller's orgs")] = None,
     limit: Limit = 50,
@@ -95,6 +99,14 @@ async def list_human_tasks(
     items = index.page_json(chosen, now, offset=offset, limit=limit, near=near)
     pending = index.count(principal.org_ids, now)
     total = pending if org_id is None else index.count(chosen, now)
+    # issue 14: the waiting draft replies (kind `reply`) follow the step decisions
+    steps = total
+    items += await reply_items.page_json(
+        session, chosen, now, offset=max(0, offset - steps), limit=limit - len(items)
+    )
+    replies = await reply_items.count(session, principal.org_ids)
+    pending += replies
+    total += replies if org_id is None else await reply_items.count(session, chosen)
     # the items come serialised from the index (HumanTaskPage's shape); only the page's
     # frame is written here
     content = b'{"items":[%s],"total":%d,"pending_count":%d,"limit":%d,"offset":%d}' % (

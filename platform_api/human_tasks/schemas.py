@@ -43,8 +43,10 @@ class HumanTask(BaseModel):
     requested_by: str
     step_id: str
     step_description: str
-    kind: Literal["action", "input"] = Field(
-        description="`action` (approve, edit or reject) or `input` (provide, select or reject)"
+    kind: Literal["action", "input", "reply"] = Field(
+        description="`action` (approve, edit or reject) or `input` (provide, select or "
+        "reject), or `reply`: a draft reply to a conversation (approve, edit or reject at "
+        "`/human-tasks/replies/{id}`; issue 14)"
     )
     tool: str | None
     risk: str

@@ -127,8 +127,16 @@ async def _thread(session: AsyncSession, task: AgenticTask, org_id: uuid.UUID) -
     raw = task.spec.conversation_id
     if not raw:
         return None
+    return await conversation_thread(session, uuid.UUID(raw), org_id)
+
+
+async def conversation_thread(
+    session: AsyncSession, conversation_id: uuid.UUID, org_id: uuid.UUID
+) -> Thread | None:
+    """The conversation's last messages, redacted (None for one the org does not have);
+    also the thread of a draft reply in the queue (issue 14)."""
     repo = ConversationRepository(session)
-    conversation = await repo.get_in(uuid.UUID(raw), {org_id})
+    conversation = await repo.get_in(conversation_id, {org_id})
     if conversation is None:
         return None
     counts: Counter[str] = Counter()

@@ -41,6 +41,7 @@ async def put_credentials(
     repo = IntegrationRepository(session)
     credential = await repo.get(scope.org_id, integration_type)
     replaced = credential is not None
+    was = {"key_id": credential.key_id} if credential is not None else None  # issue 14
     if credential is None:
         credential = IntegrationCredential(org_id=scope.org_id, type=integration_type)
     credential.key_id, credential.nonce, credential.ciphertext = (
@@ -57,7 +58,14 @@ async def put_credentials(
         action="integration.updated",
         target=f"integration:{integration_type}",
         org_id=scope.org_id,
-        details={"key_id": sealed.key_id, "replaced": replaced, "fields": sorted(body.credentials)},
+        details={
+            "key_id": sealed.key_id,
+            "replaced": replaced,
+            "fields": sorted(body.credentials),
+            # issue 14: before and after, by key id and field names (never a value)
+            "before": was,
+            "after": {"key_id": sealed.key_id, "fields": sorted(body.credentials)},
+        },
     )
     return credential
 
@@ -68,6 +76,7 @@ async def delete_credentials(session: AsyncSession, scope: OrgScope, integration
     credential = await repo.get(scope.org_id, integration_type)
     if credential is None:
         raise NotFound("no such integration")
+    was = {"key_id": credential.key_id}  # issue 14
     await repo.delete(credential)
     await record(
         session,
@@ -75,6 +84,7 @@ async def delete_credentials(session: AsyncSession, scope: OrgScope, integration
         action="integration.deleted",
         target=f"integration:{integration_type}",
         org_id=scope.org_id,
+        details={"before": was, "after": None},
     )
 
 

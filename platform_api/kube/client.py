@@ -229,6 +229,14 @@ class KubeClient:
         )
         return found
 
+    # issue 14: the org's agents, to push an expert's correction to each of them
+    async def list_agent_instances(self, namespace: str) -> list[dict[str, Any]]:
+        """Every AgentInstance of `namespace`."""
+        listed = await _call(
+            self._custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "agentinstances")
+        )
+        return list(listed.get("items", []))
+
     async def annotate_agent_instance(
         self, namespace: str, name: str, annotations: dict[str, str]
     ) -> None:

@@ -27,6 +27,7 @@ from humanwork_core import taskflow
 from humanwork_core.resources import AgenticTask, AgenticTaskStatus, Decision, StepStatus, Verdict
 from platform_api.access.principal import Principal
 from platform_api.audit.service import record, record_detached
+from platform_api.corrections import service as corrections  # issue 14
 from platform_api.errors import (
     IdempotencyConflict,
     NotFound,
@@ -109,6 +110,8 @@ class DecisionService:
     sessions: async_sessionmaker[AsyncSession] | None
     retries: int
     index: WatchedTasks | None = None
+    pusher: corrections.CorrectionPusher | None = None
+    """Pushes the corrections a decision makes to the org's agents (issue 14)."""
     on_decided: Callable[[str], None] | None = None
     """Told the verdict of every decision written (the platform's metrics)."""
 
@@ -286,6 +289,19 @@ class DecisionService:
                 "uid": attempt.task.metadata.uid,
             },
         )
+        # issue 14: an edit of a step's parameters, or a rejection's feedback, is a correction
+        made = corrections.step_correction(
+            attempt.task,
+            ballot.step_id,
+            ballot.verdict,
+            parameters=ballot.parameters,
+            feedback=ballot.feedback,
+            by=principal.username,
+        )
+        if made is not None:
+            await corrections.keep(session, made)
+            if self.pusher is not None:
+                self.pusher.soon(org.id, [made])
         if self.on_decided is not None:
             self.on_decided(ballot.verdict.value)
         return Outcome(

@@ -31,6 +31,8 @@ async def set_permission(
     repo = ToolPermissionRepository(session)
     permission = await repo.get(scope.org_id, tool)
     before = None if permission is None else permission.enabled
+    # issue 14: the configuration before and after, in the audit row
+    was = None if permission is None else {"enabled": before, "config": dict(permission.config)}
     if permission is None:
         permission = ToolPermission(org_id=scope.org_id, tool=tool)
     permission.enabled = body.enabled
@@ -48,6 +50,8 @@ async def set_permission(
             "enabled": body.enabled,
             "previously_enabled": before,
             "config": dict(body.config),
+            "before": was,
+            "after": {"enabled": body.enabled, "config": dict(body.config)},
         },
     )
     return permission

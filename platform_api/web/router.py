@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import html
 import re
+import uuid
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -129,6 +130,12 @@ async def detail_page(
         name=name,
         step=step_id,
     )
+
+
+# issue 14: a draft reply waiting in the queue, with its thread
+@router.get("/replies/{reply_id}")
+async def reply_page(reply_id: uuid.UUID) -> Response:
+    return render("reply", "Draft reply · humanwork", reply=str(reply_id))
 
 
 _FILENAME = re.compile(r"^[a-z]+\.[a-z]+$")

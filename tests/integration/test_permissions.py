@@ -70,7 +70,7 @@ OPERATOR_IN_ORG = grant("", ["secrets"], ["get", "create", "patch"])
 PLATFORM_EVERYWHERE = (
     grant(HW, ["agentictasks"], ["get", "list", "watch", "create", "patch"])
     | grant(HW, ["agentictasks/status"], ["patch"])
-    | grant(HW, ["agentinstances"], ["get", "patch"])
+    | grant(HW, ["agentinstances"], ["get", "list", "patch"])  # list: issue 14, corrections
     | grant("", ["namespaces"], ["get", "create"])
 )
 PLATFORM_IN_SYSTEM = grant(

@@ -43,6 +43,8 @@ TABLES = {
     "knowledge_documents",
     "login_failures",
     "tool_call_counts",  # issue 15, item 10
+    "reply_drafts",  # issue 14
+    "corrections",  # issue 14
     "alembic_version",
 }
 

@@ -261,6 +261,45 @@ async def test_corrections_are_stored_and_used_by_later_replies(
     assert (tmp_path / "state" / "corrections.jsonl").exists()
 
 
+async def test_corrections_sent_with_a_chat_command_are_kept_once_and_only_replies_reused(
+    tmp_path: Path, agent: Agent
+) -> None:
+    # issue 14: the platform sends the org's corrections with each chat command
+    corrected = "Order 1001 left today; tracking 1Z999."
+    carried = [
+        {
+            "id": "r-1",
+            "kind": "reply_edit",
+            "message": "Where is my order 1001?",
+            "corrected": corrected,
+            "at": "2026-01-01T00:00:00+00:00",
+        },
+        {
+            "id": "s-1",
+            "kind": "step_rejected",
+            "message": "Where is my refund 1001?",
+            "corrected": "September only",
+            "at": "2026-01-01T00:00:00+00:00",
+        },
+    ]
+    for _ in range(3):
+        reply = (
+            await agent.post(
+                "/v1/chat", {"message": "Where is my order 1001?", "corrections": carried}
+            )
+        ).json()
+        assert reply["reply"] == corrected and reply["corrections_used"] == ["r-1"]
+    lines = (tmp_path / "state" / "corrections.jsonl").read_text().splitlines()
+    assert len(lines) == 2  # stored once, not with every command
+    # a step's feedback is kept but never sent to a client as a reply
+    refund = (await agent.post("/v1/chat", {"message": "Where is my refund 1001?"})).json()
+    assert refund["reply"] != "September only" and refund["corrections_used"] == []
+    bad = await agent.post(
+        "/v1/chat", {"message": "hi", "corrections": [{**carried[0], "kind": "other"}]}
+    )
+    assert bad.status_code == 422 and bad.json()["code"] == "validation_failed"
+
+
 async def test_the_offline_reply_streams_as_server_sent_events(agent: Agent) -> None:
     raw, headers = sign({"message": "Where is my order?"})
     answer = await agent.http.post("/v1/chat/stream", content=raw, headers=headers)

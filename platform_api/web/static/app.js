@@ -382,6 +382,9 @@
   };
 
   function detailHref(id) {
+    if (id.startsWith("replies/")) {  // issue 14: a draft reply's own page
+      return `/workspace/replies/${encodeURIComponent(id.slice(8))}`;
+    }
     return `/workspace/tasks/${id.split("/").map(encodeURIComponent).join("/")}`;
   }
 
@@ -411,7 +414,10 @@
       "td",
       { class: "request", "data-label": "Request" },
       el("a", { href: detailHref(item.id), text: item.summary }),
-      el("div", { class: "step-line", text: `Step: ${step}` }),
+      el("div", {
+        class: "step-line",
+        text: item.kind === "reply" ? `Draft: ${item.step_description}` : `Step: ${step}`,
+      }),
     );
   }
 
@@ -432,6 +438,20 @@
           text: `${verb}…`,
           "aria-label": `${verb} ${label(item)}`,
         })));
+      return row;
+    }
+    if (item.kind === "reply") {  // issue 14: a draft reply is decided on its own page
+      row._select = el("td", { class: "col-select" });
+      row._actions = el("td", { class: "col-actions", "data-label": "Decide" }, el(
+        "div",
+        { class: "row-actions" },
+        el("a", {
+          href: detailHref(item.id),
+          class: "button-link",
+          text: "Review…",
+          "aria-label": `Review the draft reply to "${item.summary}"`,
+        }),
+      ));
       return row;
     }
     const check = el("input", { type: "checkbox", "aria-label": `Select ${label(item)}` });
@@ -1230,6 +1250,91 @@
     schedule(() => Promise.all([refreshDetail(), refreshBadge()]));
   }
 
+  // --- a draft reply (issue 14) ------------------------------------------------------
+
+  const reply = { filled: false };
+
+  function replyPath() {
+    return `/human-tasks/replies/${encodeURIComponent($("reply").dataset.reply)}`;
+  }
+
+  function renderReply(data) {
+    const percent = `${Math.round(data.confidence * 100)}%`;
+    $("reply-meta").textContent = `${data.agent} · ${data.state} · confidence ${percent}`;
+    $("client-message").textContent = data.client_message;
+    $("facts").replaceChildren(...facts([
+      ["State", pill(data.state, STATE_KIND[data.state] || "muted")],
+      ["Confidence", percent],
+      ["Risk", risk(data.risk)],
+      ["Flagged for review", data.flag_for_review ? "yes" : "no"],
+      ["Asked by", data.requested_by],
+      ["Decided by", data.decided_by],
+      ["Sent", data.sent_text],
+      ["Feedback", data.feedback],
+    ]));
+    $("reply-draft").textContent = data.draft;
+    renderThread(data.conversation);
+    const open = data.state === "pending" && can("run.control");
+    $("reply-form").hidden = !open;
+    if (open && !reply.filled) {
+      $("reply-text").value = data.draft;
+      reply.filled = true;
+    }
+  }
+
+  async function refreshReply() {
+    try {
+      renderReply(await call("GET", replyPath()));
+    } catch (err) {
+      if (err.status === 404) {
+        $("reply-meta").textContent = "";
+        showMessage("No such draft reply in your organisations.");
+      } else if (err.status !== 401) {
+        $("reply-meta").textContent = `Live updates interrupted: ${explain(err)} Retrying…`;
+      }
+    }
+  }
+
+  async function decideReply(body, button, done) {
+    button.disabled = true;
+    try {
+      await call("POST", `${replyPath()}/resume`, body, newKey());
+      showMessage("");
+      showNotice(done);
+      announce(done);
+    } catch (err) {
+      showNotice("");
+      showMessage(explain(err));
+    } finally {
+      await refreshReply();
+      if (button.isConnected) button.disabled = false;
+      $("decide-title").focus();
+    }
+  }
+
+  async function replyPage() {
+    await loadMe();
+    $("reply-approve").addEventListener("click", (event) => decideReply(
+      { action: "approve" }, event.currentTarget, "Sent the draft to the client.",
+    ));
+    $("reply-edit").addEventListener("click", (event) => {
+      const text = $("reply-text").value.trim();
+      $("reply-error").hidden = Boolean(text);
+      $("reply-error").textContent = text ? "" : "Write the reply to send.";
+      invalid($("reply-text"), !text);
+      if (text) decideReply({ action: "edit", text }, event.currentTarget, "Sent your edit to the client.");
+    });
+    $("reply-reject").addEventListener("click", async (event) => {
+      const button = event.currentTarget;
+      const feedback = await askFeedback("this draft reply", button);
+      if (feedback) {
+        await decideReply({ action: "reject", feedback }, button, "Rejected: nothing was sent.");
+      }
+    });
+    await Promise.all([refreshReply(), refreshBadge()]);
+    schedule(() => Promise.all([refreshReply(), refreshBadge()]));
+  }
+
   // --- start ---------------------------------------------------------------------------
 
   async function start() {
@@ -1249,6 +1354,7 @@
     try {
       if (page === "tasks") await queuePage();
       else if (page === "task") await detailPage();
+      else if (page === "reply") await replyPage();  // issue 14
     } catch (err) {
       if (err.status !== 401) showMessage(explain(err));
     }
