@@ -8,7 +8,10 @@
   Secrets only in org namespaces, issue 12 item 6): a deleted or edited token or callback
   Secret is restored at the instance's next reconcile, at the latest its periodic resync;
 - the DELETED event of an AgentInstance records its tokens as revoked (no finalizer: a
-  deletion never waits for the operator; the children go by garbage collection).
+  deletion never waits for the operator; the children go by garbage collection);
+- an AgentInstance with `spec.autoscaling` is scaled with its open tasks
+  (:mod:`agent_operator.autoscale`) after each of its reconciles, whenever a task of its
+  opens or ends, and when a scale-down's cooldown is over.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any
 
 import kopf
 
-from agent_operator import builders, metrics
+from agent_operator import autoscale, builders, metrics
 from agent_operator.builders import MANAGED_BY
 from agent_operator.config import OperatorSettings
 from agent_operator.kube import Kube, KubeError
@@ -37,7 +40,7 @@ from agent_operator.reconcile import (
     seconds_until_rotation,
 )
 from agent_operator.tasks import reconcile_task
-from humanwork_core.resources import ORG_ID_LABEL
+from humanwork_core.resources import ORG_ID_LABEL, AgentInstance
 
 GROUP, VERSION = GROUP_VERSION.split("/")
 INSTANCES = (GROUP, VERSION, "agentinstances")
@@ -75,6 +78,11 @@ class State:
         self.applied = AppliedCache()
         # (replicas, readyReplicas) last reported in each instance's status
         self.reported: dict[tuple[str, str], tuple[int, int]] = {}
+        # autoscaling: open tasks by agent, since when each agent needed fewer pods, and
+        # when a pending scale-down's cooldown ends
+        self.open_tasks = autoscale.OpenTasks()
+        self.low_since: dict[tuple[str, str], datetime] = {}
+        self.scale_due: dict[tuple[str, str], datetime] = {}
 
     def lock(self, namespace: str, name: str) -> asyncio.Lock:
         return self.locks.setdefault((namespace, name), asyncio.Lock())
@@ -157,6 +165,42 @@ async def _reconcile(state: State, body: dict[str, Any], trigger: str) -> None:
         await state.kube.create(
             builders.event(fresh, event.reason, event.message, warning=event.warning, now=_utcnow())
         )
+    await _autoscale(state, (ns, name))
+
+
+async def _autoscale(state: State, key: tuple[str, str]) -> None:
+    """Scale one AgentInstance with its open tasks, if it asks for autoscaling."""
+    ns, name = key
+    async with state.lock(f"scale:{ns}", name):
+        fresh = await state.kube.get(GROUP_VERSION, "AgentInstance", ns, name)
+        if fresh is None or fresh["metadata"].get("deletionTimestamp"):
+            return
+        now = _utcnow()
+        spec = AgentInstance.model_validate(fresh).spec
+        scaled = await autoscale.autoscale(
+            state.kube,
+            fresh,
+            spec,
+            state.open_tasks.count(ns, name),
+            state.low_since.get(key),
+            now,
+            state.settings.scale_down_cooldown_seconds,
+        )
+    decision = scaled.decision
+    if decision is not None and decision.low_since is not None:
+        state.low_since[key] = decision.low_since
+        cooldown = timedelta(seconds=state.settings.scale_down_cooldown_seconds)
+        state.scale_due[key] = decision.low_since + cooldown
+    else:
+        state.low_since.pop(key, None)
+        state.scale_due.pop(key, None)
+    if scaled.event is not None:
+        metrics.SCALINGS.inc()
+        await state.kube.create(
+            builders.event(
+                fresh, scaled.event.reason, scaled.event.message, warning=False, now=_utcnow()
+            )
+        )
 
 
 @kopf.on.resume(*INSTANCES)
@@ -176,6 +220,8 @@ async def instance_event(
     key = (body["metadata"]["namespace"], body["metadata"]["name"])
     state.due.pop(key, None)
     state.reported.pop(key, None)
+    state.low_since.pop(key, None)
+    state.scale_due.pop(key, None)
     state.applied.forget(*key)
     revoked = await revoke(state.kube, state.settings, dict(body))
     metrics.REVOCATIONS.inc(len(revoked))
@@ -207,6 +253,15 @@ async def _schedule(state: State) -> None:
             except Exception as exc:
                 LOG.warning("tick of task %s/%s failed: %s", key[0], key[1], exc)
                 state.task_due.setdefault(key, now + timedelta(seconds=5))
+        for key, at in list(state.scale_due.items()):
+            if at > now or state.scale_due.get(key) != at:
+                continue
+            del state.scale_due[key]
+            try:
+                await _autoscale(state, key)
+            except Exception as exc:
+                LOG.warning("autoscaling %s/%s failed: %s", key[0], key[1], exc)
+                state.scale_due.setdefault(key, now + timedelta(seconds=5))
         for key, (when, trigger) in list(state.due.items()):
             if when > now or state.due.get(key) != (when, trigger):
                 continue
@@ -235,6 +290,7 @@ async def _reconcile_task(state: State, key: tuple[str, str]) -> None:
             metrics.ERRORS.labels(reason=exc.reason or str(exc.status)).inc()
             raise kopf.TemporaryError(str(exc), delay=2 if exc.status == 409 else 5) from exc
     metrics.TASK_RECONCILES.labels(result="ok").inc()
+    await _count_task(state, key, fresh, None if outcome.deleted else outcome.status)
     if outcome.deleted:
         state.task_due.pop(key, None)
         return
@@ -256,8 +312,21 @@ async def task_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_
     state = _state(memo)
     if event.get("type") == "DELETED":
         state.task_due.pop(key, None)
+        await _count_task(state, key, dict(body), None)
         return
     await _reconcile_task(state, key)
+
+
+async def _count_task(
+    state: State, key: tuple[str, str], task: dict[str, Any], status: dict[str, Any] | None
+) -> None:
+    """Count the task open or not (None: gone) for its agent; rescale the agent whose count
+    of open tasks changed."""
+    agent = str(((task.get("spec") or {}).get("agentRef") or {}).get("name") or "")
+    is_open = status is not None and autoscale.task_is_open(status)
+    changed = state.open_tasks.update(key, agent, is_open)
+    if changed is not None:
+        await _autoscale(state, changed)
 
 
 def _owner(body: kopf.Body) -> tuple[str, str] | None:
