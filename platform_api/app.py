@@ -40,6 +40,7 @@ from platform_api.kube.client import KubeClient
 from platform_api.kube.namespaces import KubeOrgNamespaces
 from platform_api.orgs.namespaces import NoopOrgNamespaces, OrgNamespaces
 from platform_api.orgs.router import router as orgs_router
+from platform_api.routing.router import router as routing_router  # issue 15, item 5
 from platform_api.settings import Settings
 from platform_api.state import Platform
 from platform_api.tasks.automation import TaskAutomation
@@ -123,6 +124,7 @@ ROUTERS = (
     agent_events_router,
     knowledge_router,
     agents_router,
+    routing_router,  # issue 15, item 5: POST /orgs/{org_id}/tasks
     web_router,
 )
 

@@ -229,6 +229,14 @@ class KubeClient:
         )
         return found
 
+    # the router (issue 15, item 5): the org's agents to choose among
+    async def list_agent_instances(self, namespace: str) -> list[dict[str, Any]]:
+        """The AgentInstances of `namespace` (an org has a handful: one page)."""
+        found = await _call(
+            self._custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "agentinstances")
+        )
+        return list(found.get("items", []))
+
     async def annotate_agent_instance(
         self, namespace: str, name: str, annotations: dict[str, str]
     ) -> None:
