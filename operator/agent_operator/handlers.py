@@ -20,6 +20,7 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -244,24 +245,8 @@ async def _schedule(state: State) -> None:
                 state.keyring = await ensure_keyring(state.kube, state.settings, now)
             except Exception as exc:
                 LOG.warning("refreshing the signing keys failed: %s", exc)
-        for key, at in list(state.task_due.items()):
-            if at > now or state.task_due.get(key) != at:
-                continue
-            del state.task_due[key]
-            try:
-                await _reconcile_task(state, key)
-            except Exception as exc:
-                LOG.warning("tick of task %s/%s failed: %s", key[0], key[1], exc)
-                state.task_due.setdefault(key, now + timedelta(seconds=5))
-        for key, at in list(state.scale_due.items()):
-            if at > now or state.scale_due.get(key) != at:
-                continue
-            del state.scale_due[key]
-            try:
-                await _autoscale(state, key)
-            except Exception as exc:
-                LOG.warning("autoscaling %s/%s failed: %s", key[0], key[1], exc)
-                state.scale_due.setdefault(key, now + timedelta(seconds=5))
+        await _run_due(state.task_due, now, lambda key: _reconcile_task(state, key), "tick of task")
+        await _run_due(state.scale_due, now, lambda key: _autoscale(state, key), "autoscaling")
         for key, (when, trigger) in list(state.due.items()):
             if when > now or state.due.get(key) != (when, trigger):
                 continue
@@ -274,6 +259,25 @@ async def _schedule(state: State) -> None:
                 LOG.warning("reconcile of %s/%s (%s) failed: %s", key[0], key[1], trigger, exc)
                 state.due.setdefault(key, (now + timedelta(seconds=5), trigger))
         await asyncio.sleep(SCHEDULER_TICK_SECONDS)
+
+
+async def _run_due(
+    due: dict[tuple[str, str], datetime],
+    now: datetime,
+    run: Callable[[tuple[str, str]], Awaitable[None]],
+    what: str,
+) -> None:
+    """Run `run` for each key of `due` whose time has come (and was not moved meanwhile);
+    one that fails is tried again in 5 seconds."""
+    for key, at in list(due.items()):
+        if at > now or due.get(key) != at:
+            continue
+        del due[key]
+        try:
+            await run(key)
+        except Exception as exc:  # one object's trouble must not stop the others
+            LOG.warning("%s %s/%s failed: %s", what, key[0], key[1], exc)
+            due.setdefault(key, now + timedelta(seconds=5))
 
 
 async def _reconcile_task(state: State, key: tuple[str, str]) -> None:

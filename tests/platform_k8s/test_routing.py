@@ -90,13 +90,6 @@ def llm() -> Iterator[FakeOpenAI]:
 
 
 @pytest.fixture
-def endpoints_file(tmp_path: Path) -> Path:
-    path = tmp_path / "agent-endpoints.json"
-    path.write_text("{}")
-    return path
-
-
-@pytest.fixture
 def settings(
     database_url: str, platform_kubeconfig: Path, endpoints_file: Path, llm: FakeOpenAI
 ) -> Settings:
