@@ -25,6 +25,8 @@ __all__ = [
     "PLANNER",
     "REVOKE_TOKEN",
     "ROTATE_TOKEN",
+    "ROUTED_BY",
+    "ROUTING_REASON",
     "TOKEN_EXPIRES_AT",
 ]
 
@@ -50,5 +52,10 @@ PLANNER = f"{GROUP}/planner"
 MODEL = f"{GROUP}/model"
 MODE = f"{GROUP}/mode"
 """On an AgenticTask: how the agent made the plan (offline or llm, the model, the mode)."""
+ROUTED_BY = f"{GROUP}/routed-by"
+ROUTING_REASON = f"{GROUP}/routing-reason"
+"""On an AgenticTask planned through the router (`POST /orgs/{id}/tasks`): how the platform
+chose the agent (keywords, llm or default) and why; admission lets only the platform API
+write them (manifests/base/policies/agent-task-identity.yaml)."""
 IDEMPOTENCY_KEY = f"{GROUP}/idempotency-key"
 """On an AgenticTask: the key of the plan request that created it."""

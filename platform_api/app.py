@@ -44,6 +44,7 @@ from platform_api.metrics import PlatformMetrics, RequestMetrics
 from platform_api.orgs.namespaces import NoopOrgNamespaces, OrgNamespaces
 from platform_api.orgs.router import router as orgs_router
 from platform_api.replies.router import router as replies_router  # issue 14
+from platform_api.routing.router import router as routing_router  # issue 15, item 5
 from platform_api.settings import Settings
 from platform_api.state import Platform
 from platform_api.tasks.automation import TaskAutomation
@@ -133,6 +134,7 @@ ROUTERS = (
     # issue 14: draft replies and corrections
     replies_router,
     corrections_router,
+    routing_router,  # issue 15, item 5: POST /orgs/{org_id}/tasks
     web_router,
 )
 

@@ -99,6 +99,19 @@ class Settings(BaseSettings):
     agent_timeout_seconds: float = Field(
         default=60.0, gt=0, description="timeout of the platform's signed commands to agents"
     )
+    # the router (issue 15, item 5): an optional LLM for requests the keywords leave open
+    router_llm_base_url: str | None = Field(
+        default=None,
+        description="base URL of an OpenAI-compatible API (…/v1) the router asks to choose an "
+        "agent when the specialists' keywords do not decide; unset: keywords only",
+    )
+    router_llm_model: str = Field(default="openai/gpt-4o-mini", description="model the router asks")
+    router_llm_api_key: SecretStr | None = Field(
+        default=None, description="bearer key of the router's LLM API"
+    )
+    router_llm_timeout_seconds: float = Field(
+        default=10.0, gt=0, description="timeout of the router's LLM call"
+    )
     upstream_timeout_seconds: float = Field(
         default=10.0, gt=0, description="timeout of the tool proxy's calls to upstream APIs"
     )

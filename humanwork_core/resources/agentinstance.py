@@ -40,6 +40,15 @@ from .common import (
 TOOL_NAME_PATTERN = r"^[a-z][a-z0-9_]*$"
 QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
 DAY_SECONDS = 86_400
+KEYWORD_PATTERN = r"^[a-z0-9][a-z0-9-]*( [a-z0-9][a-z0-9-]*)*$"
+"""A routing keyword: lowercase words (letters, digits, hyphens) separated by single spaces."""
+Keyword = Annotated[str, Field(min_length=1, max_length=63, pattern=KEYWORD_PATTERN)]
+
+
+def _unique(value: tuple[Hashable, ...]) -> tuple[Hashable, ...]:
+    if len(set(value)) != len(value):
+        raise ValueError("items must be unique")
+    return value
 
 
 class AgentInstancePhase(StrEnum):
@@ -66,6 +75,24 @@ class Specialist(ResourceModel):
         min_length=1,
         max_length=32768,
     )
+    # routing (issue 15, item 5): what a request that names no agent is matched against
+    description: str | None = Field(
+        default=None,
+        description="What the specialist handles, in a sentence; the router shows it to the "
+        "LLM when the platform has one configured.",
+        min_length=1,
+        max_length=1024,
+    )
+    keywords: tuple[Keyword, ...] = Field(
+        default=(),
+        description="Words or phrases (lowercase) of the requests this specialist takes, for "
+        "example shopify or purchase order: the platform's router sends a request that names "
+        "no agent to the org's agent whose keywords it matches best.",
+        max_length=64,
+        json_schema_extra=k8s(list_type="set"),
+    )
+
+    _unique_keywords = field_validator("keywords")(_unique)
 
 
 class SecretKeyRef(ResourceModel):
@@ -114,12 +141,6 @@ def _check_quantity(value: int | str) -> int | str:
         raise ValueError(f"{value!r} is not a Kubernetes quantity (like 250m or 256Mi)")
     if isinstance(value, int) and value < 0:
         raise ValueError("a quantity is not negative")
-    return value
-
-
-def _unique(value: tuple[Hashable, ...]) -> tuple[Hashable, ...]:
-    if len(set(value)) != len(value):
-        raise ValueError("items must be unique")
     return value
 
 
@@ -284,6 +305,45 @@ class ResourceRequirements(ResourceModel):
     )
 
 
+class Autoscaling(ResourceModel):
+    """Scale the agent with its open work (issue 15, item 3): the operator sets
+    `spec.replicas` through the scale subresource to ceil(open tasks / openTasksPerReplica),
+    kept within minReplicas..maxReplicas; scaling down waits for the operator's cooldown."""
+
+    model_config = ConfigDict(
+        json_schema_extra=k8s(
+            rules=[
+                cel(
+                    "!has(self.minReplicas) || self.minReplicas <= self.maxReplicas",
+                    "autoscaling.minReplicas must not exceed autoscaling.maxReplicas",
+                    field_path=".minReplicas",
+                )
+            ]
+        )
+    )
+
+    min_replicas: int = Field(
+        default=1,
+        ge=0,
+        le=20,
+        description="Fewest agent pods (default 1); 0 lets an agent with no open work stop.",
+    )
+    max_replicas: int = Field(ge=1, le=20, description="Most agent pods.")
+    open_tasks_per_replica: int | None = Field(
+        default=None,
+        ge=1,
+        le=100,
+        description="Open tasks (AgenticTasks of this agent not in a terminal phase) one pod "
+        "takes; spec.maxConcurrentTasks when unset.",
+    )
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Self:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError("autoscaling.minReplicas must not exceed autoscaling.maxReplicas")
+        return self
+
+
 class AgentInstanceSpec(ResourceModel):
     """Desired state of an org's agent: persona, model, tools, scale, sandbox and token policy."""
 
@@ -323,6 +383,11 @@ class AgentInstanceSpec(ResourceModel):
     )
     replicas: int = Field(
         default=1, ge=0, le=20, description="Number of agent pods; 0 stops the agent."
+    )
+    autoscaling: Autoscaling | None = Field(
+        default=None,
+        description="Scale with the agent's open tasks; the operator then owns spec.replicas "
+        "(leave it out of GitOps manifests, as with a HorizontalPodAutoscaler).",
     )
     paused: bool = Field(
         default=False,

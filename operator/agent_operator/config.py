@@ -65,6 +65,10 @@ class OperatorSettings:
     previous_token_grace_seconds: int = 60
     """How long the previous token stays valid after an ordinary rotation or a refresh the
     agent asked for (so the agent can re-read its Secret); none after a revocation."""
+    scale_down_cooldown_seconds: int = 300
+    """How long an autoscaled AgentInstance (`spec.autoscaling`) must have needed fewer pods
+    before the operator scales it down (scaling up is at once): no flapping when tasks
+    finish and arrive in bursts."""
     token_issuer: str = "humanwork-operator"
     token_audience: str = "humanwork-platform"
 

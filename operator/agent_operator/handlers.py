@@ -12,7 +12,10 @@
   Secrets only in org namespaces, issue 12 item 6): a deleted or edited token or callback
   Secret is restored at the instance's next reconcile, at the latest its periodic resync;
 - the DELETED event of an AgentInstance records its tokens as revoked (no finalizer: a
-  deletion never waits for the operator; the children go by garbage collection).
+  deletion never waits for the operator; the children go by garbage collection);
+- an AgentInstance with `spec.autoscaling` is scaled with its open tasks
+  (:mod:`agent_operator.autoscale`) after each of its reconciles, whenever a task of its
+  opens or ends, and when a scale-down's cooldown is over.
 """
 
 from __future__ import annotations
@@ -21,12 +24,13 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import kopf
 
-from agent_operator import builders, metrics
+from agent_operator import autoscale, builders, metrics
 from agent_operator.builders import MANAGED_BY
 from agent_operator.config import OperatorSettings
 from agent_operator.kube import Kube, KubeError
@@ -42,7 +46,7 @@ from agent_operator.reconcile import (
 )
 from agent_operator.shards import Namespaces, fingerprint, shard_of, trigger_for
 from agent_operator.tasks import reconcile_task
-from humanwork_core.resources import ORG_ID_LABEL
+from humanwork_core.resources import ORG_ID_LABEL, AgentInstance
 
 GROUP, VERSION = GROUP_VERSION.split("/")
 INSTANCES = (GROUP, VERSION, "agentinstances")
@@ -84,6 +88,11 @@ class State:
         # instance declared when it was last reconciled
         self.namespaces = Namespaces(settings.shard)
         self.declared: dict[tuple[str, str], str] = {}
+        # autoscaling: open tasks by agent, since when each agent needed fewer pods, and
+        # when a pending scale-down's cooldown ends
+        self.open_tasks = autoscale.OpenTasks()
+        self.low_since: dict[tuple[str, str], datetime] = {}
+        self.scale_due: dict[tuple[str, str], datetime] = {}
 
     async def serves(self, namespace: str) -> bool:
         """Whether `namespace` belongs to this operator's shard (read once, then from the
@@ -96,9 +105,11 @@ class State:
 
     def forget_namespace(self, namespace: str) -> None:
         """Drop everything scheduled or remembered for `namespace` (it moved shards)."""
-        for table in (self.due, self.task_due, self.declared, self.reported):
+        tables = (self.due, self.task_due, self.declared, self.reported)
+        for table in (*tables, self.low_since, self.scale_due):
             for key in [key for key in table if key[0] == namespace]:
                 del table[key]
+        self.open_tasks.forget_namespace(namespace)
 
     def lock(self, namespace: str, name: str) -> asyncio.Lock:
         return self.locks.setdefault((namespace, name), asyncio.Lock())
@@ -188,6 +199,47 @@ async def _reconcile(state: State, body: dict[str, Any], trigger: str) -> None:
                 reporter=state.settings.replica,
             )
         )
+    await _autoscale(state, (ns, name))
+
+
+async def _autoscale(state: State, key: tuple[str, str]) -> None:
+    """Scale one AgentInstance with its open tasks, if it asks for autoscaling."""
+    ns, name = key
+    async with state.lock(f"scale:{ns}", name):
+        fresh = await state.kube.get(GROUP_VERSION, "AgentInstance", ns, name)
+        if fresh is None or fresh["metadata"].get("deletionTimestamp"):
+            return
+        now = _utcnow()
+        spec = AgentInstance.model_validate(fresh).spec
+        scaled = await autoscale.autoscale(
+            state.kube,
+            fresh,
+            spec,
+            state.open_tasks.count(ns, name),
+            state.low_since.get(key),
+            now,
+            state.settings.scale_down_cooldown_seconds,
+        )
+    decision = scaled.decision
+    if decision is not None and decision.low_since is not None:
+        state.low_since[key] = decision.low_since
+        cooldown = timedelta(seconds=state.settings.scale_down_cooldown_seconds)
+        state.scale_due[key] = decision.low_since + cooldown
+    else:
+        state.low_since.pop(key, None)
+        state.scale_due.pop(key, None)
+    if scaled.event is not None:
+        metrics.SCALINGS.inc()
+        await state.kube.create(
+            builders.event(
+                fresh,
+                scaled.event.reason,
+                scaled.event.message,
+                warning=False,
+                now=_utcnow(),
+                reporter=state.settings.replica,
+            )
+        )
 
 
 @kopf.on.event(*INSTANCES)
@@ -222,6 +274,8 @@ async def _instance_deleted(
     state.due.pop(key, None)
     state.reported.pop(key, None)
     state.declared.pop(key, None)
+    state.low_since.pop(key, None)
+    state.scale_due.pop(key, None)
     state.applied.forget(*key)
     revoked = await revoke(state.kube, state.settings, body)
     metrics.REVOCATIONS.inc(len(revoked))
@@ -244,15 +298,8 @@ async def _schedule(state: State) -> None:
                 state.keyring = await ensure_keyring(state.kube, state.settings, now)
             except Exception as exc:
                 LOG.warning("refreshing the signing keys failed: %s", exc)
-        for key, at in list(state.task_due.items()):
-            if at > now or state.task_due.get(key) != at:
-                continue
-            del state.task_due[key]
-            try:
-                await _reconcile_task(state, key)
-            except Exception as exc:
-                LOG.warning("tick of task %s/%s failed: %s", key[0], key[1], exc)
-                state.task_due.setdefault(key, now + timedelta(seconds=5))
+        await _run_due(state.task_due, now, lambda key: _reconcile_task(state, key), "tick of task")
+        await _run_due(state.scale_due, now, lambda key: _autoscale(state, key), "autoscaling")
         for key, (when, trigger) in list(state.due.items()):
             if when > now or state.due.get(key) != (when, trigger):
                 continue
@@ -265,6 +312,25 @@ async def _schedule(state: State) -> None:
                 LOG.warning("reconcile of %s/%s (%s) failed: %s", key[0], key[1], trigger, exc)
                 state.due.setdefault(key, (now + timedelta(seconds=5), trigger))
         await asyncio.sleep(SCHEDULER_TICK_SECONDS)
+
+
+async def _run_due(
+    due: dict[tuple[str, str], datetime],
+    now: datetime,
+    run: Callable[[tuple[str, str]], Awaitable[None]],
+    what: str,
+) -> None:
+    """Run `run` for each key of `due` whose time has come (and was not moved meanwhile);
+    one that fails is tried again in 5 seconds."""
+    for key, at in list(due.items()):
+        if at > now or due.get(key) != at:
+            continue
+        del due[key]
+        try:
+            await run(key)
+        except Exception as exc:  # one object's trouble must not stop the others
+            LOG.warning("%s %s/%s failed: %s", what, key[0], key[1], exc)
+            due.setdefault(key, now + timedelta(seconds=5))
 
 
 async def _reconcile_task(state: State, key: tuple[str, str]) -> None:
@@ -281,6 +347,7 @@ async def _reconcile_task(state: State, key: tuple[str, str]) -> None:
             metrics.ERRORS.labels(reason=exc.reason or str(exc.status)).inc()
             raise kopf.TemporaryError(str(exc), delay=2 if exc.status == 409 else 5) from exc
     metrics.TASK_RECONCILES.labels(result="ok").inc()
+    await _count_task(state, key, fresh, None if outcome.deleted else outcome.status)
     if outcome.deleted:
         state.task_due.pop(key, None)
         return
@@ -311,8 +378,21 @@ async def task_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_
         return
     if event.get("type") == "DELETED":
         state.task_due.pop(key, None)
+        await _count_task(state, key, dict(body), None)
         return
     await _reconcile_task(state, key)
+
+
+async def _count_task(
+    state: State, key: tuple[str, str], task: dict[str, Any], status: dict[str, Any] | None
+) -> None:
+    """Count the task open or not (None: gone) for its agent; rescale the agent whose count
+    of open tasks changed."""
+    agent = str(((task.get("spec") or {}).get("agentRef") or {}).get("name") or "")
+    is_open = status is not None and autoscale.task_is_open(status)
+    changed = state.open_tasks.update(key, agent, is_open)
+    if changed is not None:
+        await _autoscale(state, changed)
 
 
 def _owner(body: kopf.Body) -> tuple[str, str] | None:

@@ -33,6 +33,10 @@ DRIFT = Counter(
     "Managed children found deleted and restored.",
     ["kind"],
 )
+SCALINGS = Counter(
+    "humanwork_operator_scalings_total",
+    "Replica changes the autoscaler wrote to an AgentInstance's scale subresource.",
+)
 API_REQUESTS = Counter(
     "humanwork_operator_api_requests_total",
     "Requests the operator's own client sent to the API server (kopf's watches excluded).",

@@ -1,17 +1,8 @@
 """`POST /orgs/{org_id}/agents/{name}/tasks` (capability `run.control`): ask an org's agent
 to plan a request. The plan comes back as an AgenticTask waiting in the review queue.
 
-The platform signs the command like every platform -> agent command
-(`platform_api.agents.commands`), so an agent obeys only the platform.
-
-The requester is the caller, vouched for by the platform, never by the agent (issue 12,
-item 3): the command carries a plan request id (`humanwork_core.requester.plan_request_id`),
-the agent puts it on the task it creates (whose `spec.requestedBy` admission pins to
-`agent:<name>`), and when the agent answers with that task the platform writes the caller
-into the task's annotation `humanwork.io/requester`, which only the platform API may write.
-The caller therefore cannot approve the plan's steps; an agent that names another task, or
-none, leaves the task requested by `agent:<name>`. Audited as `task.plan_requested`, with
-`requesterBound`.
+The path (signed command, requester bound by the platform, audit) is
+`platform_api.agents.planning`, shared with the router's `POST /orgs/{org_id}/tasks`.
 
 `POST /orgs/{org_id}/agents/{name}/token/revoke` (capability `agents.manage`): revoke the
 agent's platform token at once without deleting its AgentInstance (issue 12, item 10). The
@@ -23,48 +14,23 @@ removes the annotation. Audited as `agent.token_revoked`.
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Header, Path
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from humanwork_core import keys
-from humanwork_core.requester import REQUESTER_ANNOTATION, may_bind, plan_request_id
-from humanwork_core.resources import AgenticTask
 from platform_api.access.principal import OrgScope
-from platform_api.agents.commands import AgentCommands, org_agent, require_kube
+from platform_api.agents.commands import org_agent, require_kube
+from platform_api.agents.planning import PlannedTask, PlanRequest, request_plan
 from platform_api.audit.service import record
 from platform_api.auth.dependencies import require_in_org
 from platform_api.db import Session
 from platform_api.errors import error_responses
-from platform_api.kube.client import KubeClient, KubeError, KubeNotFound
 from platform_api.state import PlatformDep
 
 router = APIRouter(prefix="/orgs/{org_id}/agents", tags=["agents"])
-
-
-class PlanRequest(BaseModel):
-    """What to ask the agent."""
-
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={
-            "examples": [
-                {
-                    "request": "Reconcile all Amazon orders for October and update "
-                    "inventory in Shopify for any discrepancies"
-                }
-            ]
-        },
-    )
-
-    request: str = Field(min_length=1, max_length=4096)
-    conversationId: uuid.UUID | None = None
-    policy: dict[str, Any] | None = Field(
-        default=None, description="the task's approval policy (AgenticTask spec.policy)"
-    )
 
 
 REVOKE_TOKEN_ANNOTATION = keys.REVOKE_TOKEN
@@ -77,16 +43,6 @@ class RevokedToken(BaseModel):
     agent: str = Field(description="`<namespace>/<name>`")
     revokedJti: str | None = Field(description="the token id current when it was revoked")
     requestedAt: datetime
-
-
-class PlannedTask(BaseModel):
-    """The task the agent created."""
-
-    id: str = Field(description="`<namespace>/<name>`, the task's id in /agentic/tasks")
-    created: bool = Field(description="false when the Idempotency-Key named an earlier plan")
-    planner: str | None = None
-    summary: str = ""
-    steps: list[dict[str, Any]]
 
 
 @router.post(
@@ -121,72 +77,7 @@ async def plan_task(
 ) -> PlannedTask:
     kube = require_kube(platform, "asking an agent")
     target = await org_agent(session, kube, scope.org_id, name)
-    org, agent_id = target.org, target.agent_id
-    requester = scope.principal.username
-    request_id = plan_request_id(str(org.id), name, requester, idempotency_key)
-    planned = await AgentCommands(platform).send(
-        target, "/v1/tasks", _plan_command(body, requester, request_id), idempotency_key
-    )
-    task_id = f"{org.namespace}/{planned.get('name')}"
-    bound = await bind_requester(
-        kube, org.namespace, str(planned.get("name") or ""), name, request_id, requester
-    )
-    await record(
-        session,
-        actor=scope.principal.username,
-        action="task.plan_requested",
-        target=f"task:{task_id}",
-        org_id=org.id,
-        details={
-            "agent": agent_id,
-            "created": bool(planned.get("created", True)),
-            "requesterBound": bound,
-        },
-    )
-    return PlannedTask(
-        id=task_id,
-        created=bool(planned.get("created", True)),
-        planner=planned.get("planner"),
-        summary=str(planned.get("summary") or ""),
-        steps=list(planned.get("steps") or []),
-    )
-
-
-def _plan_command(body: PlanRequest, requester: str, request_id: str) -> dict[str, Any]:
-    """The signed command's body: the request, who asks, and the plan request's id."""
-    command: dict[str, Any] = {
-        "request": body.request,
-        "requester": requester,
-        "planRequest": request_id,
-    }
-    if body.conversationId is not None:
-        command["conversationId"] = str(body.conversationId)
-    if body.policy is not None:
-        command["policy"] = body.policy
-    return command
-
-
-async def bind_requester(
-    kube: KubeClient, namespace: str, task_name: str, agent: str, request_id: str, requester: str
-) -> bool:
-    """Record `requester` on the task the agent says it made for plan request `request_id`,
-    when the task bears that id and is the agent's own (`may_bind`); False otherwise (the
-    task then stays requested by `agent:<name>`)."""
-    if not task_name:
-        return False
-    try:
-        task = AgenticTask.from_wire(await kube.get_task(namespace, task_name))
-    except (KubeNotFound, ValueError):
-        return False
-    if task.metadata.annotations.get(REQUESTER_ANNOTATION) == requester:
-        return True  # a retry of a request already bound
-    if not may_bind(task, agent, request_id):
-        return False
-    try:
-        await kube.annotate_task(namespace, task_name, {REQUESTER_ANNOTATION: requester})
-    except KubeError:
-        return False
-    return True
+    return await request_plan(session, platform, scope, target, body, idempotency_key)
 
 
 @router.post(

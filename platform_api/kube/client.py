@@ -229,13 +229,13 @@ class KubeClient:
         )
         return found
 
-    # issue 14: the org's agents, to push an expert's correction to each of them
+    # the org's agents: the router chooses among them, corrections are pushed to each
     async def list_agent_instances(self, namespace: str) -> list[dict[str, Any]]:
-        """Every AgentInstance of `namespace`."""
-        listed = await _call(
+        """The AgentInstances of `namespace` (an org has a handful: one page)."""
+        found = await _call(
             self._custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "agentinstances")
         )
-        return list(listed.get("items", []))
+        return list(found.get("items", []))
 
     async def annotate_agent_instance(
         self, namespace: str, name: str, annotations: dict[str, str]

@@ -42,6 +42,7 @@ def grant(
 OPERATOR_EVERYWHERE = (
     grant(HW, ["agentinstances"], ["get", "list", "watch", "patch"])
     | grant(HW, ["agentinstances/status"], ["patch"])
+    | grant(HW, ["agentinstances/scale"], ["patch"])  # the autoscaler (issue 15, item 3)
     | grant(HW, ["agentictasks"], ["get", "list", "watch", "create", "delete"])
     | grant(HW, ["agentictasks/status"], ["get", "patch"])
     | grant("", ["namespaces"], ["get", "list", "watch", "patch"])
@@ -70,7 +71,7 @@ OPERATOR_IN_ORG = grant("", ["secrets"], ["get", "create", "patch"])
 PLATFORM_EVERYWHERE = (
     grant(HW, ["agentictasks"], ["get", "list", "watch", "create", "patch"])
     | grant(HW, ["agentictasks/status"], ["patch"])
-    | grant(HW, ["agentinstances"], ["get", "list", "patch"])  # list: issue 14, corrections
+    | grant(HW, ["agentinstances"], ["get", "list", "patch"])  # list: corrections, the router
     | grant("", ["namespaces"], ["get", "create"])
 )
 PLATFORM_IN_SYSTEM = grant(

@@ -172,7 +172,9 @@ def _audit_log(cluster: Cluster) -> Path:
 
 def drive_a_whole_lifecycle(cluster: Cluster, ns: str, org_id: str) -> None:
     core, objects = client.CoreV1Api(cluster.api), client.CustomObjectsApi(cluster.api)
-    create_instance(cluster, ns, org_id)
+    # autoscaled: the operator raises replicas to minReplicas through the scale subresource
+    create_instance(cluster, ns, org_id, autoscaling={"minReplicas": 2, "maxReplicas": 2})
+    eventually(lambda: get_instance(cluster, ns)["spec"]["replicas"] == 2, timeout=20)
     first = wait_phase(cluster, ns, "Ready")["status"]["token"]["jti"]
     objects.patch_namespaced_custom_object(
         GROUP,
@@ -445,6 +447,9 @@ def drive_every_platform_call(cluster: Cluster, http: httpx.Client, made: list[s
             )
         )["access_token"]
     }
+    # the router lists the org's agents (none yet: 409 org_has_no_agent, issue 15 item 5)
+    none = http.post(f"/orgs/{org_id}/tasks", json={"request": "Reconcile"}, headers=admin)
+    assert none.status_code == 409 and none.json()["code"] == "org_has_no_agent", none.text
     provision_agent(cluster, ns, org_id)
     agent_token, callback_secret = agent_credentials(cluster, ns)
 

@@ -67,6 +67,14 @@ def settings(database_url: str, platform_kubeconfig: Path) -> Settings:
 
 
 @pytest.fixture
+def endpoints_file(tmp_path: Path) -> Path:
+    """Where the tests' agent processes register their URLs (`agent_endpoints_file`)."""
+    path = tmp_path / "agent-endpoints.json"
+    path.write_text("{}")
+    return path
+
+
+@pytest.fixture
 def org_namespaces(cluster: Cluster) -> Iterator[list[str]]:
     """Namespaces of the orgs a test creates; deleted (as the cluster admin) afterwards."""
     created: list[str] = []

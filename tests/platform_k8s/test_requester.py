@@ -64,13 +64,6 @@ class TakenOverAgent:
 
 
 @pytest.fixture
-def endpoints_file(tmp_path: Path) -> Path:
-    path = tmp_path / "agent-endpoints.json"
-    path.write_text("{}")
-    return path
-
-
-@pytest.fixture
 def settings(database_url: str, platform_kubeconfig: Path, endpoints_file: Path) -> Settings:
     return make_settings(
         database_url, kubeconfig=str(platform_kubeconfig), agent_endpoints_file=endpoints_file
