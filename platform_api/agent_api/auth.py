@@ -20,6 +20,7 @@ from fastapi import Depends
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from humanwork_core import keys, tokens
+from platform_api.activity.repository import deactivated_now
 from platform_api.agent_api.identity import Agent
 from platform_api.errors import KubernetesUnavailable, Unauthenticated
 from platform_api.kube.client import KubeClient, KubeNotFound
@@ -105,13 +106,17 @@ async def current_agent(
     if platform.kube is None:
         raise KubernetesUnavailable("the agent API needs the Kubernetes API")
     header = f"Bearer {credentials.credentials}" if credentials else None
-    return await authenticate(
+    agent = await authenticate(
         platform.kube,
         platform.agent_keys,
         header,
         platform.settings.agent_token_audience,
         datetime.now(UTC),
     )
+    # issue 15 (onboard): a deactivated org's tokens are refused at once, on every replica
+    if await deactivated_now(platform.sessions, agent.org_id):
+        raise Unauthenticated("the org is deactivated", reason="token_revoked", org="deactivated")
+    return agent
 
 
 CurrentAgent = Annotated[Agent, Depends(current_agent)]
