@@ -21,7 +21,7 @@ from sqlalchemy import select
 from platform_api.auth.dependencies import bearer, get_principal
 from platform_api.errors import OrgDeactivated, Unauthenticated
 from platform_api.models import Org
-from platform_api.state import Platform, PlatformDep
+from platform_api.state import Platform, get_platform
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 LIFECYCLE_PATHS = ("/deactivate", "/reactivate")
@@ -57,7 +57,7 @@ async def _member(request: Request, platform: Platform, org_id: uuid.UUID) -> bo
     return org_id in principal.org_ids
 
 
-async def refuse_work_of_deactivated_orgs(request: Request, platform: PlatformDep) -> None:
+async def refuse_work_of_deactivated_orgs(request: Request) -> None:
     """409 `org_deactivated` for a member's change to a deactivated org (see the module
     docstring)."""
     if request.method in SAFE_METHODS or request.url.path.endswith(LIFECYCLE_PATHS):
@@ -65,6 +65,7 @@ async def refuse_work_of_deactivated_orgs(request: Request, platform: PlatformDe
     org_id, namespace = request.path_params.get("org_id"), request.path_params.get("namespace")
     if org_id is None and namespace is None:
         return
+    platform = get_platform(request)  # only now: reads need no platform state
     found = await _deactivated_org(
         platform,
         None if org_id is None else str(org_id),

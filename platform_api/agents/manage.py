@@ -27,6 +27,7 @@ from platform_api.agents.status import (
     merge_patch,
     open_tasks,
     own_patch,
+    owned_by,
 )
 from platform_api.audit.service import record
 from platform_api.errors import AgentSpecInvalid, Conflict, NotFound
@@ -41,16 +42,12 @@ def _refused(exc: KubeInvalid) -> AgentSpecInvalid:
     )
 
 
-def _owned(instance: dict[str, Any], org: Org) -> bool:
-    return str((instance.get("spec") or {}).get("orgId")) == str(org.id)
-
-
 async def _read(kube: KubeClient, org: Org, name: str) -> dict[str, Any]:
     try:
         instance = await kube.get_agent_instance(org.namespace, name)
     except KubeNotFound:
         raise NotFound("no such agent") from None
-    if not _owned(instance, org):
+    if not owned_by(instance, org.id):
         raise NotFound("no such agent")
     return instance
 
@@ -70,7 +67,7 @@ async def _view(
 
 async def list_agents(session: AsyncSession, kube: KubeClient, org: Org) -> list[AgentRead]:
     """The org's agents, by name, with their health."""
-    found = [i for i in await kube.list_agent_instances(org.namespace) if _owned(i, org)]
+    found = [i for i in await kube.list_agent_instances(org.namespace) if owned_by(i, org.id)]
     found.sort(key=lambda i: str(i["metadata"]["name"]))
     return await _view(session, kube, org, found)
 

@@ -47,6 +47,11 @@ def instance_body(
     return body
 
 
+def owned_by(instance: dict[str, Any], org_id: uuid.UUID) -> bool:
+    """Whether the AgentInstance is the org's (its `spec.orgId`)."""
+    return str((instance.get("spec") or {}).get("orgId")) == str(org_id)
+
+
 def merge_patch(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     """RFC 7386: `patch` merged into `target` (null removes a key), without changing either."""
     out = dict(target)

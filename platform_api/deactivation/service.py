@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from humanwork_core import keys
 from humanwork_core.kube_errors import KubeConflict, KubeNotFound
-from platform_api.agents.status import instance_body, open_tasks_of
+from platform_api.agents.status import instance_body, open_tasks_of, owned_by
 from platform_api.audit.service import record
 from platform_api.deactivation.schemas import OrgLifecycle
 from platform_api.errors import Conflict, KubernetesUnavailable, NotFound
@@ -86,10 +86,6 @@ async def _delete_all(kube: KubeClient, org: Org, instances: list[dict[str, Any]
     return deleted
 
 
-def _owned(instances: list[dict[str, Any]], org: Org) -> list[dict[str, Any]]:
-    return [i for i in instances if str((i.get("spec") or {}).get("orgId")) == str(org.id)]
-
-
 async def deactivate(
     session: AsyncSession,
     sessions: async_sessionmaker[AsyncSession],
@@ -100,7 +96,7 @@ async def deactivate(
 ) -> OrgLifecycle:
     """Switch the org off (see the module docstring)."""
     now = datetime.now(UTC)
-    instances = _owned(await kube.list_agent_instances(org.namespace), org)
+    instances = [i for i in await kube.list_agent_instances(org.namespace) if owned_by(i, org.id)]
     marked = await _mark(sessions, org.id, actor, now, [_kept(i) for i in instances])
     cancelled = await _cancel_open(kube, org.namespace, f"{actor} {now.isoformat()} {reason}")
     deleted = await _delete_all(kube, org, instances)

@@ -131,6 +131,12 @@ async def detail_page(
     )
 
 
+# issue 15 (onboard): the org's agents and their health
+@router.get("/agents")
+async def agents_page() -> Response:
+    return render("agents", "Agents · humanwork")
+
+
 _FILENAME = re.compile(r"^[a-z]+\.[a-z]+$")
 
 

@@ -225,11 +225,11 @@ def test_what_rbac_cannot_say_the_policies_refuse(
     assert "not its spec or labels" in body
     # nor does the platform move an agent to another org: spec.orgId is immutable
     moved = {"spec": {"orgId": str(uuid.uuid4())}}
-    _refused(
-        lambda: client.CustomObjectsApi(clients["platform"]).patch_namespaced_custom_object(
+    with pytest.raises(client.ApiException) as caught:
+        client.CustomObjectsApi(clients["platform"]).patch_namespaced_custom_object(
             HW, "v1alpha1", ns, "agentinstances", "agent", moved, dry_run="All"
         )
-    )
+    assert caught.value.status == 422 and "spec.orgId is immutable" in str(caught.value.body)
     # the platform reads no Secret but the callback master key: not an agent's token
     _refused(
         lambda: client.CoreV1Api(clients["platform"]).read_namespaced_secret(

@@ -13,10 +13,10 @@ from typing import Any
 import httpx
 from kubernetes import client as kclient
 
-from tests.agents import GROUP, PLURAL, VERSION, agent_token, instance_manifest
+from tests.agents import GROUP, PLURAL, VERSION, agent_credentials, agent_token, instance_manifest
 from tests.conftest import Cluster
 from tests.platform_k8s.conftest import Orgs, TaskApi, until
-from tests.platform_k8s.test_managed_agents import llm_secret
+from tests.platform_k8s.test_managed_agents import llm_secret, signed_event
 
 HOLD = "tests.humanwork.io/hold"
 
@@ -108,6 +108,7 @@ async def test_a_deactivated_orgs_agent_users_and_decisions_are_all_refused(
     client: httpx.AsyncClient, cluster: Cluster, orgs: Orgs, tasks: TaskApi
 ) -> None:
     token = await ready_agent(client, cluster, orgs)
+    _, secret = agent_credentials(cluster, orgs.ns_a)
     bearer = {"Authorization": f"Bearer {token}"}
     assert (await client.get("/v1/agent-api/whoami", headers=bearer)).status_code == 200
     conversation = (
@@ -135,6 +136,10 @@ async def test_a_deactivated_orgs_agent_users_and_decisions_are_all_refused(
         # the agent: refused on its API and on the tool proxy, though its instance remains
         who = await client.get("/v1/agent-api/whoami", headers=bearer)
         assert who.status_code == 401 and who.json()["details"]["reason"] == "token_revoked"
+        event = await signed_event(
+            client, secret, orgs.ns_a, orgs.org_a, "task.step_started", {}, expect=401
+        )
+        assert event["details"]["reason"] == "org_deactivated"
         tool = await client.post(
             "/v1/agent-api/tools/shopify",
             json={"action": "listProducts", "params": {}},

@@ -44,8 +44,15 @@ async def audited(client: httpx.AsyncClient, caller: Caller, action: str) -> lis
 
 
 async def signed_event(
-    client: httpx.AsyncClient, secret: str, ns: str, org_id: str, kind: str, payload: dict[str, Any]
-) -> None:
+    client: httpx.AsyncClient,
+    secret: str,
+    ns: str,
+    org_id: str,
+    kind: str,
+    payload: dict[str, Any],
+    expect: int | None = None,
+) -> dict[str, Any]:
+    """Send a signed agent event of agent `agent`; its answer (2xx unless `expect`)."""
     raw = json.dumps(
         {
             "event_type": kind,
@@ -64,7 +71,12 @@ async def signed_event(
             signing.SIGNATURE_HEADER: signing.sign(secret, raw, datetime.now(UTC)),
         },
     )
-    assert r.status_code in (200, 201, 202), r.text
+    if expect is None:
+        assert r.status_code in (200, 201, 202), r.text
+    else:
+        assert r.status_code == expect, r.text
+    answer: dict[str, Any] = r.json()
+    return answer
 
 
 async def test_an_org_admin_manages_an_agent_and_sees_its_health(
