@@ -288,6 +288,14 @@ class AgentSpecInvalid(PlatformError):
         return {**self.details, **extra}
 
 
+class AgentNotReady(PlatformError):
+    """The org's agent exists but is not provisioned yet (no endpoint): try again once it
+    is Ready."""
+
+    code = "agent_not_ready"
+    status_code = 409
+
+
 class OrgDeactivated(PlatformError):
     """The org is deactivated: it takes no new work until it is reactivated."""
 
