@@ -14,13 +14,15 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import httpx
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from platform_api.access.repository import AccessMapRepository
+from platform_api.activity.guard import refuse_work_of_deactivated_orgs
 from platform_api.agent_api.proxy import ToolProxy
 from platform_api.agent_api.router import events_router as agent_events_router
 from platform_api.agent_api.router import router as agent_api_router
+from platform_api.agents.manage_router import router as managed_agents_router
 from platform_api.agents.router import router as agents_router
 from platform_api.audit.service import record
 from platform_api.audit_api.router import router as audit_router
@@ -31,6 +33,7 @@ from platform_api.conversations.router import router as conversations_router
 from platform_api.corrections.router import router as corrections_router  # issue 14
 from platform_api.corrections.service import CorrectionPusher  # issue 14
 from platform_api.db import make_engine, make_sessionmaker, migrate
+from platform_api.deactivation.router import router as deactivation_router
 from platform_api.errors import install_error_handlers
 from platform_api.health.router import router as health_router
 from platform_api.human_tasks.index import DecisionIndex
@@ -136,6 +139,9 @@ ROUTERS = (
     corrections_router,
     routing_router,  # issue 15, item 5: POST /orgs/{org_id}/tasks
     web_router,
+    # issue 15 (onboard)
+    managed_agents_router,
+    deactivation_router,
 )
 
 
@@ -282,6 +288,8 @@ def create_app(
         description=DESCRIPTION,
         openapi_tags=TAGS,
         lifespan=_lifespan(settings, namespaces, egress),
+        # issue 15 (onboard): a deactivated org takes no new work
+        dependencies=[Depends(refuse_work_of_deactivated_orgs)],
     )
     install_error_handlers(app)
     app.add_middleware(RequestMetrics, metrics=lambda: _metrics_of(app))

@@ -295,6 +295,43 @@ class AgentRefused(PlatformError):
     status_code = 502
 
 
+# --- issue 15 (onboard): managed agents and org deactivation --------------------------
+
+
+class AgentSpecInvalid(PlatformError):
+    """An AgentInstance spec sent to the platform is not valid (the CRD's own model refused
+    it, or the API server's schema, CEL rules or admission policies did);
+    `details.errors` or `details.reason` say why."""
+
+    code = "agent_spec_invalid"
+    status_code = 422
+
+    def __init__(
+        self, message: str, errors: list[dict[str, Any]] | None = None, **details: str
+    ) -> None:
+        super().__init__(message, **details)
+        self.errors = list(errors or [])
+
+    def public_details(self) -> dict[str, Any]:
+        extra = {"errors": self.errors} if self.errors else {}
+        return {**self.details, **extra}
+
+
+class AgentNotReady(PlatformError):
+    """The org's agent exists but is not provisioned yet (no endpoint): try again once it
+    is Ready."""
+
+    code = "agent_not_ready"
+    status_code = 409
+
+
+class OrgDeactivated(PlatformError):
+    """The org is deactivated: it takes no new work until it is reactivated."""
+
+    code = "org_deactivated"
+    status_code = 409
+
+
 def _answering_classes(base: type[PlatformError]) -> list[type[PlatformError]]:
     found = [base]
     for sub in base.__subclasses__():

@@ -86,6 +86,13 @@ class Org(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     approval_policy: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     """The org's `OrgPolicy` (wire form); null for the strict default."""
+    # issue 15 (onboard): deactivation (migration 0007_onboard)
+    deactivated_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    """When the org was deactivated; null while it is active."""
+    deactivated_by: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    suspended_agents: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
+    """The AgentInstances (name and spec) deleted by the deactivation, restored on
+    reactivation."""
 
 
 class User(Base):

@@ -29,6 +29,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from humanwork_core import keys, signing
+from platform_api.activity.repository import deactivated_now
 from platform_api.audit.service import record
 from platform_api.errors import KubernetesUnavailable, SignatureRefused, ValidationFailed
 from platform_api.kube.client import KubeClient, KubeNotFound
@@ -184,6 +185,8 @@ async def receive(
         ) from None
     if str(event.org_id) != agent.org_id:
         raise SignatureRefused("the event names another org", reason="wrong_org")
+    if await deactivated_now(sessions, event.org_id):  # issue 15 (onboard)
+        raise SignatureRefused("the org is deactivated", reason="org_deactivated")
     duplicate = not await _store(sessions, agent, event, now)
     if event.event_type is EventType.CONFIG_APPLIED and not duplicate and kube is not None:
         applied = event.payload.get("configHash")

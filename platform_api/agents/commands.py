@@ -11,6 +11,7 @@ The agent is reached at its AgentInstance's `status.endpoint` (its Service) unle
 URL for it (agents run as local processes in development).
 
 Errors are the platform's own: `NotFound` for an org or agent the caller may not see,
+`AgentNotReady` (409) for an agent not provisioned yet (no endpoint),
 `AgentUnreachable` (502) when the agent cannot be reached, `AgentRefused` (502, the
 agent's own code in the details) when it answers with an error.
 """
@@ -28,7 +29,13 @@ import httpx
 
 from humanwork_core import signing
 from platform_api.db import Session
-from platform_api.errors import AgentRefused, AgentUnreachable, KubernetesUnavailable, NotFound
+from platform_api.errors import (
+    AgentNotReady,
+    AgentRefused,
+    AgentUnreachable,
+    KubernetesUnavailable,
+    NotFound,
+)
 from platform_api.kube.client import KubeClient, KubeNotFound
 from platform_api.models import Org
 from platform_api.settings import Settings
@@ -98,8 +105,8 @@ class AgentCommands:
         url = endpoint_override(self._platform.settings, target.agent_id) or str(
             (target.instance.get("status") or {}).get("endpoint") or ""
         )
-        if not url:
-            raise AgentUnreachable("the agent has no endpoint yet", agent=target.agent_id)
+        if not url:  # issue 15: not provisioned yet is a state, not a gateway failure
+            raise AgentNotReady("the agent has no endpoint yet", agent=target.agent_id)
         return url.rstrip("/")
 
     async def secret(self, target: AgentTarget) -> str:

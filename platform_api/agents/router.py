@@ -52,17 +52,22 @@ class RevokedToken(BaseModel):
     description="Capability `run.control`, in one of the caller's orgs (404 otherwise, and "
     "for an agent the org does not have). The platform sends the agent a signed command; "
     "the agent creates the AgenticTask, whose steps then wait for experts. "
-    "`Idempotency-Key` is passed on: a retry names the same task. 502 `agent_unreachable` "
-    "when the agent cannot be reached, 502 `agent_refused` with the agent's error code in "
-    "`details` when it refuses.",
+    "`Idempotency-Key` is passed on: a retry names the same task. 409 `agent_not_ready` "
+    "for an agent not provisioned yet (no endpoint), 502 `agent_unreachable` when the agent "
+    "cannot be reached, 502 `agent_refused` with the agent's error code in `details` when "
+    "it refuses.",
     responses=error_responses(
         401,
         403,
         404,
+        409,
         422,
         502,
         503,
-        codes={502: ("agent_unreachable", "the agent did not answer")},
+        codes={
+            409: ("agent_not_ready", "the agent has no endpoint yet"),
+            502: ("agent_unreachable", "the agent did not answer"),
+        },
     ),
 )
 async def plan_task(

@@ -10,6 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, status
 
 from platform_api.access.principal import OrgScope, Principal
+from platform_api.activity.repository import ensure_active
 from platform_api.audit.service import record
 from platform_api.auth.dependencies import require, require_in_org
 from platform_api.conversations.repository import ConversationRepository
@@ -74,6 +75,7 @@ async def add_message(
     conversation = await repo.get_in(conversation_id, principal.org_ids)
     if conversation is None:
         raise NotFound("no such conversation")
+    await ensure_active(session, conversation.org_id)  # issue 15 (onboard): no new work
     message = await repo.add_message(
         Message(
             conversation_id=conversation.id,

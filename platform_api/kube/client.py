@@ -47,6 +47,7 @@ __all__ = [
 GROUP, VERSION = resources.GROUP, resources.VERSION
 TASKS = "agentictasks"
 TASK_KIND = "AgenticTask"
+AGENT_INSTANCES = "agentinstances"
 FIELD_MANAGER = "humanwork-platform-api"
 _APPLY_OPTIONS: dict[str, Any] = {"_content_type": APPLY_CONTENT_TYPE}
 """Server-side apply: the generated client takes the content type as an option; the body
@@ -251,6 +252,49 @@ class KubeClient:
                 name,
                 {"metadata": {"annotations": annotations}},
                 **_MERGE_OPTIONS,
+            )
+        )
+
+    # issue 15 (onboard): AgentInstances managed through the platform -------------------
+
+    async def create_agent_instance(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        made: dict[str, Any] = await _call(
+            self._custom.create_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                namespace,
+                AGENT_INSTANCES,
+                body,
+                field_manager=FIELD_MANAGER,
+            )
+        )
+        return made
+
+    async def patch_agent_instance_spec(
+        self, namespace: str, name: str, resource_version: str, spec: dict[str, Any]
+    ) -> dict[str, Any]:
+        """JSON merge patch (RFC 7386) of an AgentInstance's spec, only if the instance is
+        still at `resource_version` (`KubeConflict` otherwise)."""
+        body = {"metadata": {"resourceVersion": resource_version}, "spec": spec}
+        patched: dict[str, Any] = await _call(
+            self._custom.patch_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                namespace,
+                AGENT_INSTANCES,
+                name,
+                body,
+                field_manager=FIELD_MANAGER,
+                **_MERGE_OPTIONS,
+            )
+        )
+        return patched
+
+    async def delete_agent_instance(self, namespace: str, name: str) -> None:
+        """Delete an AgentInstance; its children go with it (owner references)."""
+        await _call(
+            self._custom.delete_namespaced_custom_object(
+                GROUP, VERSION, namespace, AGENT_INSTANCES, name
             )
         )
 

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import uuid
 
+from humanwork_core import keys
 from platform_api.errors import Conflict
 from platform_api.kube.client import KubeClient, KubeConflict
-from platform_api.orgs.namespaces import ORG_ID_LABEL
+
+ORG_ID_LABEL = keys.ORG_ID_LABEL
+"""The same label as `orgs.namespaces` (imported from the core, so that `orgs` may use
+the Kubernetes client without a cycle)."""
 
 POD_SECURITY_LABEL = "pod-security.kubernetes.io/enforce"
 

@@ -26,7 +26,9 @@ router = APIRouter(prefix="/orgs", tags=["orgs"])
     response_model=OrgRead,
     summary="Create an org",
     description="Capability `orgs.manage`. Creates the org with namespace `org-<slug>` "
-    "(through the `OrgNamespaces` seam) and makes the caller a member.",
+    "(through the `OrgNamespaces` seam) and makes the caller a member. With `agent` (and "
+    "capability `agents.manage`), its first AgentInstance too, from that template; a bad "
+    "template is 422 `agent_spec_invalid` and creates nothing.",
     responses=error_responses(401, 403, 409, 422),
 )
 async def create_org(
@@ -35,8 +37,11 @@ async def create_org(
     platform: PlatformDep,
     principal: Annotated[Principal, require("orgs.manage")],
 ) -> OrgRead:
-    org = await service.create_org(session, platform.namespaces, principal, body)
-    return OrgRead.model_validate(org)
+    org = await service.create_org(session, platform.namespaces, principal, body, platform.kube)
+    read = OrgRead.model_validate(org)
+    if body.agent is not None:  # issue 15 (onboard)
+        read.agent = f"{org.namespace}/{body.agent.name}"
+    return read
 
 
 @router.get(

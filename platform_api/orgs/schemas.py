@@ -7,6 +7,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from platform_api.agents.schemas import SPEC_EXAMPLE, AgentCreate
+
 SLUG_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$"
 
 
@@ -20,6 +22,14 @@ class OrgCreate(BaseModel):
 
     slug: str = Field(pattern=SLUG_PATTERN, description="DNS label, 1-40 characters")
     name: str = Field(min_length=1, max_length=200)
+    # issue 15 (onboard): the org's first agent, from a template
+    agent: AgentCreate | None = Field(
+        default=None,
+        description="the org's first agent (name and AgentInstance spec: specialist, model, "
+        "tools, LLM endpoint), created in its namespace with the org (capability "
+        "`agents.manage` too); validated before anything is created",
+        examples=[{"name": "shop", "spec": SPEC_EXAMPLE}],
+    )
 
 
 class OrgRead(BaseModel):
@@ -45,3 +55,6 @@ class OrgRead(BaseModel):
     name: str
     namespace: str
     created_at: datetime
+    # issue 15 (onboard)
+    deactivated_at: datetime | None = None
+    agent: str | None = Field(default=None, description="the first agent created, if any")

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import uuid
+
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from humanwork_core.policy import OrgPolicy
 from platform_api.access.principal import OrgScope, Principal
 from platform_api.accounts.repository import UserRepository
+from platform_api.agents.manage import create_agent
+from platform_api.agents.status import instance_body
 from platform_api.audit.service import record
-from platform_api.errors import Conflict, NotFound
+from platform_api.errors import Conflict, Forbidden, KubernetesUnavailable, NotFound
+from platform_api.kube.client import KubeClient
 from platform_api.models import Org
 from platform_api.orgs.namespaces import OrgNamespaces, namespace_for
 from platform_api.orgs.repository import OrgRepository
@@ -16,15 +21,24 @@ from platform_api.orgs.schemas import OrgCreate
 
 
 async def create_org(
-    session: AsyncSession, namespaces: OrgNamespaces, principal: Principal, body: OrgCreate
+    session: AsyncSession,
+    namespaces: OrgNamespaces,
+    principal: Principal,
+    body: OrgCreate,
+    kube: KubeClient | None = None,
 ) -> Org:
-    """Create an org; its creator becomes a member so it can manage it."""
+    """Create an org; its creator becomes a member so it can manage it. With `body.agent`,
+    its first agent too (validated before anything is created)."""
     orgs = OrgRepository(session)
     if await orgs.slug_taken(body.slug):
         raise Conflict("an org with this slug exists", slug=body.slug)
-    org = await orgs.add(Org(slug=body.slug, name=body.name, namespace=namespace_for(body.slug)))
+    org_id, namespace = uuid.uuid4(), namespace_for(body.slug)
+    first_agent = _first_agent(principal, body, kube, org_id, namespace)
+    org = await orgs.add(Org(id=org_id, slug=body.slug, name=body.name, namespace=namespace))
     await UserRepository(session).add_memberships(principal.user_id, [org.id])
     await namespaces.ensure(org.namespace, org.id)
+    if first_agent is not None and body.agent is not None:
+        await create_agent(session, first_agent, org, principal.username, body.agent)
     await record(
         session,
         actor=principal.username,
@@ -34,6 +48,25 @@ async def create_org(
         details={"namespace": org.namespace, "name": org.name},
     )
     return org
+
+
+def _first_agent(
+    principal: Principal,
+    body: OrgCreate,
+    kube: KubeClient | None,
+    org_id: uuid.UUID,
+    namespace: str,
+) -> KubeClient | None:
+    """Check the first agent's template before the org exists: the capability, the
+    Kubernetes API, the spec (the CRD's model). The client to create it with, or None."""
+    if body.agent is None:
+        return None
+    if not principal.can("agents.manage"):
+        raise Forbidden("capability agents.manage required", capability="agents.manage")
+    if kube is None:
+        raise KubernetesUnavailable("creating an agent needs the Kubernetes API")
+    instance_body(org_id, namespace, body.agent.name, body.agent.spec)
+    return kube
 
 
 async def list_orgs(session: AsyncSession, principal: Principal) -> list[Org]:

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Depends, Header, Path, Query, Request, status
 
 from humanwork_core.resources import Verdict
 from platform_api.access.principal import Principal
+from platform_api.activity.repository import ensure_active
 from platform_api.auth.dependencies import CurrentPrincipal, ensure_capability, require
 from platform_api.bounds import Limit, Offset
 from platform_api.db import Session
@@ -96,6 +97,7 @@ async def create_task(
     if body.org_id not in principal.org_ids:
         raise NotFound("no such org")
     await ensure_capability(request, principal, platform, "run.control", body.org_id)
+    await ensure_active(session, body.org_id)  # issue 15 (onboard): no new work
     return await service.create_task(session, kube, principal, body)
 
 

@@ -138,6 +138,12 @@ async def reply_page(reply_id: uuid.UUID) -> Response:
     return render("reply", "Draft reply · humanwork", reply=str(reply_id))
 
 
+# issue 15 (onboard): the org's agents and their health
+@router.get("/agents")
+async def agents_page() -> Response:
+    return render("agents", "Agents · humanwork")
+
+
 _FILENAME = re.compile(r"^[a-z]+\.[a-z]+$")
 
 

@@ -21,7 +21,12 @@ async def web() -> AsyncIterator[httpx.AsyncClient]:
 
 
 async def test_pages_are_shells_with_a_strict_policy(web: httpx.AsyncClient) -> None:
-    for path in ("/workspace/login", "/workspace/tasks", "/workspace/tasks/org-a/task-1/refund"):
+    for path in (
+        "/workspace/login",
+        "/workspace/tasks",
+        "/workspace/tasks/org-a/task-1/refund",
+        "/workspace/agents",
+    ):
         r = await web.get(path)
         assert r.status_code == 200, path
         assert r.headers["content-type"] == "text/html; charset=utf-8"

@@ -71,7 +71,7 @@ OPERATOR_IN_ORG = grant("", ["secrets"], ["get", "create", "patch"])
 PLATFORM_EVERYWHERE = (
     grant(HW, ["agentictasks"], ["get", "list", "watch", "create", "patch"])
     | grant(HW, ["agentictasks/status"], ["patch"])
-    | grant(HW, ["agentinstances"], ["get", "list", "patch"])  # list: corrections, the router
+    | grant(HW, ["agentinstances"], ["get", "list", "create", "patch", "delete"])
     | grant("", ["namespaces"], ["get", "create"])
 )
 PLATFORM_IN_SYSTEM = grant(
@@ -199,16 +199,17 @@ def test_what_rbac_cannot_say_the_policies_refuse(
                 "humanwork-admission", PLATFORM_NS, p, dry_run="All"
             )
         )
-        # ... nor an AgentInstance's spec (no tool enabled behind the org admin's back)
-        spec = {"spec": {"enabledTools": ["shopify_query", "amazon_query"]}}
+        # ... nor an AgentInstance's labels (the platform changes its spec for an org
+        # admin, issue 15; the operator not even that)
+        labels = {"metadata": {"labels": {"humanwork.io/org-id": "another"}}}
         body = _refused(
-            lambda c=clients[who], s=spec: client.CustomObjectsApi(
+            lambda c=clients[who], s=labels: client.CustomObjectsApi(
                 c
             ).patch_namespaced_custom_object(
                 HW, "v1alpha1", ns, "agentinstances", "agent", s, dry_run="All"
             )
         )
-        assert "not its spec or labels" in body
+        assert "labels of an AgentInstance" in body or "not its spec or labels" in body
         # ... nor the policies themselves
         _refused(
             lambda c=clients[who]: client.AdmissionregistrationV1Api(
@@ -217,6 +218,21 @@ def test_what_rbac_cannot_say_the_policies_refuse(
                 "humanwork-task-status-writers", dry_run="All"
             )
         )
+    # the operator changes no AgentInstance's spec (no tool enabled behind the org admin's back)
+    spec = {"spec": {"enabledTools": ["shopify_query", "amazon_query"]}}
+    body = _refused(
+        lambda: client.CustomObjectsApi(clients["operator"]).patch_namespaced_custom_object(
+            HW, "v1alpha1", ns, "agentinstances", "agent", spec, dry_run="All"
+        )
+    )
+    assert "not its spec or labels" in body
+    # nor does the platform move an agent to another org: spec.orgId is immutable
+    moved = {"spec": {"orgId": str(uuid.uuid4())}}
+    with pytest.raises(client.ApiException) as caught:
+        client.CustomObjectsApi(clients["platform"]).patch_namespaced_custom_object(
+            HW, "v1alpha1", ns, "agentinstances", "agent", moved, dry_run="All"
+        )
+    assert caught.value.status == 422 and "spec.orgId is immutable" in str(caught.value.body)
     # the platform reads no Secret but the callback master key: not an agent's token
     _refused(
         lambda: client.CoreV1Api(clients["platform"]).read_namespaced_secret(

@@ -44,6 +44,7 @@ from tests.agents import (
     agent_credentials,
     create_instance,
     get_instance,
+    instance_manifest,
     provision_agent,
     wait_phase,
     wait_rotated,
@@ -519,6 +520,14 @@ def drive_every_platform_call(cluster: Cluster, http: httpx.Client, made: list[s
     annotations = get_instance(cluster, ns)["metadata"]["annotations"]
     assert annotations["humanwork.io/config-applied"] == wanted
     _ok(http.post("/v1/agent-api/token/refresh", headers=bearer), 202)
+
+    # issue 15: the org's agents managed through the platform (list, create, patch, delete)
+    _ok(http.get(f"/orgs/{org_id}/agents", headers=admin))
+    spec = {k: v for k, v in instance_manifest(ns, org_id)["spec"].items() if k != "orgId"}
+    agents = f"/orgs/{org_id}/agents"
+    _ok(http.post(agents, json={"name": "second", "spec": spec}, headers=admin), 201)
+    _ok(http.patch(f"{agents}/second", json={"spec": {"replicas": 0}}, headers=admin))
+    assert http.delete(f"{agents}/second", headers=admin).status_code == 204
 
 
 def test_the_platform_api_uses_exactly_the_permissions_it_is_granted(

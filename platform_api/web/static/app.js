@@ -64,14 +64,16 @@
     return iso ? timeFormat.format(new Date(iso)) : "";
   }
 
+  function duration(span) {
+    if (span < 60) return plural(span, "second");
+    if (span < 3600) return plural(Math.round(span / 60), "minute");
+    if (span < 86400) return plural(Math.round(span / 3600), "hour");
+    return plural(Math.round(span / 86400), "day");
+  }
+
   function relative(iso, now) {
     const seconds = Math.round((Date.parse(iso) - now) / 1000);
-    const span = Math.abs(seconds);
-    let text;
-    if (span < 60) text = plural(span, "second");
-    else if (span < 3600) text = plural(Math.round(span / 60), "minute");
-    else if (span < 86400) text = plural(Math.round(span / 3600), "hour");
-    else text = plural(Math.round(span / 86400), "day");
+    const text = duration(Math.abs(seconds));
     return seconds >= 0 ? `in ${text}` : `overdue by ${text}`;
   }
 
@@ -1335,6 +1337,85 @@
     schedule(() => Promise.all([refreshReply(), refreshBadge()]));
   }
 
+  // --- the agents page (issue 15: each agent of the caller's orgs with its health) -------
+
+  function phasePill(phase) {
+    const kinds = { Ready: "ok", Degraded: "warn", Failed: "bad", Paused: "muted" };
+    return pill(phase || "Pending", kinds[phase] || "pending");
+  }
+
+  function since(iso, now) {
+    const seconds = Math.round((Date.parse(iso) - now) / 1000);
+    const text = duration(Math.abs(seconds));
+    return seconds >= 0 ? `in ${text}` : `${text} ago`;
+  }
+
+  function whenCell(iso, now, cls) {
+    if (!iso) return el("td", { class: cls, text: "never" });
+    return el("td", { class: cls }, el("time", { datetime: iso, title: absolute(iso), text: since(iso, now) }));
+  }
+
+  function conditionsCell(conditions) {
+    const failing = (conditions || []).filter((c) => c.status !== "True");
+    if (!failing.length) return el("td", { text: "all true" });
+    return el("td", {}, failing.map((c) => el("span", { class: "condition", title: c.message || "" }, pill(`${c.type}: ${c.reason || c.status}`, "warn"))));
+  }
+
+  function agentRow(org, agent, now) {
+    const h = agent.health;
+    const config = h.config.inSync ? pill("applied", "ok") : pill(h.config.applied ? "outdated" : "pending", "warn");
+    return el(
+      "tr",
+      { "data-id": agent.id },
+      el("td", { text: org.name }),
+      el("th", { scope: "row" }, el("code", { text: agent.name, title: agent.id })),
+      el("td", {}, phasePill(h.phase)),
+      el("td", { class: "ready", text: `${h.readyReplicas || 0}/${h.desiredReplicas}` }),
+      whenCell(h.tokenExpiresAt, now, "token"),
+      el("td", { class: "config", title: h.config.desired || "" }, config),
+      whenCell(h.lastHeartbeat, now, "heartbeat"),
+      el("td", { class: "open-tasks", text: String(h.openTasks) }),
+      conditionsCell(h.conditions),
+    );
+  }
+
+  async function refreshAgents() {
+    try {
+      await loadAgents();
+      $("message").hidden = true;
+    } catch (err) {
+      if (err.status !== 401) showMessage(`Live updates interrupted: ${explain(err)} Retrying…`);
+    }
+  }
+
+  async function loadAgents() {
+    const orgs = await call("GET", "/orgs");
+    const now = Date.now();
+    const rows = [];
+    let deactivated = 0;
+    for (const org of orgs) {
+      if (org.deactivated_at) deactivated += 1;
+      let agents = [];
+      try {
+        agents = await call("GET", `/orgs/${org.id}/agents`);
+      } catch (err) {
+        if (err.status !== 403 && err.status !== 404) throw err;
+      }
+      for (const agent of agents) rows.push(agentRow(org, agent, now));
+    }
+    $("agents-body").replaceChildren(...rows);
+    $("agents-empty").hidden = rows.length > 0;
+    const note = deactivated ? ` · ${plural(deactivated, "organisation")} deactivated` : "";
+    $("agents-meta").textContent = `${plural(rows.length, "agent")} in ${plural(orgs.length, "organisation")}${note}`;
+  }
+
+  async function agentsPage() {
+    await loadMe();
+    $("nav-agents").setAttribute("aria-current", "page");
+    await Promise.all([refreshAgents(), refreshBadge()]);
+    schedule(() => Promise.all([refreshAgents(), refreshBadge()]));
+  }
+
   // --- start ---------------------------------------------------------------------------
 
   async function start() {
@@ -1355,6 +1436,7 @@
       if (page === "tasks") await queuePage();
       else if (page === "task") await detailPage();
       else if (page === "reply") await replyPage();  // issue 14
+      else if (page === "agents") await agentsPage();
     } catch (err) {
       if (err.status !== 401) showMessage(explain(err));
     }

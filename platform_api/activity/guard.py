@@ -1,0 +1,75 @@
+"""The app-wide guard: a deactivated org takes no new work.
+
+Every request that changes something (any method but GET, HEAD and OPTIONS) and names an
+org in its path (`/orgs/{org_id}/...`) or a namespace (`/agentic/tasks/{namespace}/...`,
+`/human-tasks/{namespace}/...`) is answered 409 `org_deactivated` while that org is
+deactivated, when the caller is an authenticated member of it (anyone else gets the
+route's own 401 or 404, so deactivation leaks nothing); only `/orgs/{org_id}/deactivate`
+and `/orgs/{org_id}/reactivate` pass. Reads (the audit log, the archive, the agents'
+state) stay open. Endpoints that name their org in the body (creating a task, deciding,
+also in bulk, appending to a conversation) check it themselves with
+`activity.repository.ensure_active`.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from fastapi import Request
+from sqlalchemy import select
+
+from platform_api.auth.dependencies import bearer, get_principal
+from platform_api.errors import OrgDeactivated, Unauthenticated
+from platform_api.models import Org
+from platform_api.state import Platform, get_platform
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+LIFECYCLE_PATHS = ("/deactivate", "/reactivate")
+
+
+async def _deactivated_org(
+    platform: Platform, org_id: str | None, namespace: str | None
+) -> uuid.UUID | None:
+    """The id of the deactivated org the path names, or None."""
+    query = select(Org.id).where(Org.deactivated_at.is_not(None))
+    if org_id is not None:
+        try:
+            query = query.where(Org.id == uuid.UUID(org_id))
+        except ValueError:
+            return None
+    else:
+        query = query.where(Org.namespace == namespace)
+    async with platform.sessions() as session:
+        found: uuid.UUID | None = await session.scalar(query)
+        return found
+
+
+async def _member(request: Request, platform: Platform, org_id: uuid.UUID) -> bool:
+    """Whether the caller is an authenticated member of `org_id`."""
+    credentials = await bearer(request)
+    if credentials is None:
+        return False
+    async with platform.sessions() as session:
+        try:
+            principal = await get_principal(session, platform, credentials)
+        except Unauthenticated:
+            return False
+    return org_id in principal.org_ids
+
+
+async def refuse_work_of_deactivated_orgs(request: Request) -> None:
+    """409 `org_deactivated` for a member's change to a deactivated org (see the module
+    docstring)."""
+    if request.method in SAFE_METHODS or request.url.path.endswith(LIFECYCLE_PATHS):
+        return
+    org_id, namespace = request.path_params.get("org_id"), request.path_params.get("namespace")
+    if org_id is None and namespace is None:
+        return
+    platform = get_platform(request)  # only now: reads need no platform state
+    found = await _deactivated_org(
+        platform,
+        None if org_id is None else str(org_id),
+        None if namespace is None else str(namespace),
+    )
+    if found is not None and await _member(request, platform, found):
+        raise OrgDeactivated("the org is deactivated: it takes no new work")

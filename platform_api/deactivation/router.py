@@ -1,0 +1,67 @@
+"""`POST /orgs/{org_id}/deactivate` and `POST /orgs/{org_id}/reactivate` (capability
+`orgs.manage`, in one of the caller's orgs; 404 otherwise). See
+`platform_api.deactivation.service`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter
+
+from platform_api.access.principal import OrgScope
+from platform_api.agents.commands import require_kube
+from platform_api.agents.manage import org_of
+from platform_api.auth.dependencies import require_in_org
+from platform_api.db import Session
+from platform_api.deactivation import service
+from platform_api.deactivation.schemas import DeactivateBody, OrgLifecycle, ReactivateBody
+from platform_api.errors import error_responses
+from platform_api.state import PlatformDep
+
+router = APIRouter(prefix="/orgs/{org_id}", tags=["orgs"])
+Admin = Annotated[OrgScope, require_in_org("orgs.manage")]
+
+
+@router.post(
+    "/deactivate",
+    summary="Deactivate an org",
+    description="Capability `orgs.manage`. At once: the org's agent tokens are refused "
+    "(401 `token_revoked`, reason `org_deactivated`), its users' changes, plan requests and "
+    "decisions are refused (409 `org_deactivated`). Then every open task is cancelled with "
+    "the reason and every AgentInstance deleted (its spec kept for a reactivation). The "
+    "audit log, the archive and the org's reads stay available. Running it again finishes "
+    "a teardown that failed half-way. Audited `org.deactivated`.",
+    responses=error_responses(401, 403, 404, 422, 503),
+)
+async def deactivate(
+    session: Session,
+    platform: PlatformDep,
+    scope: Admin,
+    body: DeactivateBody | None = None,
+) -> OrgLifecycle:
+    kube = require_kube(platform, "deactivating an org")
+    org = await org_of(session, scope.org_id)
+    reason = (body or DeactivateBody()).reason
+    return await service.deactivate(
+        session, platform.sessions, kube, org, scope.principal.username, reason
+    )
+
+
+@router.post(
+    "/reactivate",
+    summary="Reactivate an org",
+    description="Capability `orgs.manage`. The org takes work again; with `restoreAgents` "
+    "(the default) the agents its deactivation deleted are created again from their kept "
+    "specs (new tokens, new secrets). Cancelled tasks stay cancelled. 409 `conflict` for an "
+    "active org. Audited `org.reactivated`.",
+    responses=error_responses(401, 403, 404, 409, 422, 503),
+)
+async def reactivate(
+    session: Session,
+    platform: PlatformDep,
+    scope: Admin,
+    body: ReactivateBody | None = None,
+) -> OrgLifecycle:
+    org = await org_of(session, scope.org_id)
+    restore = (body or ReactivateBody()).restoreAgents
+    return await service.reactivate(session, platform.kube, org, scope.principal.username, restore)
