@@ -26,12 +26,12 @@ async def test_tool_configuration_changes_keep_before_and_after(
 ) -> None:
     h, org = two_orgs.admin_a.headers, two_orgs.org_a
     url = f"/orgs/{org}/tool-permissions/shopify"
-    for body in ({"enabled": True, "config": {"max_refund": 100}}, {"enabled": False}):
+    for body in ({"enabled": True, "config": {"ratePerHour": 100}}, {"enabled": False}):
         assert (await client.put(url, json=body, headers=h)).status_code == 200
     first, second = await _rows(client, two_orgs, "tool_permission.updated")
     assert first["details"]["before"] is None
-    assert first["details"]["after"] == {"enabled": True, "config": {"max_refund": 100}}
-    assert second["details"]["before"] == {"enabled": True, "config": {"max_refund": 100}}
+    assert first["details"]["after"] == {"enabled": True, "config": {"ratePerHour": 100}}
+    assert second["details"]["before"] == {"enabled": True, "config": {"ratePerHour": 100}}
     assert second["details"]["after"] == {"enabled": False, "config": {}}
 
 
