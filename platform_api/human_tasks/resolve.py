@@ -4,7 +4,7 @@ When the tool proxy cannot tell whether an approved side effect happened (a time
 connection broken after the request was sent, a 5xx answer to a write), it keeps the
 step's claim in its ledger (`tool_calls`, state `unknown`) and the agent records the
 execution `OutcomeUnknown`: the step waits for a human, never for an automatic retry. An
-expert with `tasks.decide` checks the upstream and resolves it:
+expert with `run.control` (the capability of every decision) checks the upstream and resolves it:
 
 - `applied`: the side effect happened. The ledger row is finished with a result naming
   the resolution, so the agent's next call for the step replays it and the step completes;

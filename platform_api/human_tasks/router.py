@@ -22,6 +22,7 @@ from fastapi import APIRouter, Header, Path, Query
 from fastapi.responses import JSONResponse, Response
 
 from humanwork_core.resources import Verdict
+from platform_api.access.capabilities import DECIDE
 from platform_api.access.principal import Principal
 from platform_api.auth.dependencies import require
 from platform_api.bounds import Limit, Offset
@@ -109,7 +110,7 @@ async def list_human_tasks(
     "/bulk-resume",
     response_model=BulkResumeRead,
     summary="Resume many waiting decisions at once",
-    description="Capability `tasks.decide`. Applies one decision (`approve`, or `reject` "
+    description="Capability `run.control`. Applies one decision (`approve`, or `reject` "
     "with `feedback`) to every human-task id of `ids` (1 to 200, each at most once), each "
     "independently and by the same rules as a single decision: an expired, conflicting, "
     "unknown or other-org id fails on its own (`ok: false` with the error `code` a single "
@@ -133,7 +134,7 @@ async def list_human_tasks(
 async def bulk_resume(
     body: BulkResumeBody,
     platform: PlatformDep,
-    principal: Annotated[Principal, require("tasks.decide")],
+    principal: Annotated[Principal, require(DECIDE)],
     kube: Kube,
     idempotency_key: Annotated[
         str | None, Header(alias="Idempotency-Key", min_length=1, max_length=128)
@@ -198,7 +199,7 @@ async def resume(
     body: ResumeBody,
     session: Session,
     platform: PlatformDep,
-    principal: Annotated[Principal, require("run.control")],
+    principal: Annotated[Principal, require(DECIDE)],
     kube: Kube,
     idempotency_key: Annotated[
         str | None, Header(alias="Idempotency-Key", min_length=1, max_length=128)
@@ -234,7 +235,7 @@ async def resume(
     "/{namespace}/{name}/{step_id}/resolve",
     response_model=ResolveRead,
     summary="Resolve a step whose outcome is unknown",
-    description="Capability `tasks.decide`. For a step in state `outcome_unknown` (its "
+    description="Capability `run.control`. For a step in state `outcome_unknown` (its "
     "approved tool call reached the upstream, and whether it took effect is unknown: a "
     "timeout, a connection broken after sending, a 5xx answer to a write), after checking "
     "the upstream: `applied` finishes the proxy's claim so that the agent's next call "
@@ -251,7 +252,7 @@ async def resolve(
     step_id: Annotated[str, Path(max_length=63)],
     body: ResolveBody,
     session: Session,
-    principal: Annotated[Principal, require("tasks.decide")],
+    principal: Annotated[Principal, require(DECIDE)],
     kube: Kube,
 ) -> ResolveRead:
     return await resolve_unknown(

@@ -84,7 +84,7 @@ async def test_creating_needs_run_control_and_a_valid_plan(
     tasks: TaskApi, orgs: Orgs, client: httpx.AsyncClient
 ) -> None:
     body = {"orgId": orgs.org_a, "agentRef": "shop", "description": "d", "steps": PLAN_STEPS}
-    r = await client.post("/agentic/tasks", json=body, headers=orgs.expert.headers)
+    r = await client.post("/agentic/tasks", json=body, headers=orgs.viewer.headers)
     assert r.status_code == 403 and r.json()["code"] == "forbidden"
     bad_step = {**PLAN_STEPS[0], "risk": "extreme"}
     r = await client.post(

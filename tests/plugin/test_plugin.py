@@ -377,7 +377,7 @@ def test_configuration_and_connection_errors(org: Org) -> None:
 
 def test_cancel_stops_a_task_and_needs_run_control(org: Org) -> None:
     made = org.task()
-    refused = run(org, org.expert, "cancel", made["id"])  # an expert: no run.control
+    refused = run(org, org.viewer, "cancel", made["id"])  # a viewer: no run.control
     assert refused.code == 1 and "error: forbidden (HTTP 403)" in refused.err
     done = run(org, org.lead, "cancel", made["id"], "-o", "json")
     assert done.code == 0, done.err

@@ -294,8 +294,8 @@
     });
   }
 
-  // Decisions on one step. Approve and reject need `tasks.decide` (the step endpoints);
-  // provide, edit and select need `run.control` (resume).
+  // Decisions on one step. Every way of deciding (approve, reject, provide, edit, select,
+  // bulk, resolve) needs `run.control`, the capability of the seeds' resume.
   function stepPath(id) {
     const [namespace, name, step] = id.split("/");
     return `/agentic/tasks/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}` +
@@ -420,7 +420,7 @@
     row._check = null;
     row._select = null;
     row._actions = null;
-    if (!can("tasks.decide")) return row; // no controls the user may not use
+    if (!can("run.control")) return row; // no controls the user may not use
     const check = el("input", { type: "checkbox", "aria-label": `Select ${label(item)}` });
     check.addEventListener("change", () => {
       if (check.checked) queue.selected.add(item.id);
@@ -699,7 +699,7 @@
       $("bulk-result").hidden = true;
       $("queue-title").focus();
     });
-    $("bulkbar").hidden = !can("tasks.decide");
+    $("bulkbar").hidden = !can("run.control");
     await refreshQueue();
     schedule(refreshQueue);
   }
@@ -888,7 +888,7 @@
     body.append(el("p", { class: "deciding" },
       `Step ${position} of ${data.plan.length}: `,
       el("strong", { text: step.description }), " ", risk(step.risk)));
-    const decide = can("tasks.decide");
+    const decide = can("run.control");
     const control = can("run.control");
     if (!decide && !control) {
       body.append(el("p", { text: `Your role (${me.role}) may read this task but not decide it.` }));
@@ -942,7 +942,7 @@
       "The approved call was sent, but its answer was lost (a timeout, a broken connection " +
       "or a server error after sending). Check the upstream, then say whether it took effect: " +
       "\"applied\" completes the step with it; \"not applied\" lets the agent call once more." }));
-    if (!can("tasks.decide")) {
+    if (!can("run.control")) {
       body.append(el("p", { text: `Your role (${me.role}) may read this task but not resolve it.` }));
       return;
     }
