@@ -236,7 +236,8 @@ class Step(ResourceModel):
     )
     tool: str | None = Field(
         default=None,
-        description="Tool the step calls, for example shopify_query; required for actions.",
+        description="Tool the step calls (a tool of the action catalog, e.g. shopify); required "
+        "for actions.",
         min_length=1,
         max_length=63,
         pattern=r"^[a-z][a-z0-9_]*$",

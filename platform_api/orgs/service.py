@@ -22,7 +22,12 @@ async def create_org(
     orgs = OrgRepository(session)
     if await orgs.slug_taken(body.slug):
         raise Conflict("an org with this slug exists", slug=body.slug)
-    org = await orgs.add(Org(slug=body.slug, name=body.name, namespace=namespace_for(body.slug)))
+    org = Org(slug=body.slug, name=body.name, namespace=namespace_for(body.slug))
+    if body.id is not None:  # adopting a namespace labelled with this id (issue 15 item 6)
+        if await orgs.get_in(body.id, [body.id]) is not None:
+            raise Conflict("an org with this id exists", id=str(body.id))
+        org.id = body.id
+    org = await orgs.add(org)
     await UserRepository(session).add_memberships(principal.user_id, [org.id])
     await namespaces.ensure(org.namespace, org.id)
     await record(
@@ -31,7 +36,7 @@ async def create_org(
         action="org.created",
         target=f"org:{org.slug}",
         org_id=org.id,
-        details={"namespace": org.namespace, "name": org.name},
+        details={"namespace": org.namespace, "name": org.name, "id_given": body.id is not None},
     )
     return org
 
