@@ -41,6 +41,7 @@ from .errors import (
     IdempotencyConflict,
     InvalidDecision,
     NotApproved,
+    NotExpired,
     NotUnknown,
     StepAlreadyDecided,
     StepHashMismatch,
@@ -53,6 +54,7 @@ from .errors import (
 )
 from .execution import MAX_ATTEMPTS, finish_execution, resolve, start_execution
 from .lifecycle import cancel, tick
+from .reopen import reopen
 from .state import (
     awaiting_resolution,
     canonical_json,
@@ -68,6 +70,7 @@ from .state import (
     is_outcome_unknown,
     is_rejected,
     is_resolved,
+    reopened_deadline,
     required_approvals,
     step_hash,
     step_state,
@@ -88,6 +91,7 @@ __all__ = [
     "IdempotencyConflict",
     "InvalidDecision",
     "NotApproved",
+    "NotExpired",
     "NotUnknown",
     "StepAlreadyDecided",
     "StepHashMismatch",
@@ -118,6 +122,8 @@ __all__ = [
     "is_rejected",
     "is_resolved",
     "owned_status",
+    "reopen",
+    "reopened_deadline",
     "required_approvals",
     "resolve",
     "start_execution",

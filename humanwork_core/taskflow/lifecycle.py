@@ -20,6 +20,7 @@ from .state import (
     derive_phase,
     highest_pending_risk,
     is_expired,
+    reopened_deadline,
     step_state,
 )
 
@@ -41,7 +42,10 @@ def tick(task: AgenticTask, now: datetime) -> AgenticTaskStatus:
     for step in task.spec.steps:
         entry = status.step(step.id)
         if decidable is not None and step.id == decidable.id:
-            if entry.deadline is None:
+            reopened = reopened_deadline(entry)
+            if reopened is not None:  # an expert reopened the expired step: its new deadline
+                entry = entry.model_copy(update={"deadline": reopened, "state": None})
+            elif entry.deadline is None:
                 entry = entry.model_copy(
                     update={"deadline": now + timedelta(seconds=policy.decision_deadline_seconds)}
                 )
@@ -64,6 +68,8 @@ def tick(task: AgenticTask, now: datetime) -> AgenticTaskStatus:
     )
     phase = derive_phase(updated, now)
     waiting = decidable_step(updated) if phase is TaskPhase.PENDING_APPROVAL else None
+    if waiting is not None and is_expired(updated.current_status().step(waiting.id), policy, now):
+        waiting = None  # expired, awaiting a reopening: no deadline ahead
     new_status = updated.current_status().model_copy(
         update={
             "phase": phase,

@@ -30,6 +30,7 @@ from platform_api.db import Session
 from platform_api.errors import KubernetesUnavailable, NotFound, error_responses
 from platform_api.human_tasks import service as human_tasks
 from platform_api.human_tasks.index import DecisionIndex
+from platform_api.human_tasks.reopen import ReopenBody, ReopenRead, reopen_expired
 from platform_api.human_tasks.resolve import ResolveBody, ResolveRead, resolve_unknown
 from platform_api.human_tasks.schemas import (
     BulkResumeBody,
@@ -256,5 +257,34 @@ async def resolve(
     kube: Kube,
 ) -> ResolveRead:
     return await resolve_unknown(
+        session, kube, principal, namespace=namespace, name=name, step_id=step_id, body=body
+    )
+
+
+# issue 15 item 8: reopening an expired decision
+@router.post(
+    "/{namespace}/{name}/{step_id}/reopen",
+    response_model=ReopenRead,
+    summary="Reopen a decision that expired",
+    description="Capability `run.control`. For the step a task waits on whose decision "
+    "expired (deadline passed, escalations spent) under the task policy's `onExpiry: "
+    "AwaitReopen` (the default): gives it a new deadline, `deadline_seconds` from now "
+    "(default the policy's decisionDeadlineSeconds), after which it can be decided again. "
+    "Audited as `task.step.reopened`. A step that has not expired, one the task does not "
+    "wait on, or a task that ended (`onExpiry: End` ends it in phase Expired) answers 409 "
+    "`conflict` with `details.reason` (`decision_not_expired`, `step_not_decidable`, "
+    "`task_terminal`).",
+    responses=error_responses(401, 403, 404, 409, 422, 503, codes=UNAVAILABLE),
+)
+async def reopen(
+    namespace: Namespace,
+    name: Name,
+    step_id: Annotated[str, Path(max_length=63)],
+    body: ReopenBody,
+    session: Session,
+    principal: Annotated[Principal, require(DECIDE)],
+    kube: Kube,
+) -> ReopenRead:
+    return await reopen_expired(
         session, kube, principal, namespace=namespace, name=name, step_id=step_id, body=body
     )

@@ -102,6 +102,7 @@ async def test_an_expired_decision_halts_and_cannot_be_decided(world: World) -> 
     policy = {
         "decisionDeadlineSeconds": 1,
         "escalation": {"intervalSeconds": 1, "maxEscalations": 0},
+        "onExpiry": "End",
     }
     planned = await world.plan(policy=policy)
     name, first = planned["name"], planned["steps"][0]["id"]

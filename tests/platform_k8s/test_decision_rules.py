@@ -4,7 +4,8 @@ Seed 001: resume requires `run.control`. A user whose role holds every other cap
 but `access.manage` (including the `tasks.decide` an older access map may still give) is
 refused on every path that decides a step: approve and reject on the step endpoints (the
 workspace's row and detail buttons, `kubectl humanwork approve|reject`), resume, bulk
-resume (`kubectl humanwork bulk`), resolving an unknown outcome; nothing is written, and
+resume (`kubectl humanwork bulk`), resolving an unknown outcome, reopening an expired
+decision; nothing is written, and
 it cannot grant itself `run.control`. A user whose role holds `run.control` decides.
 """
 
@@ -56,6 +57,7 @@ def _decision_paths(task_id: str, step: str) -> list[tuple[str, dict[str, Any]]]
         (f"/human-tasks/{ns}/{name}/{step}/resume", {"action": "reject", "feedback": "no"}),
         ("/human-tasks/bulk-resume", {"ids": [f"{task_id}/{step}"], "action": "approve"}),
         (f"/human-tasks/{ns}/{name}/{step}/resolve", {"outcome": "applied"}),
+        (f"/human-tasks/{ns}/{name}/{step}/reopen", {}),
     ]
 
 

@@ -266,7 +266,11 @@ async def test_an_expired_step_answers_410(tasks: TaskApi, orgs: Orgs) -> None:
     made = await tasks.create(
         orgs.requester,
         orgs.org_a,
-        policy={"decisionDeadlineSeconds": 1, "escalation": {"maxEscalations": 0}},
+        policy={
+            "decisionDeadlineSeconds": 1,
+            "escalation": {"maxEscalations": 0},
+            "onExpiry": "End",
+        },
     )
     await tasks.until(orgs.expert, made["id"], lambda t: t["phase"] == "Expired")
     for verdict, body in (("approve", {}), ("reject", {"feedback": "too late"})):

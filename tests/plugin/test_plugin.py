@@ -174,7 +174,13 @@ def test_approve_and_reject_send_idempotency_keys(org: Org) -> None:
 
 
 def test_an_expired_decision_fails_with_the_code_and_a_message(org: Org) -> None:
-    made = org.task(policy={"decisionDeadlineSeconds": 1, "escalation": {"maxEscalations": 0}})
+    made = org.task(
+        policy={
+            "decisionDeadlineSeconds": 1,
+            "escalation": {"maxEscalations": 0},
+            "onExpiry": "End",
+        }
+    )
     org.wait(made["id"], lambda t: t["phase"] == "Expired")
     late = run(org, org.expert, "approve", made["id"], "refund")
     assert late.code == 1
@@ -185,7 +191,13 @@ def test_an_expired_decision_fails_with_the_code_and_a_message(org: Org) -> None
 
 def test_bulk_reports_each_item_and_exits_3_on_failures(org: Org) -> None:
     fine = [org.task() for _ in range(2)]
-    expired = org.task(policy={"decisionDeadlineSeconds": 1, "escalation": {"maxEscalations": 0}})
+    expired = org.task(
+        policy={
+            "decisionDeadlineSeconds": 1,
+            "escalation": {"maxEscalations": 0},
+            "onExpiry": "End",
+        }
+    )
     org.wait(expired["id"], lambda t: t["phase"] == "Expired")
     ids = [f"{fine[0]['id']}/refund", f"{expired['id']}/refund", f"{fine[1]['id']}/refund"]
 
