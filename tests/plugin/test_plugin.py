@@ -340,7 +340,7 @@ def test_login_writes_the_config_and_the_commands_use_it(org: Org, config: Path)
     code = main(["whoami"], env={"HUMANWORK_CONFIG": str(config)}, stdout=out, stderr=err)
     assert code == 0, err.getvalue()
     assert "User:" in out.getvalue() and org.expert.username in out.getvalue()
-    assert "tasks.decide" in out.getvalue()
+    assert "run.control" in out.getvalue()
 
     wrong = subprocess.run(
         [

@@ -853,6 +853,20 @@
     $("decide-body").append(el("div", { class: "actions cancel-task" }, cancelButton));
   }
 
+  // An expired decision of a task that still waits (policy onExpiry: AwaitReopen): an
+  // expert with run.control gives it a new deadline (POST /human-tasks/{id}/reopen).
+  function renderReopen(data) {
+    if (data.phase !== "PendingApproval" || !can("run.control")) return;
+    const path = data.id.split("/").map(encodeURIComponent).join("/");
+    const button = el("button", { type: "button", class: "primary", text: "Reopen with a new deadline" });
+    button.addEventListener("click", () => submitDecision(
+      () => call("POST", `/human-tasks/${path}/reopen`, {}),
+      button,
+      "Reopened: the step can be decided again until its new deadline.",
+    ));
+    $("decide-body").append(el("div", { class: "actions" }, button));
+  }
+
   function renderDecision(data) {
     const panel = $("decide");
     const body = $("decide-body");
@@ -872,6 +886,7 @@
         closed: `The task ended (${data.phase}) before this step was decided.`,
       };
       body.append(el("p", { text: why[data.status] || data.status }));
+      if (data.status === "expired") renderReopen(data); // issue 15 item 8
       if (data.status === "waiting") {
         const first = data.plan.find((s) => !s.decision && (s.state === "Pending" || s.state === "Escalated"));
         if (first) {
