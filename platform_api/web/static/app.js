@@ -242,6 +242,9 @@
     forbidden: "your role may not do this",
     invalid_decision: "this decision does not fit the step",
     kubernetes_unavailable: "the cluster is unreachable; try again",
+    access_map_lockout: "nobody could change the access map afterwards",
+    unknown_capability: "no endpoint checks that capability",
+    invalid_role: "a role needs a capability, and roles users hold must stay",
   };
 
   function explain(err) {
@@ -1189,6 +1192,56 @@
     schedule(() => Promise.all([refreshDetail(), refreshBadge()]));
   }
 
+  // --- the access map (GET|PUT /access-map, access.manage; issue 15 item 7) -------------
+
+  function renderAccess(map) {
+    const caps = map.capabilities;
+    $("access-head").replaceChildren(
+      el("th", { scope: "col", text: "Role" }),
+      ...caps.map((c) => el("th", { scope: "col" }, el("code", { text: c }))));
+    $("access-body").replaceChildren(...Object.keys(map.roles).map((role) => el("tr", {},
+      el("th", { scope: "row", text: role }),
+      ...caps.map((c) => el("td", {}, el("input", {
+        type: "checkbox", "data-role": role, "data-capability": c,
+        "aria-label": `${role}: ${c}`, checked: map.roles[role].includes(c),
+      }))))));
+    $("access-form").hidden = false;
+  }
+
+  async function saveAccess(event) {
+    event.preventDefault();
+    const roles = {};
+    for (const box of document.querySelectorAll("#access-body input[type=checkbox]")) {
+      roles[box.dataset.role] = roles[box.dataset.role] || [];
+      if (box.checked) roles[box.dataset.role].push(box.dataset.capability);
+    }
+    const button = $("access-save");
+    button.disabled = true;
+    try {
+      renderAccess(await call("PUT", "/access-map", { roles }));
+      showMessage("");
+      showNotice("Access map saved: in effect at everyone's next request.");
+    } catch (err) {
+      showNotice("");
+      showMessage(explain(err));
+      renderAccess(await call("GET", "/access-map"));
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  async function accessPage() {
+    await loadMe();
+    $("nav-access").setAttribute("aria-current", "page");
+    await refreshBadge();
+    if (!can("access.manage")) {
+      showMessage(`Your role (${me.role}) may not read the access map (access.manage).`);
+      return;
+    }
+    renderAccess(await call("GET", "/access-map"));
+    $("access-form").addEventListener("submit", saveAccess);
+  }
+
   // --- start ---------------------------------------------------------------------------
 
   async function start() {
@@ -1208,6 +1261,7 @@
     try {
       if (page === "tasks") await queuePage();
       else if (page === "task") await detailPage();
+      else if (page === "access") await accessPage();
     } catch (err) {
       if (err.status !== 401) showMessage(explain(err));
     }
