@@ -14,6 +14,7 @@ as `task.step.reopened`. A step that has not expired, a task whose policy says
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,12 +25,10 @@ from humanwork_core import taskflow
 from humanwork_core.resources import AgenticTask, AgenticTaskStatus
 from platform_api.access.principal import Principal
 from platform_api.audit.service import record
-from platform_api.errors import Conflict, NotFound, RunStateConflict
-from platform_api.kube.client import KubeClient, KubeConflict, KubeInvalid, KubeNotFound
+from platform_api.errors import NotFound
+from platform_api.human_tasks.status_write import write_step_status
+from platform_api.kube.client import KubeClient, KubeNotFound
 from platform_api.tasks.service import org_of_namespace
-
-WRITE_ATTEMPTS = 5
-"""Fresh reads of the task when a concurrent writer changed it under the reopening."""
 
 
 class ReopenBody(BaseModel):
@@ -70,47 +69,18 @@ async def _read(kube: KubeClient, org_id: uuid.UUID, namespace: str, name: str) 
     return task
 
 
-async def _write(
-    kube: KubeClient,
-    org_id: uuid.UUID,
-    principal: Principal,
-    where: tuple[str, str, str],
-    body: ReopenBody,
-    now: datetime,
-) -> tuple[AgenticTask, AgenticTaskStatus]:
-    """Write the reopening under the task's resourceVersion (read again on a conflict)."""
-    namespace, name, step_id = where
-    for _ in range(WRITE_ATTEMPTS):
-        task = await _read(kube, org_id, namespace, name)
+def _move(
+    principal: Principal, step_id: str, body: ReopenBody, now: datetime
+) -> Callable[[AgenticTask], AgenticTaskStatus]:
+    def move(task: AgenticTask) -> AgenticTaskStatus:
         if task.step(step_id) is None:
             raise NotFound("the plan has no such step", step_id=step_id)
         seconds = body.deadline_seconds or max(60, task.spec.policy.decision_deadline_seconds)
-        try:
-            after = taskflow.reopen(
-                task,
-                step_id,
-                now,
-                by=principal.username,
-                deadline_seconds=seconds,
-                reason=body.reason,
-            )
-        except taskflow.TaskFlowError as exc:
-            raise Conflict(exc.message, reason=exc.code, step_id=step_id) from None
-        try:
-            await kube.apply_task_status(
-                namespace,
-                name,
-                task.metadata.resource_version or "",
-                taskflow.owned_status(after, taskflow.Writer.PLATFORM_API),
-            )
-            return task, after
-        except KubeConflict:
-            continue
-        except KubeInvalid as exc:
-            raise RunStateConflict(
-                "the API server refused the reopening", step_id=step_id, reason=exc.message
-            ) from None
-    raise RunStateConflict("the task kept changing while reopening; try again", step_id=step_id)
+        return taskflow.reopen(
+            task, step_id, now, by=principal.username, deadline_seconds=seconds, reason=body.reason
+        )
+
+    return move
 
 
 async def reopen_expired(
@@ -126,7 +96,13 @@ async def reopen_expired(
     """Reopen the expired step for `principal` (see the module docstring); audited."""
     org = await org_of_namespace(session, principal, namespace)
     now = datetime.now(UTC)
-    task, after = await _write(kube, org.id, principal, (namespace, name, step_id), body, now)
+    task, after = await write_step_status(
+        kube,
+        step_id,
+        lambda: _read(kube, org.id, namespace, name),
+        _move(principal, step_id, body, now),
+        "reopening",
+    )
     reopened = after.step(step_id).reopened
     deadline = taskflow.reopened_deadline(after.step(step_id))
     assert reopened is not None and deadline is not None

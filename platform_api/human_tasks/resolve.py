@@ -32,8 +32,9 @@ from humanwork_core.resources.agentictask import Outcome
 from platform_api.access.principal import Principal
 from platform_api.agent_api.ledger import STALE_CLAIM_SECONDS, step_key
 from platform_api.audit.service import record
-from platform_api.errors import Conflict, NotFound, RunStateConflict, SelfApproval
-from platform_api.kube.client import KubeClient, KubeConflict, KubeInvalid, KubeNotFound
+from platform_api.errors import NotFound, SelfApproval
+from platform_api.human_tasks.status_write import write_step_status
+from platform_api.kube.client import KubeClient, KubeNotFound
 from platform_api.models import ToolCall
 from platform_api.tasks.requester import is_requester
 from platform_api.tasks.service import org_of_namespace
@@ -108,10 +109,6 @@ async def _settle_ledger(
     return "finished"
 
 
-WRITE_ATTEMPTS = 5
-"""Fresh reads of the task when a concurrent writer changed it under the resolution."""
-
-
 async def _read(
     session: AsyncSession,
     kube: KubeClient,
@@ -150,31 +147,15 @@ async def _write_resolution(
 ) -> tuple[AgenticTask, AgenticTaskStatus]:
     """Write the resolution under the task's resourceVersion, reading the task again when
     another writer changed it meanwhile; the task read and its status after."""
-    for _ in range(WRITE_ATTEMPTS):
-        task = await _read(session, kube, org_id, principal, namespace, name, step_id)
-        try:
-            after = taskflow.resolve(
-                task, step_id, body.outcome, by=principal.username, note=body.note, now=now
-            )
-        except taskflow.TaskFlowError as exc:
-            raise Conflict(exc.message, reason=exc.code, step_id=step_id) from None
-        if after == task.current_status():
-            return task, after  # a repeat of the recorded resolution
-        try:
-            await kube.apply_task_status(
-                namespace,
-                name,
-                task.metadata.resource_version or "",
-                taskflow.owned_status(after, taskflow.Writer.PLATFORM_API),
-            )
-            return task, after
-        except KubeConflict:
-            continue
-        except KubeInvalid as exc:
-            raise RunStateConflict(
-                "the API server refused the resolution", step_id=step_id, reason=exc.message
-            ) from None
-    raise RunStateConflict("the task kept changing while resolving; try again", step_id=step_id)
+    return await write_step_status(
+        kube,
+        step_id,
+        lambda: _read(session, kube, org_id, principal, namespace, name, step_id),
+        lambda task: taskflow.resolve(
+            task, step_id, body.outcome, by=principal.username, note=body.note, now=now
+        ),
+        "resolution",
+    )
 
 
 async def resolve_unknown(
