@@ -46,8 +46,8 @@ STEP = {
     "id": "read",
     "description": "Fetch October orders",
     "kind": "action",
-    "tool": "amazon_query",
-    "parameters": {"month": "2026-10"},
+    "tool": "amazon",
+    "parameters": {"action": "listOrders", "params": {"CreatedAfter": "2026-10-01T00:00:00Z"}},
     "risk": "low",
 }
 

@@ -18,6 +18,7 @@ from fastapi import Depends, FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from platform_api.access.repository import AccessMapRepository
+from platform_api.access_map.router import router as access_map_router  # issue 15 item 7
 from platform_api.activity.guard import refuse_work_of_deactivated_orgs
 from platform_api.agent_api.proxy import ToolProxy
 from platform_api.agent_api.router import events_router as agent_events_router
@@ -86,6 +87,7 @@ TAGS = [
     {"name": "tool permissions", "description": "Which tools an org's agents may use."},
     {"name": "integrations", "description": "Encrypted third-party credentials."},
     {"name": "audit", "description": "The hash-chained audit log."},
+    {"name": "access map", "description": "Which role holds which capability."},
     {"name": "conversations", "description": "Conversations and messages of an org."},
     {"name": "knowledge", "description": "What an org's agents may search."},
     {"name": "agents", "description": "Signed commands to an org's agents."},
@@ -142,6 +144,8 @@ ROUTERS = (
     # issue 15 (onboard)
     managed_agents_router,
     deactivation_router,
+    # issue 15 item 7
+    access_map_router,
 )
 
 

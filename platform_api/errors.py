@@ -373,7 +373,7 @@ def error_responses(
     `codes` overrides the example (code, message) of some statuses."""
     examples = {
         401: ("unauthenticated", "missing or invalid bearer token"),
-        403: ("forbidden", "capability tasks.decide required"),
+        403: ("forbidden", "capability run.control required"),
         404: ("not_found", "no such org"),
         409: ("conflict", "an org with this slug exists"),
         422: ("validation_failed", "request validation failed"),

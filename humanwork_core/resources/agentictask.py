@@ -33,7 +33,14 @@ from .common import (
     cel,
     k8s,
 )
-from .taskstatus import AgenticTaskStatus, Decision, Execution, Resolution, StepStatus
+from .taskstatus import (
+    AgenticTaskStatus,
+    Decision,
+    Execution,
+    Reopening,
+    Resolution,
+    StepStatus,
+)
 from .tasktypes import (
     DAY_SECONDS,
     MAX_APPROVALS,
@@ -41,6 +48,7 @@ from .tasktypes import (
     MAX_STEPS,
     ExecutionState,
     FreeForm,
+    OnExpiry,
     Option,
     Outcome,
     StepId,
@@ -64,8 +72,10 @@ __all__ = [
     "Execution",
     "ExecutionState",
     "FreeForm",
+    "OnExpiry",
     "Option",
     "Outcome",
+    "Reopening",
     "RequiredApprovals",
     "Resolution",
     "Step",
@@ -162,6 +172,13 @@ class TaskPolicy(ResourceModel):
         "critical, 1 otherwise).",
         json_schema_extra=k8s(default={}),
     )
+    on_expiry: OnExpiry = Field(
+        default=OnExpiry.AWAIT_REOPEN,
+        description="When a decision runs out of time (deadline passed, escalations spent): "
+        "AwaitReopen (default, seed 001) keeps the task waiting on that step, undecidable, "
+        "until an expert reopens it with a new deadline (POST "
+        "/human-tasks/{ns}/{name}/{step}/reopen); End ends the task in phase Expired.",
+    )
 
     @model_validator(mode="after")
     def _auto_approve(self) -> Self:
@@ -236,7 +253,8 @@ class Step(ResourceModel):
     )
     tool: str | None = Field(
         default=None,
-        description="Tool the step calls, for example shopify_query; required for actions.",
+        description="Tool the step calls (a tool of the action catalog, e.g. shopify); required "
+        "for actions.",
         min_length=1,
         max_length=63,
         pattern=r"^[a-z][a-z0-9_]*$",

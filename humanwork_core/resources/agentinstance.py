@@ -374,7 +374,7 @@ class AgentInstanceSpec(ResourceModel):
     )
     enabled_tools: tuple[ToolName, ...] = Field(
         default=(),
-        description="Tools the agent may propose in plans, for example shopify_query.",
+        description="Tools the agent may propose in plans (action catalog tools, e.g. shopify).",
         max_length=64,
         json_schema_extra=k8s(list_type="set"),
     )

@@ -137,6 +137,19 @@ class Resolution(ResourceModel):
     )
 
 
+class Reopening(ResourceModel):
+    """An expert's reopening of a step whose decision expired: a new deadline (written by
+    the platform API; the operator then gives the step that deadline)."""
+
+    by: str = Field(description="The expert's user id.", min_length=1, max_length=253)
+    at: AwareDatetime = Field(description="When it was reopened.")
+    deadline_seconds: int = Field(
+        ge=60, le=30 * 86400, description="The new deadline, in seconds after `at`."
+    )
+    count: int = Field(default=1, ge=1, le=100, description="How many times it was reopened.")
+    reason: str | None = Field(default=None, description="Why it was reopened.", max_length=4096)
+
+
 class StepStatus(ResourceModel):
     """Observed state of one step; each part is written by a different component."""
 
@@ -162,6 +175,11 @@ class StepStatus(ResourceModel):
         default=None,
         description="An expert's resolution of an OutcomeUnknown execution (written by the "
         "platform API).",
+    )
+    reopened: Reopening | None = Field(
+        default=None,
+        description="The last reopening of the step after its decision expired (written by "
+        "the platform API).",
     )
     deadline: AwareDatetime | None = Field(
         default=None, description="When the pending decision is due (written by the operator)."

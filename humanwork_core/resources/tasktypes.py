@@ -93,6 +93,16 @@ class ExecutionState(StrEnum):
     expert's resolution, never for an automatic retry."""
 
 
+class OnExpiry(StrEnum):
+    """What a decision that ran out of time (deadline passed, escalations spent) does."""
+
+    AWAIT_REOPEN = "AwaitReopen"
+    """The run stays blocked on the step until an expert reopens it with a new deadline
+    (seed 001: "the run stays blocked for a fresh escalation")."""
+    END = "End"
+    """The task ends in phase Expired."""
+
+
 class Outcome(StrEnum):
     """An expert's finding on a step whose outcome was unknown, or their retry of a step
     that failed."""

@@ -43,6 +43,7 @@ from .errors import (
     IdempotencyConflict,
     InvalidDecision,
     NotApproved,
+    NotExpired,
     NotFailed,
     NotRetrySafe,
     NotUnknown,
@@ -57,6 +58,7 @@ from .errors import (
 )
 from .execution import MAX_ATTEMPTS, finish_execution, resolve, retry, start_execution
 from .lifecycle import cancel, tick
+from .reopen import reopen
 from .state import (
     awaiting_resolution,
     awaiting_retry,
@@ -75,6 +77,7 @@ from .state import (
     is_resolved,
     is_retried,
     reopened,
+    reopened_deadline,
     required_approvals,
     step_hash,
     step_state,
@@ -95,6 +98,7 @@ __all__ = [
     "IdempotencyConflict",
     "InvalidDecision",
     "NotApproved",
+    "NotExpired",
     "NotFailed",
     "NotRetrySafe",
     "NotUnknown",
@@ -129,7 +133,9 @@ __all__ = [
     "is_resolved",
     "is_retried",
     "owned_status",
+    "reopen",
     "reopened",
+    "reopened_deadline",
     "required_approvals",
     "resolve",
     "retry",

@@ -120,6 +120,13 @@ class NotRetrySafe(TaskFlowError):
     code = "step_not_retryable"
 
 
+class NotExpired(TaskFlowError):
+    """Only the current step whose decision expired, in a task whose policy awaits a
+    reopening (`onExpiry: AwaitReopen`), can be reopened."""
+
+    code = "decision_not_expired"
+
+
 class ToolCallMismatch(TaskFlowError):
     """The tool call differs from the approved step (tool or parameters)."""
 

@@ -21,6 +21,7 @@ from .state import (
     highest_pending_risk,
     is_expired,
     reopened,
+    reopened_deadline,
     step_state,
 )
 
@@ -43,7 +44,10 @@ def tick(task: AgenticTask, now: datetime) -> AgenticTaskStatus:
     for step in task.spec.steps:
         entry = status.step(step.id)
         if decidable is not None and step.id == decidable.id:
-            if entry.deadline is None:
+            new_deadline = reopened_deadline(entry)
+            if new_deadline is not None:  # an expert reopened the expired step
+                entry = entry.model_copy(update={"deadline": new_deadline, "state": None})
+            elif entry.deadline is None:
                 entry = entry.model_copy(
                     update={"deadline": now + timedelta(seconds=policy.decision_deadline_seconds)}
                 )
@@ -66,6 +70,8 @@ def tick(task: AgenticTask, now: datetime) -> AgenticTaskStatus:
     )
     phase = derive_phase(updated, now)
     waiting = decidable_step(updated) if phase is TaskPhase.PENDING_APPROVAL else None
+    if waiting is not None and is_expired(updated.current_status().step(waiting.id), policy, now):
+        waiting = None  # expired, awaiting a reopening: no deadline ahead
     new_status = updated.current_status().model_copy(
         update={
             "phase": phase,

@@ -8,7 +8,7 @@ import hashlib
 import json
 import math
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pydantic import JsonValue
 
@@ -18,6 +18,7 @@ from ..policy import required_approvals as _quorum
 from ..resources import (
     AgenticTask,
     ExecutionState,
+    OnExpiry,
     Risk,
     Step,
     StepState,
@@ -102,10 +103,23 @@ def is_executed(entry: StepStatus) -> bool:
     return entry.execution is not None and entry.execution.state is ExecutionState.SUCCEEDED
 
 
+def reopened_deadline(entry: StepStatus) -> datetime | None:
+    """The new deadline of a reopening the operator has not given the step yet (the step
+    was reopened at or after the deadline it holds); None otherwise."""
+    reopened = entry.reopened
+    if reopened is None or entry.deadline is None or reopened.at < entry.deadline:
+        return None
+    return reopened.at + timedelta(seconds=reopened.deadline_seconds)
+
+
 def is_expired(entry: StepStatus, policy: TaskPolicy, now: datetime) -> bool:
-    """Whether an undecided step ran out of time: deadline passed, escalations spent."""
+    """Whether an undecided step ran out of time: deadline passed, escalations spent (a
+    reopening gives it a new deadline, see :func:`reopened_deadline`)."""
     if entry.decision is not None:
         return False
+    reopened = reopened_deadline(entry)
+    if reopened is not None:
+        return now >= reopened
     if entry.state is StepState.EXPIRED:
         return True
     return (
@@ -259,9 +273,11 @@ def derive_phase(task: AgenticTask, now: datetime) -> TaskPhase:
             continue
         if entry.decision is not None:
             return TaskPhase.IN_PROGRESS
-        if is_expired(entry, task.spec.policy, now):
+        if is_expired(entry, task.spec.policy, now) and (
+            task.spec.policy.on_expiry is OnExpiry.END
+        ):
             return TaskPhase.EXPIRED
-        return TaskPhase.PENDING_APPROVAL
+        return TaskPhase.PENDING_APPROVAL  # an expired step awaits a reopening
     return TaskPhase.COMPLETED
 
 

@@ -25,6 +25,8 @@ from humanwork_core.resources import (
     Condition,
     ConditionStatus,
     StepState,
+    StepStatus,
+    TaskPhase,
 )
 from humanwork_core.resources.common import set_condition
 
@@ -86,6 +88,7 @@ def transition_events(old: AgenticTaskStatus, new: AgenticTaskStatus) -> list[Ev
                     warning=True,
                 )
             )
+        events.extend(_expiry_events(before, entry, new))  # issue 15 item 8
     if new.phase != old.phase and new.phase is not None:
         warning = new.phase.value in ("Expired", "Failed", "Rejected")
         events.append(
@@ -97,6 +100,31 @@ def transition_events(old: AgenticTaskStatus, new: AgenticTaskStatus) -> list[Ev
             )
         )
     return events
+
+
+def _expiry_events(
+    before: StepStatus | None, entry: StepStatus, new: AgenticTaskStatus
+) -> list[Event]:
+    """Pure: a decision that expired and now awaits a reopening, or that was reopened."""
+    expired = StepState.EXPIRED
+    was_expired = before is not None and before.state is expired
+    if entry.state is expired and not was_expired and new.phase is not TaskPhase.EXPIRED:
+        return [
+            Event(
+                "DecisionExpired",
+                f"step {entry.id}: its decision expired; the task waits until an expert "
+                "reopens it (POST /human-tasks/{ns}/{name}/{step}/reopen)",
+                warning=True,
+            )
+        ]
+    if was_expired and entry.state is not expired and entry.reopened is not None:
+        return [
+            Event(
+                "DecisionReopened",
+                f"step {entry.id} reopened by {entry.reopened.by}; new deadline {entry.deadline}",
+            )
+        ]
+    return []
 
 
 def status_body(task: AgenticTask, status: AgenticTaskStatus) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from platform_api.access.capabilities import declare
 from platform_api.access.principal import OrgScope, Principal
 from platform_api.access.repository import AccessMapRepository
 from platform_api.accounts.repository import UserRepository
@@ -70,6 +71,7 @@ async def _deny(
 
 def require(capability: str) -> Any:
     """A dependency answering the caller when its role holds `capability`, 403 otherwise."""
+    declare(capability)
 
     async def check(
         request: Request, principal: CurrentPrincipal, platform: PlatformDep
@@ -85,6 +87,7 @@ def require(capability: str) -> Any:
 def require_in_org(capability: str) -> Any:
     """For `/orgs/{org_id}/...`: 404 unless the caller is a member, then 403 unless it
     holds `capability`; answers the `OrgScope`."""
+    declare(capability)
 
     async def check(
         request: Request, org_id: uuid.UUID, principal: CurrentPrincipal, platform: PlatformDep

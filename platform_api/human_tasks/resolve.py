@@ -4,7 +4,7 @@ When the tool proxy cannot tell whether an approved side effect happened (a time
 connection broken after the request was sent, a 5xx answer to a write), it keeps the
 step's claim in its ledger (`tool_calls`, state `unknown`) and the agent records the
 execution `OutcomeUnknown`: the step waits for a human, never for an automatic retry. An
-expert with `tasks.decide` checks the upstream and resolves it:
+expert with `run.control` (the capability of every decision) checks the upstream and resolves it:
 
 - `applied`: the side effect happened. The ledger row is finished with a result naming
   the resolution, so the agent's next call for the step replays it and the step completes;
@@ -33,8 +33,9 @@ from humanwork_core.resources.agentictask import Outcome
 from platform_api.access.principal import Principal
 from platform_api.agent_api.ledger import STALE_CLAIM_SECONDS, step_key
 from platform_api.audit.service import record
-from platform_api.errors import Conflict, NotFound, RunStateConflict, SelfApproval
-from platform_api.kube.client import KubeClient, KubeConflict, KubeInvalid, KubeNotFound
+from platform_api.errors import NotFound, SelfApproval
+from platform_api.human_tasks.status_write import write_step_status
+from platform_api.kube.client import KubeClient, KubeNotFound
 from platform_api.models import ToolCall
 from platform_api.tasks.requester import is_requester
 from platform_api.tasks.service import org_of_namespace
@@ -109,10 +110,6 @@ async def _settle_ledger(
     return "finished"
 
 
-WRITE_ATTEMPTS = 5
-"""Fresh reads of the task when a concurrent writer changed it under the resolution."""
-
-
 async def _read(
     session: AsyncSession,
     kube: KubeClient,
@@ -154,29 +151,13 @@ async def write_step_move(
 ) -> tuple[AgenticTask, AgenticTaskStatus]:
     """Write `move` (a resolution or a retry) under the task's resourceVersion, reading the
     task again when another writer changed it meanwhile; the task read and its status after."""
-    for _ in range(WRITE_ATTEMPTS):
-        task = await _read(session, kube, org_id, principal, namespace, name, step_id)
-        try:
-            after = move(task)
-        except taskflow.TaskFlowError as exc:
-            raise Conflict(exc.message, reason=exc.code, step_id=step_id) from None
-        if after == task.current_status():
-            return task, after  # a repeat of the recorded move
-        try:
-            await kube.apply_task_status(
-                namespace,
-                name,
-                task.metadata.resource_version or "",
-                taskflow.owned_status(after, taskflow.Writer.PLATFORM_API),
-            )
-            return task, after
-        except KubeConflict:
-            continue
-        except KubeInvalid as exc:
-            raise RunStateConflict(
-                "the API server refused the change", step_id=step_id, reason=exc.message
-            ) from None
-    raise RunStateConflict("the task kept changing; try again", step_id=step_id)
+    return await write_step_status(
+        kube,
+        step_id,
+        lambda: _read(session, kube, org_id, principal, namespace, name, step_id),
+        move,
+        "change",
+    )
 
 
 async def resolve_unknown(

@@ -2,7 +2,7 @@
 
 A step whose tool call failed (the upstream refused it, answered 5xx to a read, timed out
 before sending, the proxy refused it) ends `Failed` with the reason, and so does its task.
-An expert with the capability that decides (`tasks.decide`) may run it once more, but only
+An expert with the capability that decides (`run.control`) may run it once more, but only
 where the action catalog says the action is safe to retry (`retry_safe`: every read, and
 writes that set an absolute value); a step whose outcome is unknown is resolved instead
 (`human_tasks.resolve`), never retried blindly.

@@ -23,6 +23,7 @@ from fastapi import APIRouter, Header, Path, Query
 from fastapi.responses import JSONResponse, Response
 
 from humanwork_core.resources import Verdict
+from platform_api.access.capabilities import DECIDE
 from platform_api.access.principal import Principal
 from platform_api.auth.dependencies import require
 from platform_api.bounds import Limit, Offset
@@ -31,6 +32,7 @@ from platform_api.errors import KubernetesUnavailable, NotFound, error_responses
 from platform_api.human_tasks import reply_items
 from platform_api.human_tasks import service as human_tasks
 from platform_api.human_tasks.index import DecisionIndex
+from platform_api.human_tasks.reopen import ReopenBody, ReopenRead, reopen_expired
 from platform_api.human_tasks.resolve import ResolveBody, ResolveRead, resolve_unknown
 from platform_api.human_tasks.retry import RetryBody, RetryRead, retry_failed  # issue 15/9
 from platform_api.human_tasks.schemas import (
@@ -123,7 +125,7 @@ async def list_human_tasks(
     "/bulk-resume",
     response_model=BulkResumeRead,
     summary="Resume many waiting decisions at once",
-    description="Capability `tasks.decide`. Applies one decision (`approve`, or `reject` "
+    description="Capability `run.control`. Applies one decision (`approve`, or `reject` "
     "with `feedback`) to every human-task id of `ids` (1 to 200, each at most once), each "
     "independently and by the same rules as a single decision: an expired, conflicting, "
     "unknown or other-org id fails on its own (`ok: false` with the error `code` a single "
@@ -147,7 +149,7 @@ async def list_human_tasks(
 async def bulk_resume(
     body: BulkResumeBody,
     platform: PlatformDep,
-    principal: Annotated[Principal, require("tasks.decide")],
+    principal: Annotated[Principal, require(DECIDE)],
     kube: Kube,
     idempotency_key: Annotated[
         str | None, Header(alias="Idempotency-Key", min_length=1, max_length=128)
@@ -212,7 +214,7 @@ async def resume(
     body: ResumeBody,
     session: Session,
     platform: PlatformDep,
-    principal: Annotated[Principal, require("run.control")],
+    principal: Annotated[Principal, require(DECIDE)],
     kube: Kube,
     idempotency_key: Annotated[
         str | None, Header(alias="Idempotency-Key", min_length=1, max_length=128)
@@ -248,7 +250,7 @@ async def resume(
     "/{namespace}/{name}/{step_id}/resolve",
     response_model=ResolveRead,
     summary="Resolve a step whose outcome is unknown",
-    description="Capability `tasks.decide`. For a step in state `outcome_unknown` (its "
+    description="Capability `run.control`. For a step in state `outcome_unknown` (its "
     "approved tool call reached the upstream, and whether it took effect is unknown: a "
     "timeout, a connection broken after sending, a 5xx answer to a write), after checking "
     "the upstream: `applied` finishes the proxy's claim so that the agent's next call "
@@ -265,7 +267,7 @@ async def resolve(
     step_id: Annotated[str, Path(max_length=63)],
     body: ResolveBody,
     session: Session,
-    principal: Annotated[Principal, require("tasks.decide")],
+    principal: Annotated[Principal, require(DECIDE)],
     kube: Kube,
 ) -> ResolveRead:
     return await resolve_unknown(
@@ -280,7 +282,7 @@ async def resolve(
     "/{namespace}/{name}/{step_id}/retry",
     response_model=RetryRead,
     summary="Retry a step whose tool call failed",
-    description="Capability `tasks.decide` (as approving). For a step whose execution "
+    description="Capability `run.control` (as approving). For a step whose execution "
     "`Failed` (its task failed with it), when the action catalog says the action is safe to "
     "retry (`retrySafe` in `GET /tools`: every read, and writes that set an absolute value): "
     "records the retry for the failed attempt after the same approved-step check as every "
@@ -299,9 +301,38 @@ async def retry(
     step_id: Annotated[str, Path(max_length=63)],
     body: RetryBody,
     session: Session,
-    principal: Annotated[Principal, require("tasks.decide")],
+    principal: Annotated[Principal, require(DECIDE)],
     kube: Kube,
 ) -> RetryRead:
     return await retry_failed(
+        session, kube, principal, namespace=namespace, name=name, step_id=step_id, body=body
+    )
+
+
+# issue 15 item 8: reopening an expired decision
+@router.post(
+    "/{namespace}/{name}/{step_id}/reopen",
+    response_model=ReopenRead,
+    summary="Reopen a decision that expired",
+    description="Capability `run.control`. For the step a task waits on whose decision "
+    "expired (deadline passed, escalations spent) under the task policy's `onExpiry: "
+    "AwaitReopen` (the default): gives it a new deadline, `deadline_seconds` from now "
+    "(default the policy's decisionDeadlineSeconds), after which it can be decided again. "
+    "Audited as `task.step.reopened`. A step that has not expired, one the task does not "
+    "wait on, or a task that ended (`onExpiry: End` ends it in phase Expired) answers 409 "
+    "`conflict` with `details.reason` (`decision_not_expired`, `step_not_decidable`, "
+    "`task_terminal`).",
+    responses=error_responses(401, 403, 404, 409, 422, 503, codes=UNAVAILABLE),
+)
+async def reopen(
+    namespace: Namespace,
+    name: Name,
+    step_id: Annotated[str, Path(max_length=63)],
+    body: ReopenBody,
+    session: Session,
+    principal: Annotated[Principal, require(DECIDE)],
+    kube: Kube,
+) -> ReopenRead:
+    return await reopen_expired(
         session, kube, principal, namespace=namespace, name=name, step_id=step_id, body=body
     )

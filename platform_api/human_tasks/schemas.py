@@ -17,9 +17,9 @@ ITEM_EXAMPLE: dict[str, Any] = {
     "summary": "Reconcile all Amazon orders for October and update Shopify",
     "requested_by": "ops-lead",
     "step_id": "write",
-    "step_description": "Update inventory of 14 SKUs",
+    "step_description": "Take 3 units of HW-MUG-001 off the warehouse stock",
     "kind": "action",
-    "tool": "shopify_query",
+    "tool": "shopify",
     "risk": "high",
     "status": "pending",
     "deadline": "2026-01-01T13:00:00Z",
@@ -188,10 +188,13 @@ DETAIL_EXAMPLE: dict[str, Any] = {
     "plan": [
         {
             "id": "write",
-            "description": "Update inventory of 14 SKUs",
+            "description": "Take 3 units of HW-MUG-001 off the warehouse stock",
             "kind": "action",
-            "tool": "shopify_query",
-            "parameters": {"skus": 14},
+            "tool": "shopify",
+            "parameters": {
+                "action": "adjustInventoryLevel",
+                "params": {"sku": "HW-MUG-001", "available_adjustment": -3},
+            },
             "risk": "high",
             "options": None,
             "step_hash": 64 * "0",

@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from humanwork_core import catalog, taskflow
 from humanwork_core.policy import OrgPolicy, effective_risk
 from humanwork_core.requester import requester_of
-from humanwork_core.resources import AgenticTask, ExecutionState, StepState, TaskPhase, Verdict
+from humanwork_core.resources import AgenticTask, ExecutionState, TaskPhase, Verdict
 from platform_api.access.principal import Principal
 from platform_api.audit.service import record
 from platform_api.conversations.repository import ConversationRepository
@@ -71,7 +71,7 @@ def _status(task: AgenticTask, step_id: str, now: datetime) -> str:
         return "failed"  # issue 15, item 9
     if entry.decision is not None:
         return "decided"
-    if taskflow.is_expired(entry, task.spec.policy, now) or entry.state is StepState.EXPIRED:
+    if taskflow.is_expired(entry, task.spec.policy, now):  # Expired state, or a reopening due
         return "expired"
     phase = phase_of(task, now)
     if phase.terminal:

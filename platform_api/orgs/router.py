@@ -28,7 +28,10 @@ router = APIRouter(prefix="/orgs", tags=["orgs"])
     description="Capability `orgs.manage`. Creates the org with namespace `org-<slug>` "
     "(through the `OrgNamespaces` seam) and makes the caller a member. With `agent` (and "
     "capability `agents.manage`), its first AgentInstance too, from that template; a bad "
-    "template is 422 `agent_spec_invalid` and creates nothing.",
+    "template is 422 `agent_spec_invalid` and creates nothing. With `id`, adopts a "
+    "namespace `org-<slug>` created outside the platform whose `humanwork.io/org-id` label "
+    "is that id (409 `conflict` when it is labelled for another org or not at all, or the "
+    "id is taken).",
     responses=error_responses(401, 403, 409, 422),
 )
 async def create_org(

@@ -17,7 +17,16 @@ class OrgCreate(BaseModel):
 
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={"examples": [{"slug": "acme", "name": "Acme Retail Ltd"}]},
+        json_schema_extra={
+            "examples": [
+                {"slug": "acme", "name": "Acme Retail Ltd"},
+                {
+                    "slug": "acme",
+                    "name": "Acme Retail Ltd",
+                    "id": "3f2b8c1e-7d4a-4e9b-9c51-2a6f0d8e4b17",
+                },
+            ]
+        },
     )
 
     slug: str = Field(pattern=SLUG_PATTERN, description="DNS label, 1-40 characters")
@@ -29,6 +38,14 @@ class OrgCreate(BaseModel):
         "tools, LLM endpoint), created in its namespace with the org (capability "
         "`agents.manage` too); validated before anything is created",
         examples=[{"name": "shop", "spec": SPEC_EXAMPLE}],
+    )
+    # issue 15 item 6: adopting a namespace made by GitOps
+    id: uuid.UUID | None = Field(
+        default=None,
+        description="The org's id (default: a new one). To adopt a namespace `org-<slug>` "
+        "created outside the platform (kubectl, GitOps), give the id its "
+        "`humanwork.io/org-id` label carries: the namespace is kept as it is. A namespace "
+        "labelled for another org, or not labelled, answers 409 `conflict`.",
     )
 
 

@@ -32,7 +32,10 @@ async def create_org(
     orgs = OrgRepository(session)
     if await orgs.slug_taken(body.slug):
         raise Conflict("an org with this slug exists", slug=body.slug)
-    org_id, namespace = uuid.uuid4(), namespace_for(body.slug)
+    org_id, namespace = body.id or uuid.uuid4(), namespace_for(body.slug)
+    # adopting a namespace labelled with this id (issue 15 item 6)
+    if body.id is not None and await orgs.get_in(body.id, [body.id]) is not None:
+        raise Conflict("an org with this id exists", id=str(body.id))
     first_agent = _first_agent(principal, body, kube, org_id, namespace)
     org = await orgs.add(Org(id=org_id, slug=body.slug, name=body.name, namespace=namespace))
     await UserRepository(session).add_memberships(principal.user_id, [org.id])
@@ -45,7 +48,7 @@ async def create_org(
         action="org.created",
         target=f"org:{org.slug}",
         org_id=org.id,
-        details={"namespace": org.namespace, "name": org.name},
+        details={"namespace": org.namespace, "name": org.name, "id_given": body.id is not None},
     )
     return org
 

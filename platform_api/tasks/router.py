@@ -14,6 +14,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, status
 
 from humanwork_core.resources import Verdict
+from platform_api.access.capabilities import DECIDE
 from platform_api.access.principal import Principal
 from platform_api.activity.repository import ensure_active
 from platform_api.auth.dependencies import CurrentPrincipal, ensure_capability, require
@@ -190,7 +191,7 @@ DECIDE_DESCRIPTION = (
     "/{namespace}/{name}/steps/{step_id}/approve",
     response_model=DecisionRead,
     summary="Approve a step",
-    description="Capability `tasks.decide`. The requester cannot approve its own task (403 "
+    description="Capability `run.control`. The requester cannot approve its own task (403 "
     "`self_approval_forbidden`); a risk that needs several approvals needs that many "
     "distinct experts (409 `duplicate_approver`)." + DECIDE_DESCRIPTION,
     responses=error_responses(401, 403, 404, 409, 410, 422, 503, codes=DECIDE_CODES),
@@ -201,7 +202,7 @@ async def approve_step(
     step_id: StepId,
     session: Session,
     platform: PlatformDep,
-    principal: Annotated[Principal, require("tasks.decide")],
+    principal: Annotated[Principal, require(DECIDE)],
     kube: Kube,
     idempotency_key: IdempotencyKey = None,
     body: ApproveBody | None = None,
@@ -224,7 +225,7 @@ async def approve_step(
     "/{namespace}/{name}/steps/{step_id}/reject",
     response_model=DecisionRead,
     summary="Reject a step",
-    description="Capability `tasks.decide`. `feedback` is required; the rejection halts the "
+    description="Capability `run.control`. `feedback` is required; the rejection halts the "
     "task and the feedback goes back to the agent." + DECIDE_DESCRIPTION,
     responses=error_responses(401, 403, 404, 409, 410, 422, 503, codes=DECIDE_CODES),
 )
@@ -235,7 +236,7 @@ async def reject_step(
     body: RejectBody,
     session: Session,
     platform: PlatformDep,
-    principal: Annotated[Principal, require("tasks.decide")],
+    principal: Annotated[Principal, require(DECIDE)],
     kube: Kube,
     idempotency_key: IdempotencyKey = None,
 ) -> DecisionRead:

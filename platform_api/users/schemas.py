@@ -105,7 +105,7 @@ class Me(BaseModel):
                     "id": "0b8f6a51-7d3c-4f7e-9c1a-2d5e8f9a0b1c",
                     "username": "alice",
                     "role": "expert",
-                    "capabilities": ["tasks.decide", "tasks.read"],
+                    "capabilities": ["run.control", "tasks.read"],
                     "orgs": [
                         {
                             "id": "6f1c2b9e-2d8a-4c55-9a57-0e4f3d2b1a90",

@@ -117,6 +117,11 @@ async def queue_page() -> Response:
     return render("tasks", "To Review · humanwork")
 
 
+@router.get("/access")  # issue 15 item 7
+async def access_page() -> Response:
+    return render("access", "Access map · humanwork")
+
+
 @router.get("/tasks/{namespace}/{name}/{step_id}")
 async def detail_page(
     namespace: Annotated[str, Path(max_length=63, pattern=NAMESPACE)],

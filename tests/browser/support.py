@@ -96,7 +96,9 @@ class Org:
         return self.wait(
             made["id"],
             lambda t: (
-                bool(t["status"].get("nextDeadline")) or t["status"].get("phase") == "Expired"
+                bool(t["status"].get("nextDeadline"))
+                or t["status"].get("phase") == "Expired"
+                or any(s.get("state") == "Expired" for s in t["status"].get("steps") or [])
             ),
         )
 

@@ -155,12 +155,13 @@ def test_input_steps_are_answered_by_select_and_provide(page: Page, org: Org) ->
 def test_detail_controls_follow_the_capabilities(page: Page, org: Org) -> None:
     made = org.task()
     detail = f"/workspace/tasks/{made['id']}/refund"
-    # an expert decides (approve, reject) but cannot edit, provide or select (run.control)
+    # an expert (run.control, the one capability of every decision) approves, rejects
+    # and edits
     login(page, org, org.expert, detail)
     panel = page.locator("#decide")
     expect(panel.get_by_role("button", name="Approve", exact=True)).to_be_visible()
     expect(panel.get_by_role("button", name="Reject…")).to_be_visible()
-    expect(page.locator("#edit-form")).to_have_count(0)
+    expect(page.locator("#edit-form")).to_have_count(1)
     page.get_by_role("button", name="Log out").click()
 
     # the requester may reject its own task but not approve it
@@ -178,7 +179,13 @@ def test_detail_controls_follow_the_capabilities(page: Page, org: Org) -> None:
 
 
 def test_a_decision_in_the_detail_view_past_the_deadline(page: Page, org: Org) -> None:
-    made = org.task(policy={"decisionDeadlineSeconds": 4, "escalation": {"maxEscalations": 0}})
+    made = org.task(
+        policy={
+            "decisionDeadlineSeconds": 4,
+            "escalation": {"maxEscalations": 0},
+            "onExpiry": "End",
+        }
+    )
     login(page, org, org.expert, f"/workspace/tasks/{made['id']}/refund?poll=60")
     approve = page.locator("#decide").get_by_role("button", name="Approve", exact=True)
     expect(approve).to_be_visible()
@@ -194,9 +201,9 @@ def test_a_decision_in_the_detail_view_past_the_deadline(page: Page, org: Org) -
 def test_a_lead_cancels_a_task_from_the_detail_view(page: Page, org: Org) -> None:
     made = org.task()
     detail = f"/workspace/tasks/{made['id']}/refund"
-    login(page, org, org.expert, detail)  # tasks.decide only: no cancel control
+    login(page, org, org.viewer, detail)  # tasks.read only: no cancel control
     panel = page.locator("#decide")
-    expect(panel.get_by_role("button", name="Approve", exact=True)).to_be_visible()
+    expect(panel).to_contain_text("may read this task but not decide it")
     expect(panel.get_by_role("button", name="Cancel task")).to_have_count(0)
     page.get_by_role("button", name="Log out").click()
 

@@ -146,7 +146,11 @@ def test_approve_and_reject_from_the_row(page: Page, org: Org) -> None:
 
 def test_a_decision_past_the_deadline_says_task_expired(page: Page, org: Org) -> None:
     late = org.task(
-        policy={"decisionDeadlineSeconds": 4, "escalation": {"maxEscalations": 0}},
+        policy={
+            "decisionDeadlineSeconds": 4,
+            "escalation": {"maxEscalations": 0},
+            "onExpiry": "End",
+        },
         description="Refund before it is too late",
     )
     other = org.task()
@@ -168,7 +172,13 @@ def test_bulk_approve_a_mix_including_an_expired_task(
     page: Page, org: Org, artifacts: Path
 ) -> None:
     fine = [org.task(policy={"decisionDeadlineSeconds": 900}) for _ in range(2)]
-    expiring = org.task(policy={"decisionDeadlineSeconds": 4, "escalation": {"maxEscalations": 0}})
+    expiring = org.task(
+        policy={
+            "decisionDeadlineSeconds": 4,
+            "escalation": {"maxEscalations": 0},
+            "onExpiry": "End",
+        }
+    )
     keep = org.task(policy={"decisionDeadlineSeconds": 1800})
     login(page, org, org.expert, "/workspace/tasks?poll=60")
     expect(page.locator("#queue-body tr")).to_have_count(4)

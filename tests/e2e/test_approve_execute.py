@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from humanwork_dev.fakes import catalog
-from tests.e2e.conftest import World, execution_state, step_of
+from tests.e2e.conftest import World, _login, execution_state, step_of
 
 MUG = catalog.BY_SKU[catalog.DISCREPANT_SKU].inventory_item_id
 WAREHOUSE = catalog.WAREHOUSE_LOCATION_ID
@@ -102,6 +102,7 @@ async def test_an_expired_decision_halts_and_cannot_be_decided(world: World) -> 
     policy = {
         "decisionDeadlineSeconds": 1,
         "escalation": {"intervalSeconds": 1, "maxEscalations": 0},
+        "onExpiry": "End",
     }
     planned = await world.plan(policy=policy)
     name, first = planned["name"], planned["steps"][0]["id"]
@@ -189,11 +190,23 @@ async def test_a_requester_asks_the_agent_through_the_platform(world: World) -> 
         headers=world.requester,
     )
     assert unknown.status_code == 404
+    viewer = f"viewer-{world.namespace}"
+    made = await world.http.post(
+        f"{world.platform.url}/users",
+        json={
+            "username": viewer,
+            "password": f"pw-{viewer}-0123456789",
+            "role": "viewer",
+            "org_ids": [world.org_id],
+        },
+        headers=world.admin,
+    )
+    assert made.status_code == 201, made.text
     viewer_like = await world.http.post(
         f"{world.platform.url}/orgs/{world.org_id}/agents/agent/tasks",
         json={"request": "anything"},
-        headers=world.expert2,  # an expert: tasks.decide, not run.control
-    )
+        headers=await _login(world.http, world.platform.url, viewer, f"pw-{viewer}-0123456789"),
+    )  # a viewer: tasks.read, not run.control
     assert viewer_like.status_code == 403
     audit = [r for r in await world.audit("task.plan_requested") if name in r["target"]]
     assert len(audit) == 1

@@ -200,6 +200,7 @@ def test_missed_deadlines_escalate_and_then_expire(
         org_id,
         decisionDeadlineSeconds=2,
         escalation={"intervalSeconds": 2, "maxEscalations": 1},
+        onExpiry="End",
     )
     name = create_task(cluster, body)
     escalated = wait_task(

@@ -181,7 +181,7 @@ async def test_memberships_and_role_are_looked_up_per_request(
     r = await client.get("/orgs", headers=viewer.headers)  # the same token as before
     assert sorted(o["id"] for o in r.json()) == sorted([two_orgs.org_a, two_orgs.org_b])
     me = await client.get("/users/me", headers=viewer.headers)
-    assert me.json()["role"] == "expert" and "tasks.decide" in me.json()["capabilities"]
+    assert me.json()["role"] == "expert" and "run.control" in me.json()["capabilities"]
 
 
 # --- external OIDC issuer through a JWKS served locally --------------------------------

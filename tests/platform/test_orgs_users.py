@@ -106,7 +106,7 @@ async def test_create_user_with_role_and_memberships(
     alice = await api.login("alice", password)
     me = (await client.get("/users/me", headers=alice)).json()
     assert me["role"] == "expert"
-    assert me["capabilities"] == ["tasks.decide", "tasks.read"]
+    assert me["capabilities"] == ["run.control", "tasks.read"]
     assert [o["id"] for o in me["orgs"]] == [org]
 
 
@@ -142,8 +142,9 @@ async def test_me_reports_capabilities_of_each_default_role(
     operator = await api.user(two_orgs.admin, "op-a", "operator", [two_orgs.org_a])
     expected = {
         two_orgs.viewer_a.username: ["tasks.read"],
-        two_orgs.expert_a.username: ["tasks.decide", "tasks.read"],
-        operator.username: ["run.control", "tasks.decide", "tasks.read"],
+        # one capability for every way of deciding, run.control (0007_rules)
+        two_orgs.expert_a.username: ["run.control", "tasks.read"],
+        operator.username: ["run.control", "tasks.read"],
         two_orgs.admin_a.username: [
             "access.manage",
             "agents.manage",
@@ -151,7 +152,6 @@ async def test_me_reports_capabilities_of_each_default_role(
             "orgs.manage",
             "policy.manage",
             "run.control",
-            "tasks.decide",
             "tasks.read",
             "tools.manage",
             "users.manage",

@@ -143,8 +143,10 @@ async def test_migrations_run_up_from_empty_postgres(postgres: PostgresServer) -
         for role, cap in grants:
             by_role.setdefault(role, set()).add(cap)
         assert by_role["viewer"] == {"tasks.read"}
-        assert by_role["expert"] == {"tasks.read", "tasks.decide"}
-        assert by_role["operator"] == {"tasks.read", "tasks.decide", "run.control"}
+        # 0007_rules: run.control instead of tasks.decide, for every role that held it
+        assert by_role["expert"] == {"tasks.read", "run.control"}
+        assert by_role["operator"] == {"tasks.read", "run.control"}
+        assert not any("tasks.decide" in caps for caps in by_role.values())
         assert by_role["admin"] >= {
             "tools.manage",
             "agents.manage",

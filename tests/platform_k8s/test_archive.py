@@ -23,7 +23,7 @@ from tests.platform.conftest import Api
 from tests.platform_k8s.conftest import Orgs, TaskApi, until
 
 STEP = {"id": "only", "description": "Refund order 17", "tool": "shopify_refund", "risk": "high"}
-EXPIRING = {"decisionDeadlineSeconds": 1, "escalation": {"maxEscalations": 0}}
+EXPIRING = {"decisionDeadlineSeconds": 1, "escalation": {"maxEscalations": 0}, "onExpiry": "End"}
 
 
 def resource(cluster: Cluster, task_id: str) -> dict[str, Any] | None:

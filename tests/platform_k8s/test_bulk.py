@@ -52,7 +52,11 @@ async def test_a_mixed_batch_reports_each_item_and_writes_only_the_fine_ones(
         orgs.requester,
         orgs.org_a,
         steps=[STEP],
-        policy={"decisionDeadlineSeconds": 1, "escalation": {"maxEscalations": 0}},
+        policy={
+            "decisionDeadlineSeconds": 1,
+            "escalation": {"maxEscalations": 0},
+            "onExpiry": "End",
+        },
     )
     conflicting = await tasks.create(orgs.requester, orgs.org_a, steps=[STEP])
     foreign = await tasks.create(orgs.admin_b, orgs.org_b, steps=[STEP])

@@ -92,7 +92,7 @@ async def test_resume_is_idempotent_by_key(
     url = f"/human-tasks/{made['id']}/only/resume"
     body = {"action": "approve", "feedback": "ok"}
 
-    r = await client.post(url, json=body, headers=orgs.expert.headers)
+    r = await client.post(url, json=body, headers=orgs.viewer.headers)
     assert r.status_code == 403 and r.json()["code"] == "forbidden"  # no run.control
     r = await client.post(url, json=body, headers=orgs.requester.headers)
     assert r.status_code == 403 and r.json()["code"] == "self_approval_forbidden"

@@ -84,7 +84,7 @@ async def test_creating_needs_run_control_and_a_valid_plan(
     tasks: TaskApi, orgs: Orgs, client: httpx.AsyncClient
 ) -> None:
     body = {"orgId": orgs.org_a, "agentRef": "shop", "description": "d", "steps": PLAN_STEPS}
-    r = await client.post("/agentic/tasks", json=body, headers=orgs.expert.headers)
+    r = await client.post("/agentic/tasks", json=body, headers=orgs.viewer.headers)
     assert r.status_code == 403 and r.json()["code"] == "forbidden"
     bad_step = {**PLAN_STEPS[0], "risk": "extreme"}
     r = await client.post(
@@ -266,7 +266,11 @@ async def test_an_expired_step_answers_410(tasks: TaskApi, orgs: Orgs) -> None:
     made = await tasks.create(
         orgs.requester,
         orgs.org_a,
-        policy={"decisionDeadlineSeconds": 1, "escalation": {"maxEscalations": 0}},
+        policy={
+            "decisionDeadlineSeconds": 1,
+            "escalation": {"maxEscalations": 0},
+            "onExpiry": "End",
+        },
     )
     await tasks.until(orgs.expert, made["id"], lambda t: t["phase"] == "Expired")
     for verdict, body in (("approve", {}), ("reject", {"feedback": "too late"})):

@@ -174,7 +174,13 @@ def test_approve_and_reject_send_idempotency_keys(org: Org) -> None:
 
 
 def test_an_expired_decision_fails_with_the_code_and_a_message(org: Org) -> None:
-    made = org.task(policy={"decisionDeadlineSeconds": 1, "escalation": {"maxEscalations": 0}})
+    made = org.task(
+        policy={
+            "decisionDeadlineSeconds": 1,
+            "escalation": {"maxEscalations": 0},
+            "onExpiry": "End",
+        }
+    )
     org.wait(made["id"], lambda t: t["phase"] == "Expired")
     late = run(org, org.expert, "approve", made["id"], "refund")
     assert late.code == 1
@@ -185,7 +191,13 @@ def test_an_expired_decision_fails_with_the_code_and_a_message(org: Org) -> None
 
 def test_bulk_reports_each_item_and_exits_3_on_failures(org: Org) -> None:
     fine = [org.task() for _ in range(2)]
-    expired = org.task(policy={"decisionDeadlineSeconds": 1, "escalation": {"maxEscalations": 0}})
+    expired = org.task(
+        policy={
+            "decisionDeadlineSeconds": 1,
+            "escalation": {"maxEscalations": 0},
+            "onExpiry": "End",
+        }
+    )
     org.wait(expired["id"], lambda t: t["phase"] == "Expired")
     ids = [f"{fine[0]['id']}/refund", f"{expired['id']}/refund", f"{fine[1]['id']}/refund"]
 
@@ -328,7 +340,7 @@ def test_login_writes_the_config_and_the_commands_use_it(org: Org, config: Path)
     code = main(["whoami"], env={"HUMANWORK_CONFIG": str(config)}, stdout=out, stderr=err)
     assert code == 0, err.getvalue()
     assert "User:" in out.getvalue() and org.expert.username in out.getvalue()
-    assert "tasks.decide" in out.getvalue()
+    assert "run.control" in out.getvalue()
 
     wrong = subprocess.run(
         [
@@ -377,7 +389,7 @@ def test_configuration_and_connection_errors(org: Org) -> None:
 
 def test_cancel_stops_a_task_and_needs_run_control(org: Org) -> None:
     made = org.task()
-    refused = run(org, org.expert, "cancel", made["id"])  # an expert: no run.control
+    refused = run(org, org.viewer, "cancel", made["id"])  # a viewer: no run.control
     assert refused.code == 1 and "error: forbidden (HTTP 403)" in refused.err
     done = run(org, org.lead, "cancel", made["id"], "-o", "json")
     assert done.code == 0, done.err

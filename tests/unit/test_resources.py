@@ -74,13 +74,13 @@ def test_the_sample_task_is_the_seed_example() -> None:
     read, write = task.spec.steps
     assert (read.risk, read.tool, read.parameters["action"]) == (
         Risk.LOW,
-        "amazon_query",
+        "amazon",
         "listOrders",
     )
     assert (write.risk, write.tool, write.parameters["action"]) == (
         Risk.HIGH,
-        "shopify_query",
-        "updateInventory",
+        "shopify",
+        "adjustInventoryLevel",
     )
     assert tf.tick(task, T0).phase.value == "PendingApproval"  # type: ignore[union-attr]
 

@@ -20,6 +20,7 @@ from humanwork_core.resources import (
     Decision,
     EscalationPolicy,
     ExecutionState,
+    OnExpiry,
     RequiredApprovals,
     Risk,
     Step,
@@ -481,7 +482,7 @@ def test_tick_sets_the_deadline_of_the_awaited_decision() -> None:
 
 
 def test_missed_deadlines_escalate_then_expire() -> None:
-    task = make_task(policy=POLICY)
+    task = make_task(policy=POLICY.model_copy(update={"on_expiry": OnExpiry.END}))
     task = with_status(task, tf.tick(task, T0))
     late = T0 + timedelta(seconds=600)
     task = with_status(task, tf.tick(task, late))
@@ -507,7 +508,9 @@ def test_missed_deadlines_escalate_then_expire() -> None:
 
 def test_deciding_past_the_last_deadline_is_refused_before_the_operator_notices() -> None:
     policy = TaskPolicy(
-        decision_deadline_seconds=60, escalation=EscalationPolicy(max_escalations=0)
+        decision_deadline_seconds=60,
+        escalation=EscalationPolicy(max_escalations=0),
+        on_expiry=OnExpiry.END,
     )
     task = make_task(policy=policy)
     task = with_status(task, tf.tick(task, T0))
@@ -522,6 +525,67 @@ def test_deciding_past_the_last_deadline_is_refused_before_the_operator_notices(
         task, READ, request_for(read, Verdict.APPROVE), T0 + timedelta(seconds=59), org=STRICT
     )
     assert in_time.step(READ).decision is not None
+
+
+def test_by_default_an_expired_decision_keeps_the_task_blocked_until_reopened() -> None:
+    """Seed 001: too late, the run stays blocked for a fresh escalation (onExpiry
+    AwaitReopen, the default): the step is Expired and undecidable, the task waits in
+    PendingApproval with no deadline ahead; a reopening gives the step a new deadline,
+    decidable again until it passes, and it can be reopened again after that."""
+    policy = TaskPolicy(
+        decision_deadline_seconds=60, escalation=EscalationPolicy(max_escalations=0)
+    )
+    assert policy.on_expiry is OnExpiry.AWAIT_REOPEN
+    task = make_task(policy=policy)
+    task = with_status(task, tf.tick(task, T0))
+    late = T0 + timedelta(seconds=60)
+    with pytest.raises(tf.NotExpired):
+        tf.reopen(task, READ, late - timedelta(seconds=1), by="lead", deadline_seconds=600)
+    task = with_status(task, tf.tick(task, late))
+    status = task.current_status()
+    assert status.phase is TaskPhase.PENDING_APPROVAL and status.completed_at is None
+    assert status.step(READ).state is StepState.EXPIRED and status.next_deadline is None
+    with pytest.raises(tf.HumanTaskExpired):
+        approve(task, READ)
+    assert tf.tick(task, late + timedelta(days=1)) == status  # blocked, nothing moves
+    with pytest.raises(tf.StepNotDecidable):
+        tf.reopen(task, WRITE, late, by="lead", deadline_seconds=600)
+
+    at = late + timedelta(hours=1)
+    reopened = tf.reopen(task, READ, at, by="lead", deadline_seconds=600, reason="back")
+    entry = reopened.step(READ)
+    assert entry.reopened is not None and (entry.reopened.by, entry.reopened.count) == ("lead", 1)
+    assert tf.owned_status(reopened, tf.Writer.PLATFORM_API)["steps"][0]["reopened"]["by"] == "lead"
+    task = with_status(task, reopened)
+    # decidable at once, before the operator gives the step its new deadline
+    assert tf.is_expired(task.current_status().step(READ), policy, at) is False
+    ticked = tf.tick(task, at)
+    assert ticked.step(READ).deadline == at + timedelta(seconds=600)
+    assert ticked.step(READ).state is StepState.PENDING
+    assert ticked.next_deadline == at + timedelta(seconds=600)
+    task = with_status(task, ticked)
+    approve(task, READ)  # in time
+    # missed again: expired again, and reopened again
+    again = at + timedelta(seconds=600)
+    task = with_status(task, tf.tick(task, again))
+    assert task.current_status().step(READ).state is StepState.EXPIRED
+    second = tf.reopen(task, READ, again, by="lead2", deadline_seconds=60)
+    assert second.step(READ).reopened.count == 2  # type: ignore[union-attr]
+
+
+def test_under_on_expiry_end_nothing_reopens_an_expired_task() -> None:
+    policy = TaskPolicy(
+        decision_deadline_seconds=60,
+        escalation=EscalationPolicy(max_escalations=0),
+        on_expiry=OnExpiry.END,
+    )
+    task = make_task(policy=policy)
+    task = with_status(task, tf.tick(task, T0))
+    late = T0 + timedelta(seconds=60)
+    task = with_status(task, tf.tick(task, late))
+    assert task.current_status().phase is TaskPhase.EXPIRED
+    with pytest.raises(tf.TaskTerminal):
+        tf.reopen(task, READ, late, by="lead", deadline_seconds=600)
 
 
 # --- execution -----------------------------------------------------------------------------
@@ -692,6 +756,7 @@ def test_error_codes_are_stable_and_distinct() -> None:
         "outcome_not_unknown",
         "step_not_failed",  # issue 15, item 9
         "step_not_retryable",
+        "decision_not_expired",
     } == codes
     assert len(codes) == len(tf.TaskFlowError.__subclasses__())
     error = tf.HumanTaskExpired("too late", step_id="s1")

@@ -244,6 +244,9 @@
     forbidden: "your role may not do this",
     invalid_decision: "this decision does not fit the step",
     kubernetes_unavailable: "the cluster is unreachable; try again",
+    access_map_lockout: "nobody could change the access map afterwards",
+    unknown_capability: "no endpoint checks that capability",
+    invalid_role: "a role needs a capability, and roles users hold must stay",
   };
 
   function explain(err) {
@@ -296,8 +299,8 @@
     });
   }
 
-  // Decisions on one step. Approve and reject need `tasks.decide` (the step endpoints);
-  // provide, edit and select need `run.control` (resume).
+  // Decisions on one step. Every way of deciding (approve, reject, provide, edit, select,
+  // bulk, resolve) needs `run.control`, the capability of the seeds' resume.
   function stepPath(id) {
     const [namespace, name, step] = id.split("/");
     return `/agentic/tasks/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}` +
@@ -428,7 +431,7 @@
     row._check = null;
     row._select = null;
     row._actions = null;
-    if (!can("tasks.decide")) return row; // no controls the user may not use
+    if (!can("run.control")) return row; // no controls the user may not use
     if (item.status === "failed") {
       // issue 15, item 9: a failed step is retried (or left) in the detail view
       const verb = item.requested_by === me.username ? "Details" : "Retry";
@@ -734,7 +737,7 @@
       $("bulk-result").hidden = true;
       $("queue-title").focus();
     });
-    $("bulkbar").hidden = !can("tasks.decide");
+    $("bulkbar").hidden = !can("run.control");
     await refreshQueue();
     schedule(refreshQueue);
   }
@@ -889,6 +892,20 @@
     $("decide-body").append(el("div", { class: "actions cancel-task" }, cancelButton));
   }
 
+  // An expired decision of a task that still waits (policy onExpiry: AwaitReopen): an
+  // expert with run.control gives it a new deadline (POST /human-tasks/{id}/reopen).
+  function renderReopen(data) {
+    if (data.phase !== "PendingApproval" || !can("run.control")) return;
+    const path = data.id.split("/").map(encodeURIComponent).join("/");
+    const button = el("button", { type: "button", class: "primary", text: "Reopen with a new deadline" });
+    button.addEventListener("click", () => submitDecision(
+      () => call("POST", `/human-tasks/${path}/reopen`, {}),
+      button,
+      "Reopened: the step can be decided again until its new deadline.",
+    ));
+    $("decide-body").append(el("div", { class: "actions" }, button));
+  }
+
   function renderDecision(data) {
     const panel = $("decide");
     const body = $("decide-body");
@@ -912,6 +929,7 @@
         closed: `The task ended (${data.phase}) before this step was decided.`,
       };
       body.append(el("p", { text: why[data.status] || data.status }));
+      if (data.status === "expired") renderReopen(data); // issue 15 item 8
       if (data.status === "waiting") {
         const first = data.plan.find((s) => !s.decision && (s.state === "Pending" || s.state === "Escalated"));
         if (first) {
@@ -928,7 +946,7 @@
     body.append(el("p", { class: "deciding" },
       `Step ${position} of ${data.plan.length}: `,
       el("strong", { text: step.description }), " ", risk(step.risk)));
-    const decide = can("tasks.decide");
+    const decide = can("run.control");
     const control = can("run.control");
     if (!decide && !control) {
       body.append(el("p", { text: `Your role (${me.role}) may read this task but not decide it.` }));
@@ -982,7 +1000,7 @@
       "The approved call was sent, but its answer was lost (a timeout, a broken connection " +
       "or a server error after sending). Check the upstream, then say whether it took effect: " +
       "\"applied\" completes the step with it; \"not applied\" lets the agent call once more." }));
-    if (!can("tasks.decide")) {
+    if (!can("run.control")) {
       body.append(el("p", { text: `Your role (${me.role}) may read this task but not resolve it.` }));
       return;
     }
@@ -1027,7 +1045,7 @@
         "Check the upstream; a new plan is a new task." }));
       return;
     }
-    if (!can("tasks.decide")) {
+    if (!can("run.control")) {
       body.append(el("p", { text: `Your role (${me.role}) may read this task but not retry it.` }));
       return;
     }
@@ -1416,6 +1434,56 @@
     schedule(() => Promise.all([refreshAgents(), refreshBadge()]));
   }
 
+  // --- the access map (GET|PUT /access-map, access.manage; issue 15 item 7) -------------
+
+  function renderAccess(map) {
+    const caps = map.capabilities;
+    $("access-head").replaceChildren(
+      el("th", { scope: "col", text: "Role" }),
+      ...caps.map((c) => el("th", { scope: "col" }, el("code", { text: c }))));
+    $("access-body").replaceChildren(...Object.keys(map.roles).map((role) => el("tr", {},
+      el("th", { scope: "row", text: role }),
+      ...caps.map((c) => el("td", {}, el("input", {
+        type: "checkbox", "data-role": role, "data-capability": c,
+        "aria-label": `${role}: ${c}`, checked: map.roles[role].includes(c),
+      }))))));
+    $("access-form").hidden = false;
+  }
+
+  async function saveAccess(event) {
+    event.preventDefault();
+    const roles = {};
+    for (const box of document.querySelectorAll("#access-body input[type=checkbox]")) {
+      roles[box.dataset.role] = roles[box.dataset.role] || [];
+      if (box.checked) roles[box.dataset.role].push(box.dataset.capability);
+    }
+    const button = $("access-save");
+    button.disabled = true;
+    try {
+      renderAccess(await call("PUT", "/access-map", { roles }));
+      showMessage("");
+      showNotice("Access map saved: in effect at everyone's next request.");
+    } catch (err) {
+      showNotice("");
+      showMessage(explain(err));
+      renderAccess(await call("GET", "/access-map"));
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  async function accessPage() {
+    await loadMe();
+    $("nav-access").setAttribute("aria-current", "page");
+    await refreshBadge();
+    if (!can("access.manage")) {
+      showMessage(`Your role (${me.role}) may not read the access map (access.manage).`);
+      return;
+    }
+    renderAccess(await call("GET", "/access-map"));
+    $("access-form").addEventListener("submit", saveAccess);
+  }
+
   // --- start ---------------------------------------------------------------------------
 
   async function start() {
@@ -1437,6 +1505,7 @@
       else if (page === "task") await detailPage();
       else if (page === "reply") await replyPage();  // issue 14
       else if (page === "agents") await agentsPage();
+      else if (page === "access") await accessPage();
     } catch (err) {
       if (err.status !== 401) showMessage(explain(err));
     }

@@ -1,0 +1,62 @@
+"""`GET|PUT /access-map` (capability `access.manage`)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter
+
+from platform_api.access import capabilities
+from platform_api.access.principal import Principal
+from platform_api.access_map import service
+from platform_api.access_map.schemas import AccessMapRead, AccessMapWrite
+from platform_api.auth.dependencies import require
+from platform_api.db import Session
+from platform_api.errors import error_responses
+
+router = APIRouter(prefix="/access-map", tags=["access map"])
+
+Manager = Annotated[Principal, require(capabilities.ACCESS_MANAGE)]
+
+
+def _read(roles: dict[str, list[str]]) -> AccessMapRead:
+    return AccessMapRead(roles=roles, capabilities=sorted(capabilities.known()))
+
+
+@router.get(
+    "",
+    response_model=AccessMapRead,
+    summary="The access map",
+    description="Capability `access.manage`. Every role and the capabilities it holds, and "
+    "every capability the platform checks.",
+    responses=error_responses(401, 403),
+)
+async def get_access_map(session: Session, principal: Manager) -> AccessMapRead:
+    return _read(await service.read(session))
+
+
+@router.put(
+    "",
+    response_model=AccessMapRead,
+    summary="Replace the access map",
+    description="Capability `access.manage`. Replaces the whole map (roles left out are "
+    "removed). 422 `unknown_capability` for a capability the platform checks nowhere; 422 "
+    "`invalid_role` for a role with no capability or a role users hold that the map leaves "
+    "out; 409 `access_map_lockout` when no user could change the map afterwards. Audited "
+    "as `access_map.changed` with the map before and after. In effect on every replica at "
+    "the next request (capabilities are read from the database on each request).",
+    responses=error_responses(
+        401,
+        403,
+        409,
+        422,
+        codes={
+            409: ("access_map_lockout", "after this change no user could change the map"),
+            422: ("unknown_capability", "unknown capability"),
+        },
+    ),
+)
+async def put_access_map(
+    body: AccessMapWrite, session: Session, principal: Manager
+) -> AccessMapRead:
+    return _read(await service.replace(session, principal, body.roles))

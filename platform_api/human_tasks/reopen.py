@@ -1,0 +1,126 @@
+"""Reopening a step whose decision expired (issue 15, item 8; seed 001: "if you were a
+minute too late, you get 'task expired' and the run stays blocked for a fresh escalation").
+
+Under the task policy's `onExpiry: AwaitReopen` (the default) a decision that ran out of
+time leaves the task waiting on that step, undecidable (`human_task_expired`). An expert
+with `run.control` (the capability of every decision) reopens it with a new deadline:
+the platform writes the step's `reopened` (a status field only the platform API may
+write, per the admission policies) and the operator gives the step that deadline. Audited
+as `task.step.reopened`. A step that has not expired, a task whose policy says
+`onExpiry: End` (it ended in phase Expired), or a step the task does not wait on answers
+409 `conflict` with `details.reason`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from humanwork_core import taskflow
+from humanwork_core.resources import AgenticTask, AgenticTaskStatus
+from platform_api.access.principal import Principal
+from platform_api.audit.service import record
+from platform_api.errors import NotFound
+from platform_api.human_tasks.status_write import write_step_status
+from platform_api.kube.client import KubeClient, KubeNotFound
+from platform_api.tasks.service import org_of_namespace
+
+
+class ReopenBody(BaseModel):
+    """A new deadline for a step whose decision expired."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"deadline_seconds": 3600, "reason": "the lead is back; decide today"}]
+        },
+    )
+
+    deadline_seconds: int | None = Field(
+        default=None,
+        ge=60,
+        le=30 * 86400,
+        description="the new deadline, in seconds from now (default: the task policy's "
+        "decisionDeadlineSeconds, at least 60)",
+    )
+    reason: str | None = Field(default=None, max_length=4096, description="why it is reopened")
+
+
+class ReopenRead(BaseModel):
+    """The recorded reopening."""
+
+    id: str = Field(description="`<namespace>/<task name>/<step id>`")
+    deadline: datetime = Field(description="when the reopened decision is due")
+    reopened: dict[str, Any]
+
+
+async def _read(kube: KubeClient, org_id: uuid.UUID, namespace: str, name: str) -> AgenticTask:
+    try:
+        task = AgenticTask.from_wire(await kube.get_task(namespace, name))
+    except KubeNotFound:
+        raise NotFound("no such task") from None
+    if task.spec.org_id != str(org_id):
+        raise NotFound("no such task")
+    return task
+
+
+def _move(
+    principal: Principal, step_id: str, body: ReopenBody, now: datetime
+) -> Callable[[AgenticTask], AgenticTaskStatus]:
+    def move(task: AgenticTask) -> AgenticTaskStatus:
+        if task.step(step_id) is None:
+            raise NotFound("the plan has no such step", step_id=step_id)
+        seconds = body.deadline_seconds or max(60, task.spec.policy.decision_deadline_seconds)
+        return taskflow.reopen(
+            task, step_id, now, by=principal.username, deadline_seconds=seconds, reason=body.reason
+        )
+
+    return move
+
+
+async def reopen_expired(
+    session: AsyncSession,
+    kube: KubeClient,
+    principal: Principal,
+    *,
+    namespace: str,
+    name: str,
+    step_id: str,
+    body: ReopenBody,
+) -> ReopenRead:
+    """Reopen the expired step for `principal` (see the module docstring); audited."""
+    org = await org_of_namespace(session, principal, namespace)
+    now = datetime.now(UTC)
+    task, after = await write_step_status(
+        kube,
+        step_id,
+        lambda: _read(kube, org.id, namespace, name),
+        _move(principal, step_id, body, now),
+        "reopening",
+    )
+    reopened = after.step(step_id).reopened
+    deadline = taskflow.reopened_deadline(after.step(step_id))
+    assert reopened is not None and deadline is not None
+    await record(
+        session,
+        actor=principal.username,
+        action="task.step.reopened",
+        target=f"agentictask:{namespace}/{name}",
+        org_id=org.id,
+        details={
+            "step_id": step_id,
+            "deadline": deadline.isoformat(),
+            "deadline_seconds": reopened.deadline_seconds,
+            "count": reopened.count,
+            "reason": body.reason,
+            "uid": task.metadata.uid,
+        },
+    )
+    return ReopenRead(
+        id=f"{namespace}/{name}/{step_id}", deadline=deadline, reopened=reopened.to_wire()
+    )
