@@ -41,6 +41,10 @@ TABLES = {
     "conversations",
     "messages",
     "knowledge_documents",
+    # notify (issue 14, item 3)
+    "webhooks",
+    "notify_events",
+    "webhook_deliveries",
     "alembic_version",
 }
 
