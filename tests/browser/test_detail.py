@@ -179,7 +179,9 @@ def test_detail_controls_follow_the_capabilities(page: Page, org: Org) -> None:
 
 def test_a_decision_in_the_detail_view_past_the_deadline(page: Page, org: Org) -> None:
     made = org.task(policy={"decisionDeadlineSeconds": 4, "escalation": {"maxEscalations": 0}})
-    login(page, org, org.expert, f"/workspace/tasks/{made['id']}/refund?poll=60")
+    login(
+        page, org, org.expert, f"/workspace/tasks/{made['id']}/refund?poll=60&stream=off"
+    )  # a stale screen
     approve = page.locator("#decide").get_by_role("button", name="Approve", exact=True)
     expect(approve).to_be_visible()
     org.wait(made["id"], lambda t: t["phase"] == "Expired")
