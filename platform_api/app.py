@@ -44,6 +44,7 @@ from platform_api.notify.router import router as webhooks_router
 from platform_api.notify.watch import TaskNotifier
 from platform_api.orgs.namespaces import NoopOrgNamespaces, OrgNamespaces
 from platform_api.orgs.router import router as orgs_router
+from platform_api.revisions.service import Reviser
 from platform_api.settings import Settings
 from platform_api.state import Platform
 from platform_api.tasks.automation import TaskAutomation
@@ -201,7 +202,8 @@ def _start_notifier(platform: Platform) -> tuple[list[asyncio.Task[None]], httpx
         settings.webhook_backoff_seconds,
         settings.webhook_timeout_seconds,
     )
-    notifier = TaskNotifier(platform.sessions, settings, deliverer)
+    reviser = Reviser(platform)  # the revision loop (issue 14, item 2)
+    notifier = TaskNotifier(platform.sessions, settings, deliverer, reviser)
     if platform.decisions is not None:
         platform.decisions.subscribe(notifier.observe, notifier.forget)
     return [asyncio.create_task(notifier.run())], client

@@ -189,6 +189,13 @@ class Settings(BaseSettings):
         description="events older than this leave the live stream's log (a client "
         "reconnecting later reloads the queue)",
     )
+    revision_limit: int = Field(
+        default=3,
+        ge=0,
+        le=20,
+        description="revised plans the platform asks an agent for per request (a step "
+        "rejected with feedback asks for one); past it the request ends rejected",
+    )
     events_heartbeat_seconds: float = Field(
         default=15.0, gt=0, description="a comment line on an idle live event stream this often"
     )

@@ -25,6 +25,7 @@ STEP_FAILED = "step_failed"
 COMPLETED = "completed"
 FAILED = "failed"
 DECIDED = "decided"
+REQUEST_ENDED = "request_ended"
 
 WEBHOOK_EVENTS = (
     DECISION_NEEDED,
@@ -38,8 +39,9 @@ WEBHOOK_EVENTS = (
 )
 """What a webhook receives unless it names fewer."""
 
-EVENTS = (*WEBHOOK_EVENTS, DECIDED)
-"""Every event a webhook may ask for; the live stream carries them all."""
+EVENTS = (*WEBHOOK_EVENTS, DECIDED, REQUEST_ENDED)
+"""Every event a webhook may ask for; the live stream carries them all. `request_ended`:
+a request's last task ended (a rejection revised by the agent does not end it)."""
 
 ENDINGS = {
     TaskPhase.COMPLETED: COMPLETED,

@@ -2,9 +2,10 @@
 `DecisionIndex` (every task it lists or sees change), derives the events the task's state
 implies (`events.task_events`), and records each as `notify_hooks.emit` does (the event
 log keeps each id once, so a relist, a restart or a second replica notifies nothing
-twice). When a task ends (completed, rejected, expired, failed) and came from a
-conversation, a platform message tells the client, once (in the transaction that logs
-the ending, only when it is new).
+twice). When a task ends (completed, rejected, expired, failed), the request ends with
+it (`request_ended`, and a platform message in its conversation, once), unless it was
+rejected with feedback and the `Reviser` asked its agent for a revised plan (then the
+request goes on with the revision).
 
 `run` also looks, every `notify_interval_seconds`, for decisions due within
 `queue_near_deadline_seconds` (near deadline), hands due webhook deliveries to the
@@ -17,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -41,6 +42,14 @@ ENDING_TEXT = {
     events.EXPIRED: "The request “{summary}” expired: no expert decided in time.",
     events.FAILED: "The request “{summary}” failed.",
 }
+LIMIT_TEXT = (
+    "The request “{summary}” was rejected by an expert; it was revised as often as allowed."
+)
+REVISION_REQUESTED = "requested"
+
+Reviser = Callable[[AgenticTask], Awaitable[str]]
+"""Asks for a revised plan of a rejected task; answers `requested`, or why not (the
+revision loop, `platform_api.revisions`, given by the composition root)."""
 
 
 class TaskNotifier:
@@ -51,7 +60,10 @@ class TaskNotifier:
         sessions: async_sessionmaker[AsyncSession],
         settings: Settings,
         deliverer: Deliverer | None,
+        reviser: Reviser | None = None,
     ) -> None:
+        self._reviser = reviser
+        self._endings: set[asyncio.Task[None]] = set()
         self._sessions = sessions
         self._settings = settings
         self._deliverer = deliverer
@@ -93,9 +105,10 @@ class TaskNotifier:
                     await asyncio.sleep(self._settings.notify_interval_seconds)
                     self._queue.put_nowait(batch)
         finally:
-            ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await ticker
+            for running in (ticker, *self._endings):
+                running.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await running
 
     async def _namespace(self, session: AsyncSession, org_id: uuid.UUID) -> str | None:
         if org_id not in self._namespaces:
@@ -112,13 +125,43 @@ class TaskNotifier:
             if await self._namespace(session, org_id) != task.metadata.namespace:
                 self._namespaces.pop(org_id, None)  # an org made since: look again next time
                 return
+            ended: events.Event | None = None
             for event in found:
                 payload = {**event.payload, "event_id": event.event_id}
                 new = await record(session, org_id, event.event, payload)
                 if new and event.event in ENDING_TEXT:
-                    await _tell(session, task, org_id, event)
+                    ended = event
         for event in found:
             self._remember(event.event_id)
+        if ended is not None:
+            ending = asyncio.create_task(self._conclude(task, org_id, ended))
+            self._endings.add(ending)
+            ending.add_done_callback(self._endings.discard)
+
+    async def _conclude(self, task: AgenticTask, org_id: uuid.UUID, ended: events.Event) -> None:
+        """A task ended: a rejection with feedback asks for a revision (the request goes
+        on); otherwise the request ended, and its conversation is told, once."""
+        outcome = ""
+        if ended.event == events.REJECTED and self._reviser is not None:
+            try:
+                outcome = await self._reviser(task)
+            except Exception as exc:  # the agent could not be asked: the request ends
+                log.warning("no revision of %s: %s", task.metadata.name, exc)
+            if outcome == REVISION_REQUESTED:
+                return
+        text = (LIMIT_TEXT if outcome == "limit" else ENDING_TEXT[ended.event]).format(
+            summary=task.spec.description
+        )
+        uid = task.metadata.uid or task.metadata.name
+        payload = {
+            **ended.payload,
+            "event_id": f"{uid}:{events.REQUEST_ENDED}",
+            "ending": ended.event,
+            "revision": outcome or None,
+        }
+        async with self._sessions() as session, session.begin():
+            if await record(session, org_id, events.REQUEST_ENDED, payload):
+                await _tell(session, task, org_id, text)
 
     def _remember(self, event_id: str) -> None:
         self._seen[event_id] = None
@@ -157,13 +200,10 @@ def _ended(task: AgenticTask) -> bool:
     return phase is not None and phase.terminal
 
 
-async def _tell(
-    session: AsyncSession, task: AgenticTask, org_id: uuid.UUID, event: events.Event
-) -> None:
+async def _tell(session: AsyncSession, task: AgenticTask, org_id: uuid.UUID, text: str) -> None:
     """A platform message in the task's conversation saying how the request ended."""
     if not task.spec.conversation_id:
         return
-    text = ENDING_TEXT[event.event].format(summary=task.spec.description)
     await EventRepository(session).tell_conversation(
         uuid.UUID(task.spec.conversation_id), org_id, text
     )
