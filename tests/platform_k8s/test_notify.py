@@ -23,6 +23,7 @@ from sqlalchemy import select
 
 from humanwork_core import signing
 from humanwork_dev.processes import free_port
+from platform_api.app import create_app
 from platform_api.models import Message
 from platform_api.settings import Settings
 from tests.conftest import Cluster
@@ -96,14 +97,25 @@ async def put_hook(
     return await client.put(f"/orgs/{org}/webhooks", json=body, headers=caller.headers)
 
 
+@pytest.fixture
+async def second_replica(settings: Settings, app: FastAPI, resolver: Any) -> AsyncIterator[FastAPI]:
+    """Another replica of the platform on the same database and cluster: its own watch,
+    notifier and deliverer."""
+    other = create_app(settings, resolver=resolver)
+    async with other.router.lifespan_context(other):
+        yield other
+
+
 async def test_the_webhook_receives_every_event_once_signed_and_retried(
     client: httpx.AsyncClient,
     app: FastAPI,
+    second_replica: FastAPI,
     tasks: TaskApi,
     orgs: Orgs,
     cluster: Cluster,
     receiver: Receiver,
 ) -> None:
+    # two replicas watch the same tasks and deliver from the same table: still once each
     r = await put_hook(client, orgs.admin_a, orgs.org_a, url=receiver.url)
     assert r.status_code == 200, r.text
     secret = r.json()["secret"]
