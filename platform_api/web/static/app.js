@@ -885,6 +885,30 @@
     if (conversation.messages.length === 0) list.append(el("li", { text: "No messages." }));
   }
 
+  // the revision loop: what a revised plan changed against the rejected plan
+  function renderRevision(revision) {
+    const section = $("revision");
+    section.hidden = !revision;
+    if (!revision) return;
+    const said = revision.feedback ? ` · feedback: “${revision.feedback}”` : "";
+    $("revision-of").textContent = `Revises ${revision.revision_of}${said}`;
+    const show = (value) => (value === null || value === undefined ? "—" : JSON.stringify(value));
+    const items = [
+      ...revision.added.map((id) => el("li", { class: "added", text: `Added step ${id}` })),
+      ...revision.removed.map((id) => el("li", { class: "removed", text: `Removed step ${id}` })),
+      ...revision.changed.map((change) => el(
+        "li",
+        { class: "changed" },
+        `Changed step ${change.step_id}: `,
+        [...Object.entries(change.fields), ...Object.entries(change.parameters)]
+          .map(([name, v]) => `${name} ${show(v.before)} → ${show(v.after)}`)
+          .join("; "),
+      )),
+    ];
+    if (items.length === 0) items.push(el("li", { text: "The same plan." }));
+    $("revision-changes").replaceChildren(...items);
+  }
+
   function renderDetail(data) {
     detail.data = data;
     const now = Date.now();
@@ -909,6 +933,7 @@
     ]));
     $("plan").replaceChildren(...data.plan.map((step, i) => planItem(step, i, step.id === data.step_id)));
     renderThread(data.conversation);
+    renderRevision(data.revision);
     const panelKey = `${data.status}|${data.phase}`;
     if (detail.panelFor !== panelKey) {
       detail.panelFor = panelKey;
