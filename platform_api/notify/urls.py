@@ -1,7 +1,7 @@
 """Where a webhook may point: the upstreams' egress rules (`tools.upstreams.egress`)
 without their per-integration host allowlist (a receiver may be any public host).
 
-`https` only, no user name or password, no fragment; an IP literal or a name resolving to
+`https` only, no user name or password, no fragment or query; an IP literal or a name resolving to
 a loopback, private, link-local, metadata or otherwise non-public address is refused; the
 exceptions are exactly those of `HUMANWORK_UPSTREAM_ALLOWED_ENDPOINTS` (development and
 tests: local receivers may use plain http). The same checks run again at connect time
@@ -11,13 +11,13 @@ tests: local receivers may use plain http). The same checks run again at connect
 from __future__ import annotations
 
 import ipaddress
-from urllib.parse import urlsplit
 
 from platform_api.tools.upstreams.egress import (
     AddressForbidden,
     Egress,
     check_addresses,
     forbidden_reason,
+    split_url,
 )
 from platform_api.tools.upstreams.errors import EgressRefused
 
@@ -32,19 +32,8 @@ def _refuse(reason: str, message: str) -> EgressRefused:
 
 
 def _parts(url: str) -> tuple[str, str, int]:
-    try:
-        parts = urlsplit(url.strip())
-        host = (parts.hostname or "").rstrip(".").lower()
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        raise _refuse("invalid_url", "the webhook URL is not a URL") from None
-    if parts.scheme not in ("http", "https") or not host:
-        raise _refuse("invalid_url", "the webhook URL is not an http(s) URL with a host")
-    if "@" in parts.netloc:
-        raise _refuse("userinfo", "the webhook URL must not carry a user name or password")
-    if parts.fragment or "#" in url:
-        raise _refuse("fragment", "the webhook URL must not carry a fragment")
-    return parts.scheme, host, port
+    parts, host, port = split_url(url, TOOL, FIELD)
+    return parts.scheme, host.lower(), port
 
 
 def _literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
@@ -56,7 +45,11 @@ def _literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
 
 async def check_webhook_url(url: str, egress: Egress) -> str:
     """`url` stripped when a webhook may point there; `EgressRefused` (422) otherwise."""
-    scheme, host, port = _parts(url)
+    try:
+        scheme, host, port = _parts(url)
+    except EgressRefused as exc:
+        exc.status_code = 422
+        raise
     policy = egress.policy
     allowed = policy.allows_endpoint(host, port)
     address = _literal(host)

@@ -18,7 +18,6 @@ import httpx
 import pytest
 import uvicorn
 from fastapi import FastAPI
-from kubernetes import client as kclient
 from sqlalchemy import select
 
 from humanwork_core import signing
@@ -26,6 +25,7 @@ from humanwork_dev.processes import free_port
 from platform_api.app import create_app
 from platform_api.models import Message
 from platform_api.settings import Settings
+from tests.browser.support import record_execution as write_execution
 from tests.conftest import Cluster
 from tests.notify_support import Receiver, parse_sse
 from tests.platform.conftest import Caller, make_settings
@@ -56,39 +56,9 @@ def receiver() -> Iterator[Receiver]:
 
 
 def record_execution(cluster: Cluster, task_id: str, step_id: str, state: str) -> None:
-    """Write a finished execution into the step's status, as its agent would (as the
-    cluster admin, whom the writers policy lets repair tasks)."""
-    namespace, name = task_id.split("/")
-    api = kclient.CustomObjectsApi(cluster.api)
-    for _ in range(20):
-        raw = api.get_namespaced_custom_object(
-            "humanwork.io", "v1alpha1", namespace, "agentictasks", name
-        )
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        steps = raw["status"]["steps"]
-        for entry in steps:
-            if entry["id"] == step_id:
-                entry["execution"] = {
-                    "state": state,
-                    "attempt": 1,
-                    "startedAt": now,
-                    "finishedAt": now,
-                    **({"error": "the shop answered 500"} if state == "Failed" else {}),
-                }
-        patch = {
-            "metadata": {"resourceVersion": raw["metadata"]["resourceVersion"]},
-            "status": {"steps": steps},
-        }
-        try:
-            api.patch_namespaced_custom_object_status(
-                "humanwork.io", "v1alpha1", namespace, "agentictasks", name, patch
-            )
-            return
-        except kclient.ApiException as exc:
-            if exc.status != 409:
-                raise
-            time.sleep(0.1)
-    raise AssertionError(f"could not record the execution of {task_id}/{step_id}")
+    """A finished execution in the step's status, as its agent would write it."""
+    error = "the shop answered 500" if state == "Failed" else None
+    write_execution(cluster, task_id, step_id, None, state, error)
 
 
 async def put_hook(
