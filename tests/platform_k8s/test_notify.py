@@ -318,3 +318,16 @@ async def test_the_event_stream_carries_only_my_orgs_events_and_resumes(
     # an idle stream sends heartbeats
     _, idle = await read_events(served, orgs.expert_b, 99, within=1.5)
     assert ": heartbeat" in idle
+
+
+@pytest.mark.parametrize("last_id", [b"abc", b"-1", b"9" * 40, "\u00e9t\u00e9".encode(), b"0x1"])
+async def test_any_last_event_id_starts_a_stream(served: str, orgs: Orgs, last_id: bytes) -> None:
+    headers: dict[str, str | bytes] = {**orgs.expert.headers, "Last-Event-ID": last_id}
+    async with (
+        httpx.AsyncClient(base_url=served, timeout=10) as http,
+        http.stream("GET", "/human-tasks/events", headers=headers) as answer,
+    ):
+        assert answer.status_code == 200
+        async for chunk in answer.aiter_text():
+            assert chunk.startswith("retry: ")
+            break
