@@ -102,14 +102,14 @@ async def list_deliveries(
     response_class=StreamingResponse,
     responses={
         200: {"content": {"text/event-stream": {}}, "description": "the event stream"},
-        **error_responses(401, 403),
+        **error_responses(401, 403, 422),
     },
 )
 async def event_stream(
     request: Request,
     platform: PlatformDep,
     principal: Annotated[Principal, require("tasks.read")],
-    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=64)] = None,
 ) -> StreamingResponse:
     stream = EventStream(platform.sessions, platform.settings, principal.org_ids)
     start = await stream.start(last_event_id)

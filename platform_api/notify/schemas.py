@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
@@ -17,7 +17,7 @@ class WebhookPut(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     url: str = Field(min_length=1, max_length=2048, description="https URL of the receiver")
-    events: list[str] = Field(
+    events: list[Annotated[str, Field(max_length=50)]] = Field(
         default_factory=lambda: list(WEBHOOK_EVENTS),
         max_length=len(EVENTS),
         description=f"events to deliver, of: {', '.join(EVENTS)} (default: all but decided)",
