@@ -45,9 +45,14 @@ from platform_api.knowledge.router import router as knowledge_router
 from platform_api.kube.client import KubeClient
 from platform_api.kube.namespaces import KubeOrgNamespaces
 from platform_api.metrics import PlatformMetrics, RequestMetrics
+from platform_api.notify.delivery import Deliverer
+from platform_api.notify.router import events_router as notify_events_router
+from platform_api.notify.router import router as webhooks_router
+from platform_api.notify.watch import TaskNotifier
 from platform_api.orgs.namespaces import NoopOrgNamespaces, OrgNamespaces
 from platform_api.orgs.router import router as orgs_router
 from platform_api.replies.router import router as replies_router  # issue 14
+from platform_api.revisions.service import Reviser
 from platform_api.routing.router import router as routing_router  # issue 15, item 5
 from platform_api.settings import Settings
 from platform_api.state import Platform
@@ -94,6 +99,7 @@ TAGS = [
     {"name": "replies", "description": "Draft replies to conversations, sent or reviewed."},
     {"name": "corrections", "description": "What experts corrected, taught to the agents."},
     {"name": "agent api", "description": "Called by agents, with their agent token only."},
+    {"name": "notifications", "description": "Webhooks and the live event stream."},
     {"name": "health", "description": "Liveness."},
 ]
 
@@ -130,6 +136,8 @@ ROUTERS = (
     audit_router,
     tasks_router,
     task_cancel_router,
+    notify_events_router,  # notify: before human_tasks, /human-tasks/events
+    webhooks_router,  # notify
     human_tasks_router,
     conversations_router,
     agent_api_router,
@@ -223,6 +231,26 @@ def _start_watch(platform: Platform) -> list[asyncio.Task[None]]:
     return [watcher, automator]
 
 
+def _start_notifier(platform: Platform) -> tuple[list[asyncio.Task[None]], httpx.AsyncClient]:
+    """notify (issue 14, item 3): the events of the watched tasks, the near-deadline
+    check and the webhook deliveries (through an egress client of their own)."""
+    settings = platform.settings
+    client = EgressClient(platform.egress, timeout=settings.webhook_timeout_seconds)
+    deliverer = Deliverer(
+        platform.sessions,
+        client,
+        platform.cipher,
+        settings.webhook_max_attempts,
+        settings.webhook_backoff_seconds,
+        settings.webhook_timeout_seconds,
+    )
+    reviser = Reviser(platform)  # the revision loop (issue 14, item 2)
+    notifier = TaskNotifier(platform.sessions, settings, deliverer, reviser)
+    if platform.decisions is not None:
+        platform.decisions.subscribe(notifier.observe, notifier.forget)
+    return [asyncio.create_task(notifier.run())], client
+
+
 async def _shutdown(
     app: FastAPI, tasks: list[asyncio.Task[None]], kube: KubeClient | None, engine: AsyncEngine
 ) -> None:
@@ -251,6 +279,7 @@ def _lifespan(
         engine = make_engine(settings.database_url)
         kube: KubeClient | None = None
         tasks: list[asyncio.Task[None]] = []
+        webhooks: httpx.AsyncClient | None = None  # notify
         try:
             kube = await KubeClient.from_settings(settings)
             org_namespaces = _org_namespaces(namespaces, kube)
@@ -258,13 +287,16 @@ def _lifespan(
                 await migrate(engine)
             platform = _platform(settings, engine, kube, org_namespaces, egress)
             await _bootstrap(platform)
-            tasks = _start_watch(platform)
+            notifier, webhooks = _start_notifier(platform)  # notify: subscribed before the watch
+            tasks = [*_start_watch(platform), *notifier]
             app.state.platform = platform
             if settings.metrics_port:
                 platform.metrics.serve(settings.metrics_port, settings.metrics_address)
             yield
         finally:
             await _shutdown(app, tasks, kube, engine)
+            if webhooks is not None:  # notify
+                await webhooks.aclose()
 
     return lifespan
 

@@ -328,6 +328,28 @@ class ToolCallCount(Base):
     count: Mapped[int] = mapped_column(Integer)
 
 
+# --- notify (issue 14, item 3): per-org webhooks, the event log, webhook deliveries -----
+
+
+class Webhook(Base):
+    """An org's outgoing webhook: where its events are POSTed, signed with its secret
+    (sealed with the credentials key when one is configured; `key_id` None: stored as is).
+    """
+
+    __tablename__ = "webhooks"
+
+    org_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("orgs.id", ondelete="CASCADE"), primary_key=True
+    )
+    url: Mapped[str] = mapped_column(String(2048))
+    events: Mapped[list[str]] = mapped_column(JSON)
+    key_id: Mapped[str | None] = mapped_column(String(100))
+    nonce: Mapped[bytes | None] = mapped_column(LargeBinary)
+    secret: Mapped[bytes] = mapped_column(LargeBinary)
+    updated_by: Mapped[str] = mapped_column(String(200))
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
 # --- issue 14 (replies): reply drafts and expert corrections ---------------------------------
 
 
@@ -382,3 +404,39 @@ class ExpertCorrection(Base):
     conversation_id: Mapped[uuid.UUID | None] = mapped_column()
     by: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class NotifyEvent(Base):
+    """One event of an org (decision needed, escalated, completed, ...), once per stable
+    `event_id`; `seq` orders the live stream (`Last-Event-ID`)."""
+
+    __tablename__ = "notify_events"
+    __table_args__ = (UniqueConstraint("org_id", "event_id"),)
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    org_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
+    event_id: Mapped[str] = mapped_column(String(300))
+    event: Mapped[str] = mapped_column(String(50))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
+
+
+class WebhookDelivery(Base):
+    """One event to deliver to an org's webhook, with every attempt made (`attempts`:
+    number, time, HTTP status or error); claimed by one replica at a time."""
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (UniqueConstraint("org_id", "event_id"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    org_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
+    event_id: Mapped[str] = mapped_column(String(300))
+    event: Mapped[str] = mapped_column(String(50))
+    body: Mapped[str] = mapped_column(String(100000))
+    url: Mapped[str] = mapped_column(String(2048))
+    state: Mapped[str] = mapped_column(String(20), index=True)
+    attempt_count: Mapped[int] = mapped_column(Integer, default=0)
+    attempts: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime())

@@ -202,5 +202,41 @@ class Settings(BaseSettings):
         default="0.0.0.0", description="address the `/metrics` endpoint binds"
     )
 
+    # --- notify (issue 14, item 3): webhooks and the live event stream ---------------
+    webhook_max_attempts: int = Field(
+        default=8, ge=1, le=50, description="attempts per webhook delivery before it is failed"
+    )
+    webhook_backoff_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        description="wait before a webhook delivery's second attempt; doubled after each "
+        "failure (exponential backoff), at most an hour",
+    )
+    webhook_timeout_seconds: float = Field(
+        default=10.0, gt=0, description="time a webhook receiver has to answer"
+    )
+    notify_interval_seconds: float = Field(
+        default=2.0,
+        gt=0,
+        description="how often the platform looks for webhook deliveries due and decisions "
+        "near their deadline (HUMANWORK_QUEUE_NEAR_DEADLINE_SECONDS)",
+    )
+    notify_retention_seconds: int = Field(
+        default=86400,
+        ge=60,
+        description="events older than this leave the live stream's log (a client "
+        "reconnecting later reloads the queue)",
+    )
+    revision_limit: int = Field(
+        default=3,
+        ge=0,
+        le=20,
+        description="revised plans the platform asks an agent for per request (a step "
+        "rejected with feedback asks for one); past it the request ends rejected",
+    )
+    events_heartbeat_seconds: float = Field(
+        default=15.0, gt=0, description="a comment line on an idle live event stream this often"
+    )
+
     host: str = "127.0.0.1"
     port: int = 8000

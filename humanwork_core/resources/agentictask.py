@@ -414,6 +414,15 @@ class AgenticTask(KubeResource):
             PrinterColumn("Age", "date", ".metadata.creationTimestamp", "Time since creation."),
         ),
         selectable_fields=(".spec.orgId", ".spec.agentRef.name", ".status.phase"),
+        root_rules=(
+            cel(  # the revision loop (issue 14): no task becomes another's revision later
+                "has(self.spec.revisionOf) == has(oldSelf.spec.revisionOf) && "
+                "(!has(self.spec.revisionOf) || self.spec.revisionOf == oldSelf.spec.revisionOf)",
+                "spec.revisionOf is immutable: a revision names the plan it revises when it "
+                "is created",
+                reason="FieldValueForbidden",
+            ),
+        ),
     )
     spec_model: ClassVar[type[ResourceModel]] = AgenticTaskSpec
     status_model: ClassVar[type[ResourceModel]] = AgenticTaskStatus

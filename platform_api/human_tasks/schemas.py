@@ -283,6 +283,34 @@ class Thread(BaseModel):
     redactions: dict[str, int] = Field(description="how many of each kind were replaced")
 
 
+# --- the revision loop (issue 14, item 2): what a revised plan changed ----------------------
+
+
+class ValueChange(BaseModel):
+    """A value before and after (null where one side has none)."""
+
+    before: Any = None
+    after: Any = None
+
+
+class StepChangeRead(BaseModel):
+    """A step of both plans that the revision changed."""
+
+    step_id: str
+    fields: dict[str, ValueChange] = Field(description="description, kind, tool or risk")
+    parameters: dict[str, ValueChange]
+
+
+class RevisionRead(BaseModel):
+    """What this plan changed against the rejected plan it revises."""
+
+    revision_of: str = Field(description="the rejected task, `<namespace>/<name>`")
+    feedback: str | None = Field(description="the expert's feedback on the rejected plan")
+    added: list[str] = Field(description="ids of the steps only this plan has")
+    removed: list[str] = Field(description="ids of the steps only the rejected plan had")
+    changed: list[StepChangeRead]
+
+
 class HumanTaskDetail(BaseModel):
     """Everything an expert needs to decide one step: the request prompt, the whole plan,
     the redacted conversation."""
@@ -327,6 +355,11 @@ class HumanTaskDetail(BaseModel):
         description="the messages of the task's `conversationId` (the last 200), with e-mail "
         "addresses, phone numbers, card numbers and tokens redacted; null when the task "
         "names no conversation of its org"
+    )
+    revision: RevisionRead | None = Field(  # the revision loop (issue 14, item 2)
+        default=None,
+        description="for a revised plan (`spec.revisionOf`): the steps added, removed and "
+        "changed against the rejected plan; null for an original plan",
     )
 
 

@@ -23,6 +23,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from humanwork_core import catalog, taskflow
+from humanwork_core.plandiff import plan_diff
 from humanwork_core.policy import OrgPolicy, effective_risk
 from humanwork_core.requester import requester_of
 from humanwork_core.resources import AgenticTask, ExecutionState, TaskPhase, Verdict
@@ -38,15 +39,19 @@ from platform_api.human_tasks.schemas import (
     BulkResumeRead,
     HumanTaskDetail,
     PlanStep,
+    RevisionRead,
+    StepChangeRead,
     StepExecution,
     Thread,
     ThreadMessage,
+    ValueChange,
 )
 from platform_api.kube.client import KubeClient, KubeError
 from platform_api.models import AuditRecord
 from platform_api.orgs.repository import OrgRepository
 from platform_api.state import Platform
 from platform_api.tasks.decisions import Ballot
+from platform_api.tasks.orgs import OrgRef
 from platform_api.tasks.service import org_of_namespace, phase_of, read_or_archived
 
 THREAD_MESSAGES = 200
@@ -200,6 +205,48 @@ async def detail(
         archived=archived,
         plan=_plan(task, await OrgRepository(session).policy(org.id)),
         conversation=await _thread(session, task, org.id),
+        revision=await _revision(session, kube, org, task),
+    )
+
+
+# --- the revision loop (issue 14, item 2): a revised plan against the rejected one ---------
+
+
+async def _revision(
+    session: AsyncSession, kube: KubeClient, org: OrgRef, task: AgenticTask
+) -> RevisionRead | None:
+    """What the task's plan changed against the plan it revises (None for an original, or
+    when the rejected task is gone from the API server and the archive)."""
+    if not task.spec.revision_of:
+        return None
+    try:
+        before, _ = await read_or_archived(session, kube, org, task.spec.revision_of)
+    except NotFound:
+        return None
+    diff = plan_diff(before.spec.steps, task.spec.steps)
+    feedback = next(
+        (
+            e.decision.feedback
+            for e in before.current_status().steps
+            if e.decision is not None and e.decision.verdict is Verdict.REJECT
+        ),
+        None,
+    )
+
+    def changes(values: dict[str, tuple[Any, Any]]) -> dict[str, ValueChange]:
+        return {k: ValueChange(before=b, after=a) for k, (b, a) in values.items()}
+
+    return RevisionRead(
+        revision_of=f"{before.metadata.namespace}/{before.metadata.name}",
+        feedback=feedback,
+        added=list(diff.added),
+        removed=list(diff.removed),
+        changed=[
+            StepChangeRead(
+                step_id=c.step_id, fields=changes(c.fields), parameters=changes(c.parameters)
+            )
+            for c in diff.changed
+        ],
     )
 
 

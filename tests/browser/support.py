@@ -152,40 +152,52 @@ class Org:
         state: str = "Succeeded",
         error: str | None = None,
     ) -> None:
-        """Write a finished execution into the step's status, as its agent would (the test
-        acts as a cluster admin, whom the writers policy lets repair tasks)."""
-        namespace, name = task_id.split("/")
-        api = kclient.CustomObjectsApi(self.cluster.api)
-        for _ in range(20):  # the operator writes the status too: retry on a conflict
-            raw = api.get_namespaced_custom_object(
-                "humanwork.io", "v1alpha1", namespace, "agentictasks", name
+        """`record_execution` on this org's cluster."""
+        record_execution(self.cluster, task_id, step_id, result, state, error)
+
+
+def record_execution(
+    cluster: Cluster,
+    task_id: str,
+    step_id: str,
+    result: dict[str, Any] | None,
+    state: str = "Succeeded",
+    error: str | None = None,
+) -> None:
+    """Write a finished execution into the step's status, as its agent would (the test
+    acts as a cluster admin, whom the writers policy lets repair tasks)."""
+    namespace, name = task_id.split("/")
+    api = kclient.CustomObjectsApi(cluster.api)
+    for _ in range(20):  # the operator writes the status too: retry on a conflict
+        raw = api.get_namespaced_custom_object(
+            "humanwork.io", "v1alpha1", namespace, "agentictasks", name
+        )
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        steps = raw["status"]["steps"]
+        for entry in steps:
+            if entry["id"] == step_id:
+                entry["execution"] = {
+                    "state": state,
+                    "attempt": 1,
+                    "startedAt": now,
+                    "finishedAt": now,
+                    **({"result": result} if result is not None else {}),
+                    **({"error": error} if error is not None else {}),
+                }
+        patch = {
+            "metadata": {"resourceVersion": raw["metadata"]["resourceVersion"]},
+            "status": {"steps": steps},
+        }
+        try:
+            api.patch_namespaced_custom_object_status(
+                "humanwork.io", "v1alpha1", namespace, "agentictasks", name, patch
             )
-            now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-            steps = raw["status"]["steps"]
-            for entry in steps:
-                if entry["id"] == step_id:
-                    entry["execution"] = {
-                        "state": state,
-                        "attempt": 1,
-                        "startedAt": now,
-                        "finishedAt": now,
-                        **({"result": result} if result is not None else {}),
-                        **({"error": error} if error is not None else {}),
-                    }
-            patch = {
-                "metadata": {"resourceVersion": raw["metadata"]["resourceVersion"]},
-                "status": {"steps": steps},
-            }
-            try:
-                api.patch_namespaced_custom_object_status(
-                    "humanwork.io", "v1alpha1", namespace, "agentictasks", name, patch
-                )
-                return
-            except kclient.ApiException as exc:
-                if exc.status != 409:
-                    raise
-                time.sleep(0.1)
-        raise AssertionError(f"could not record the execution of {task_id}/{step_id}")
+            return
+        except kclient.ApiException as exc:
+            if exc.status != 409:
+                raise
+            time.sleep(0.1)
+    raise AssertionError(f"could not record the execution of {task_id}/{step_id}")
 
 
 def _login(http: httpx.Client, username: str, password: str) -> str:

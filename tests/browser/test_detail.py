@@ -186,7 +186,9 @@ def test_a_decision_in_the_detail_view_past_the_deadline(page: Page, org: Org) -
             "onExpiry": "End",
         }
     )
-    login(page, org, org.expert, f"/workspace/tasks/{made['id']}/refund?poll=60")
+    login(
+        page, org, org.expert, f"/workspace/tasks/{made['id']}/refund?poll=60&stream=off"
+    )  # a stale screen
     approve = page.locator("#decide").get_by_role("button", name="Approve", exact=True)
     expect(approve).to_be_visible()
     org.wait(made["id"], lambda t: t["phase"] == "Expired")

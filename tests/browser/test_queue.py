@@ -154,8 +154,8 @@ def test_a_decision_past_the_deadline_says_task_expired(page: Page, org: Org) ->
         description="Refund before it is too late",
     )
     other = org.task()
-    # no polling during the test: the row stays on screen after its deadline
-    login(page, org, org.expert, "/workspace/tasks?poll=60")
+    # no polling and no live stream during the test: the row stays on screen after its deadline
+    login(page, org, org.expert, "/workspace/tasks?poll=60&stream=off")  # a stale screen
     expect(page.locator("#queue-body tr")).to_have_count(2)
     org.wait(late["id"], lambda t: t["phase"] == "Expired")
     row = page.locator(f'#queue-body tr[data-id="{late["id"]}/refund"]')
@@ -180,7 +180,7 @@ def test_bulk_approve_a_mix_including_an_expired_task(
         }
     )
     keep = org.task(policy={"decisionDeadlineSeconds": 1800})
-    login(page, org, org.expert, "/workspace/tasks?poll=60")
+    login(page, org, org.expert, "/workspace/tasks?poll=60&stream=off")  # a stale screen
     expect(page.locator("#queue-body tr")).to_have_count(4)
     expect(page.locator("#pending-count")).to_have_text("4")
 

@@ -837,6 +837,17 @@ REFUSALS = [
         ),
         id="plan-org-id-changed",
     ),
+    pytest.param(  # the revision loop (issue 14): a task cannot become another's revision
+        Refusal(
+            "created",
+            ADMIN,
+            spec_merge({"spec": {"revisionOf": "another-task"}}),
+            422,
+            "Forbidden: spec.revisionOf is immutable: a revision names the plan it revises "
+            "when it is created",
+        ),
+        id="plan-revision-of-added",
+    ),
     pytest.param(
         Refusal(
             "created",

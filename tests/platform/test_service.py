@@ -45,6 +45,10 @@ TABLES = {
     "tool_call_counts",  # issue 15, item 10
     "reply_drafts",  # issue 14
     "corrections",  # issue 14
+    # notify (issue 14, item 3)
+    "webhooks",
+    "notify_events",
+    "webhook_deliveries",
     "alembic_version",
 }
 

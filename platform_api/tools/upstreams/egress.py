@@ -179,7 +179,10 @@ def host_allowed(integration_type: str, host: str) -> bool:
     return False
 
 
-def _split(url: str, tool: str, field: str) -> tuple[SplitResult, str, int]:
+def split_url(url: str, tool: str, field: str) -> tuple[SplitResult, str, int]:
+    """The URL's parts, host and port; `EgressRefused` for a URL that is not http(s) with
+    a host, or carries userinfo, a fragment or a query."""
+
     def refuse(reason: str, why: str) -> EgressRefused:
         return EgressRefused(tool, field, reason, f"the {tool} integration's {field} {why}")
 
@@ -203,7 +206,7 @@ def _split(url: str, tool: str, field: str) -> tuple[SplitResult, str, int]:
 def check_url(url: str, tool: str, field: str, policy: EgressPolicy) -> str:
     """`url` without its trailing slash when the platform may call it for an
     integration of type `tool`; `EgressRefused` (with its reason) otherwise."""
-    parts, host, port = _split(url, tool, field)
+    parts, host, port = split_url(url, tool, field)
     if not policy.allows_endpoint(host, port):
         address = _ip(host)
         if address is not None and forbidden_reason(address) is not None:
@@ -278,7 +281,7 @@ async def check_credentials(
 
 async def _check_endpoint(integration_type: str, key: str, url: str, egress: Egress) -> None:
     check_url(url, integration_type, key, egress.policy)
-    _, host, port = _split(url, integration_type, key)
+    _, host, port = split_url(url, integration_type, key)
     if _ip(host) is not None:
         addresses = [host.strip("[]")]
     else:

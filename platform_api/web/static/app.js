@@ -609,13 +609,93 @@
     }
   }
 
+  // --- the live event stream (notify): GET /human-tasks/events pushes every change of the
+  // caller's orgs; polling is only the fallback while the stream is down. EventSource
+  // cannot send the bearer token, so the stream is read with fetch.
+
+  const STREAM_RETRY_MS = 5000;
+  const live = { lastId: "" };
+
+  function parseEvent(block, onEvent) {
+    let id = "";
+    let name = "";
+    const data = [];
+    for (const line of block.split("\n")) {
+      if (line.startsWith(":")) continue;
+      const at = line.indexOf(":");
+      const field = at < 0 ? line : line.slice(0, at);
+      const value = at < 0 ? "" : line.slice(at + 1).replace(/^ /, "");
+      if (field === "id") id = value;
+      else if (field === "event") name = value;
+      else if (field === "data") data.push(value);
+    }
+    if (id) live.lastId = id;
+    if (name || data.length) onEvent(name || "message", data.join("\n"));
+  }
+
+  async function readStream(onOpen, onEvent) {
+    const headers = { Accept: "text/event-stream" };
+    const bearer = token();
+    if (bearer) headers.Authorization = `Bearer ${bearer}`;
+    if (live.lastId) headers["Last-Event-ID"] = live.lastId;
+    const response = await fetch("/human-tasks/events", {
+      headers,
+      credentials: "omit",
+      cache: "no-store",
+    });
+    if (!response.ok || !response.body) throw new Error(`event stream: ${response.status}`);
+    onOpen();
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error("event stream closed");
+      buffer += decoder.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
+      let cut;
+      while ((cut = buffer.indexOf("\n\n")) >= 0) {
+        parseEvent(buffer.slice(0, cut), onEvent);
+        buffer = buffer.slice(cut + 2);
+      }
+    }
+  }
+
   function schedule(refresh) {
     const interval = pollInterval();
-    const tick = async () => {
-      await refresh();
+    const poll = () => {
+      clearTimeout(queue.timer);
+      const tick = async () => {
+        await refresh();
+        queue.timer = setTimeout(tick, interval);
+      };
       queue.timer = setTimeout(tick, interval);
     };
-    queue.timer = setTimeout(tick, interval);
+    let queued = false;
+    const changed = () => {
+      if (queued) return;
+      queued = true;
+      setTimeout(async () => {
+        queued = false;
+        await refresh();
+      }, 100);
+    };
+    const connect = () => {
+      readStream(() => {
+        document.body.dataset.live = "stream";
+        clearTimeout(queue.timer);
+        refresh();
+      }, changed).catch(() => {
+        document.body.dataset.live = "polling";
+        poll();
+        setTimeout(connect, STREAM_RETRY_MS);
+      });
+    };
+    const wanted = new URLSearchParams(location.search).get("stream") !== "off";
+    if (wanted && window.ReadableStream && window.TextDecoder) connect();
+    else {
+      document.body.dataset.live = "polling";
+      poll();
+    }
     document.addEventListener("visibilitychange", () => {
       if (document.visibilityState === "visible") refresh();
     });
@@ -844,6 +924,30 @@
     if (conversation.messages.length === 0) list.append(el("li", { text: "No messages." }));
   }
 
+  // the revision loop: what a revised plan changed against the rejected plan
+  function renderRevision(revision) {
+    const section = $("revision");
+    section.hidden = !revision;
+    if (!revision) return;
+    const said = revision.feedback ? ` · feedback: “${revision.feedback}”` : "";
+    $("revision-of").textContent = `Revises ${revision.revision_of}${said}`;
+    const show = (value) => (value === null || value === undefined ? "—" : JSON.stringify(value));
+    const items = [
+      ...revision.added.map((id) => el("li", { class: "added", text: `Added step ${id}` })),
+      ...revision.removed.map((id) => el("li", { class: "removed", text: `Removed step ${id}` })),
+      ...revision.changed.map((change) => el(
+        "li",
+        { class: "changed" },
+        `Changed step ${change.step_id}: `,
+        [...Object.entries(change.fields), ...Object.entries(change.parameters)]
+          .map(([name, v]) => `${name} ${show(v.before)} → ${show(v.after)}`)
+          .join("; "),
+      )),
+    ];
+    if (items.length === 0) items.push(el("li", { text: "The same plan." }));
+    $("revision-changes").replaceChildren(...items);
+  }
+
   function renderDetail(data) {
     detail.data = data;
     const now = Date.now();
@@ -868,6 +972,7 @@
     ]));
     $("plan").replaceChildren(...data.plan.map((step, i) => planItem(step, i, step.id === data.step_id)));
     renderThread(data.conversation);
+    renderRevision(data.revision);
     const panelKey = `${data.status}|${data.phase}`;
     if (detail.panelFor !== panelKey) {
       detail.panelFor = panelKey;

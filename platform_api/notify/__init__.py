@@ -1,0 +1,13 @@
+"""Notifications (issue 14, item 3): what happened to an org's work, told to its experts
+without polling.
+
+- `events`: the event names and the pure derivation of events from an AgenticTask.
+- `repository`: the event log (`notify_events`), the org's webhook, its deliveries.
+- `service`: set, read and remove an org's webhook (URL checked like an upstream's).
+- `delivery`: signs and POSTs due deliveries, with retries and exponential backoff.
+- `watch`: turns what the platform's task watch sees into events (and tells a task's
+  conversation when it ends); the near-deadline check.
+- `router`: `/orgs/{id}/webhooks` and the live stream `GET /human-tasks/events`.
+
+Everything enters through `platform_api.notify_hooks.emit`.
+"""

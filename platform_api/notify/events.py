@@ -1,0 +1,149 @@
+"""The events the platform tells about, and which of them a task's state implies.
+
+Each event has a stable id (the task's uid, the step, and what makes the event distinct,
+such as the escalation count), so deriving the events of the same state again, on another
+replica or after a restart, yields the same ids and the event log keeps each once.
+Pure: no I/O, the time is passed in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from humanwork_core import taskflow
+from humanwork_core.policy import effective_risk
+from humanwork_core.resources import AgenticTask, ExecutionState, Step, TaskPhase
+
+DECISION_NEEDED = "decision_needed"
+NEAR_DEADLINE = "near_deadline"
+ESCALATED = "escalated"
+EXPIRED = "expired"
+REJECTED = "rejected"
+STEP_FAILED = "step_failed"
+COMPLETED = "completed"
+FAILED = "failed"
+DECIDED = "decided"
+REQUEST_ENDED = "request_ended"
+
+WEBHOOK_EVENTS = (
+    DECISION_NEEDED,
+    NEAR_DEADLINE,
+    ESCALATED,
+    EXPIRED,
+    REJECTED,
+    STEP_FAILED,
+    COMPLETED,
+    FAILED,
+)
+"""What a webhook receives unless it names fewer."""
+
+EVENTS = (*WEBHOOK_EVENTS, DECIDED, REQUEST_ENDED)
+"""Every event a webhook may ask for; the live stream carries them all. `request_ended`:
+a request's last task ended (a rejection revised by the agent does not end it)."""
+
+ENDINGS = {
+    TaskPhase.COMPLETED: COMPLETED,
+    TaskPhase.REJECTED: REJECTED,
+    TaskPhase.EXPIRED: EXPIRED,
+    TaskPhase.FAILED: FAILED,
+}
+
+
+@dataclass(frozen=True)
+class Event:
+    """One event of an org: its stable id, its name and what it says."""
+
+    org_id: str
+    event_id: str
+    event: str
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+def _base(task: AgenticTask) -> dict[str, Any]:
+    meta = task.metadata
+    return {
+        "task_id": f"{meta.namespace}/{meta.name}",
+        "summary": task.spec.description,
+        "workflow": task.spec.agent_ref.name,
+        "revision_of": task.spec.revision_of,
+    }
+
+
+def _step(task: AgenticTask, step: Step) -> dict[str, Any]:
+    entry = task.current_status().step(step.id)
+    return {
+        **_base(task),
+        "step_id": step.id,
+        "human_task_id": f"{task.metadata.namespace}/{task.metadata.name}/{step.id}",
+        "step_description": step.description,
+        "risk": effective_risk(step).value,
+        "deadline": entry.deadline.isoformat() if entry.deadline else None,
+        "escalations": entry.escalations,
+    }
+
+
+def _make(task: AgenticTask, suffix: str, event: str, payload: dict[str, Any]) -> Event:
+    uid = task.metadata.uid or f"{task.metadata.namespace}/{task.metadata.name}"
+    return Event(task.spec.org_id, f"{uid}:{suffix}", event, payload)
+
+
+def _step_events(task: AgenticTask) -> list[Event]:
+    found: list[Event] = []
+    for step in task.spec.steps:
+        entry = task.current_status().step(step.id)
+        if entry.decision is not None:
+            payload = {**_step(task, step), "verdict": entry.decision.verdict.value}
+            found.append(_make(task, f"{step.id}:decided", DECIDED, payload))
+        if entry.execution is not None and entry.execution.state is ExecutionState.FAILED:
+            payload = {**_step(task, step), "error": entry.execution.error}
+            found.append(
+                _make(
+                    task,
+                    f"{step.id}:step_failed:{entry.execution.attempt}",
+                    STEP_FAILED,
+                    payload,
+                )
+            )
+        if entry.escalations > 0:
+            suffix = f"{step.id}:escalated:{entry.escalations}"
+            found.append(_make(task, suffix, ESCALATED, _step(task, step)))
+    return found
+
+
+def task_events(task: AgenticTask) -> list[Event]:
+    """The events the task's current state implies (each with its stable id)."""
+    found = _step_events(task)
+    phase = task.current_status().phase
+    if phase is not None and phase.terminal:
+        ending = ENDINGS.get(phase)
+        if ending is not None:
+            found.append(_make(task, ending, ending, {**_base(task), "phase": phase.value}))
+        return found
+    step = taskflow.decidable_step(task)
+    if step is not None:
+        found.append(_make(task, f"{step.id}:decision_needed", DECISION_NEEDED, _step(task, step)))
+    return found
+
+
+def near_deadline(task: AgenticTask, now: datetime, near: timedelta) -> Event | None:
+    """The near-deadline event of the task's decidable step, when its deadline is within
+    `near` of `now` (and not past)."""
+    phase = task.current_status().phase
+    step = taskflow.decidable_step(task)
+    if step is None or (phase is not None and phase.terminal):
+        return None
+    entry = task.current_status().step(step.id)
+    if entry.deadline is None or not now <= entry.deadline <= now + near:
+        return None
+    suffix = f"{step.id}:near_deadline:{entry.escalations}"
+    return _make(task, suffix, NEAR_DEADLINE, _step(task, step))
+
+
+def deadline_of(task: AgenticTask) -> datetime | None:
+    """The deadline of the task's decidable step, if any."""
+    step = taskflow.decidable_step(task)
+    if step is None:
+        return None
+    return task.current_status().step(step.id).deadline

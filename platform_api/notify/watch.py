@@ -1,0 +1,209 @@
+"""From the platform's task watch to events: `TaskNotifier` subscribes to the
+`DecisionIndex` (every task it lists or sees change), derives the events the task's state
+implies (`events.task_events`), and records each as `notify_hooks.emit` does (the event
+log keeps each id once, so a relist, a restart or a second replica notifies nothing
+twice). When a task ends (completed, rejected, expired, failed), the request ends with
+it (`request_ended`, and a platform message in its conversation, once), unless it was
+rejected with feedback and the `Reviser` asked its agent for a revised plan (then the
+request goes on with the revision).
+
+`run` also looks, every `notify_interval_seconds`, for decisions due within
+`queue_near_deadline_seconds` (near deadline), hands due webhook deliveries to the
+`Deliverer`, and prunes the event log past `notify_retention_seconds`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import timedelta
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from humanwork_core.resources import AgenticTask
+from platform_api.notify import events
+from platform_api.notify.delivery import Deliverer
+from platform_api.notify.emitter import record
+from platform_api.notify.repository import EventRepository
+from platform_api.notify.wakeup import WAKEUP, utcnow
+from platform_api.settings import Settings
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]
+SEEN_LIMIT = 100_000
+
+ENDING_TEXT = {
+    events.COMPLETED: "The request “{summary}” is complete.",
+    events.REJECTED: "The request “{summary}” was rejected by an expert.",
+    events.EXPIRED: "The request “{summary}” expired: no expert decided in time.",
+    events.FAILED: "The request “{summary}” failed.",
+}
+LIMIT_TEXT = (
+    "The request “{summary}” was rejected by an expert; it was revised as often as allowed."
+)
+REVISION_REQUESTED = "requested"
+
+Reviser = Callable[[AgenticTask], Awaitable[str]]
+"""Asks for a revised plan of a rejected task; answers `requested`, or why not (the
+revision loop, `platform_api.revisions`, given by the composition root)."""
+
+
+class TaskNotifier:
+    """Events of the tasks the watch sees (see the module docstring)."""
+
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        settings: Settings,
+        deliverer: Deliverer | None,
+        reviser: Reviser | None = None,
+    ) -> None:
+        self._reviser = reviser
+        self._endings: set[asyncio.Task[None]] = set()
+        self._sessions = sessions
+        self._settings = settings
+        self._deliverer = deliverer
+        self._queue: asyncio.Queue[tuple[AgenticTask, list[events.Event]]] = asyncio.Queue()
+        self._seen: dict[str, None] = {}
+        self._open: dict[Key, AgenticTask] = {}
+        self._namespaces: dict[uuid.UUID, str | None] = {}
+
+    # --- fed by the watch (synchronous, cheap) --------------------------------------------
+
+    def observe(self, task: AgenticTask) -> None:
+        key = (task.metadata.namespace or "", task.metadata.name)
+        if events.deadline_of(task) is not None and not _ended(task):
+            self._open[key] = task
+        else:
+            self._open.pop(key, None)
+        self._enqueue(events.task_events(task), task)
+
+    def forget(self, key: Key) -> None:
+        self._open.pop(key, None)
+
+    def _enqueue(self, found: Iterable[events.Event], task: AgenticTask) -> None:
+        fresh = [e for e in found if e.event_id not in self._seen]
+        if fresh:
+            self._queue.put_nowait((task, fresh))
+
+    # --- the workers ----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Record events as they come, and tick (until cancelled)."""
+        ticker = asyncio.create_task(self._tick_forever())
+        try:
+            while True:
+                batch = await self._queue.get()
+                try:
+                    await self._record(batch)
+                except Exception as exc:  # the database failed: try again later
+                    log.warning("notifications: %s; retrying", exc)
+                    await asyncio.sleep(self._settings.notify_interval_seconds)
+                    self._queue.put_nowait(batch)
+        finally:
+            for running in (ticker, *self._endings):
+                running.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await running
+
+    async def _namespace(self, session: AsyncSession, org_id: uuid.UUID) -> str | None:
+        if org_id not in self._namespaces:
+            self._namespaces[org_id] = await EventRepository(session).org_namespace(org_id)
+        return self._namespaces[org_id]
+
+    async def _record(self, batch: tuple[AgenticTask, list[events.Event]]) -> None:
+        task, found = batch
+        try:
+            org_id = uuid.UUID(task.spec.org_id)
+        except ValueError:
+            return
+        async with self._sessions() as session, session.begin():
+            if await self._namespace(session, org_id) != task.metadata.namespace:
+                self._namespaces.pop(org_id, None)  # an org made since: look again next time
+                return
+            ended: events.Event | None = None
+            for event in found:
+                payload = {**event.payload, "event_id": event.event_id}
+                new = await record(session, org_id, event.event, payload)
+                if new and event.event in ENDING_TEXT:
+                    ended = event
+        for event in found:
+            self._remember(event.event_id)
+        if ended is not None:
+            ending = asyncio.create_task(self._conclude(task, org_id, ended))
+            self._endings.add(ending)
+            ending.add_done_callback(self._endings.discard)
+
+    async def _conclude(self, task: AgenticTask, org_id: uuid.UUID, ended: events.Event) -> None:
+        """A task ended: a rejection with feedback asks for a revision (the request goes
+        on); otherwise the request ended, and its conversation is told, once."""
+        outcome = ""
+        if ended.event == events.REJECTED and self._reviser is not None:
+            try:
+                outcome = await self._reviser(task)
+            except Exception as exc:  # the agent could not be asked: the request ends
+                log.warning("no revision of %s: %s", task.metadata.name, exc)
+            if outcome == REVISION_REQUESTED:
+                return
+        text = (LIMIT_TEXT if outcome == "limit" else ENDING_TEXT[ended.event]).format(
+            summary=task.spec.description
+        )
+        uid = task.metadata.uid or task.metadata.name
+        payload = {
+            **ended.payload,
+            "event_id": f"{uid}:{events.REQUEST_ENDED}",
+            "ending": ended.event,
+            "revision": outcome or None,
+        }
+        async with self._sessions() as session, session.begin():
+            if await record(session, org_id, events.REQUEST_ENDED, payload):
+                await _tell(session, task, org_id, text)
+
+    def _remember(self, event_id: str) -> None:
+        self._seen[event_id] = None
+        if len(self._seen) > SEEN_LIMIT:
+            for old in list(self._seen)[: SEEN_LIMIT // 10]:
+                del self._seen[old]
+
+    # --- the periodic look ----------------------------------------------------------------
+
+    async def _tick_forever(self) -> None:
+        while True:
+            try:
+                await self.tick()
+            except Exception as exc:
+                log.warning("notifications: the periodic look failed: %s", exc)
+            await WAKEUP.wait(WAKEUP.generation, self._settings.notify_interval_seconds)
+
+    async def tick(self) -> None:
+        """Near deadlines, due deliveries, and the event log's pruning."""
+        now = utcnow()
+        near = timedelta(seconds=self._settings.queue_near_deadline_seconds)
+        for task in list(self._open.values()):
+            event = events.near_deadline(task, now, near)
+            if event is not None:
+                self._enqueue([event], task)
+        if self._deliverer is not None:
+            while await self._deliverer.run_once():
+                pass
+        async with self._sessions() as session, session.begin():
+            retention = timedelta(seconds=self._settings.notify_retention_seconds)
+            await EventRepository(session).prune(now - retention)
+
+
+def _ended(task: AgenticTask) -> bool:
+    phase = task.current_status().phase
+    return phase is not None and phase.terminal
+
+
+async def _tell(session: AsyncSession, task: AgenticTask, org_id: uuid.UUID, text: str) -> None:
+    """A platform message in the task's conversation saying how the request ended."""
+    if not task.spec.conversation_id:
+        return
+    await EventRepository(session).tell_conversation(
+        uuid.UUID(task.spec.conversation_id), org_id, text
+    )
