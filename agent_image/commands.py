@@ -275,6 +275,9 @@ class TaskRequest(_Body):
         description="Names the task: the same key, the same task (also accepted as the "
         "Idempotency-Key header; signed only here, in the body).",
     )
+    # issue 14: the org's corrections, as with a chat command (a plan proposing what an
+    # expert corrected for a similar request takes the expert's correction)
+    corrections: list[CorrectionIn] | None = Field(default=None, max_length=500)
 
     @field_validator("policy")
     @classmethod

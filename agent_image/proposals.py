@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from agent_image.commands import ValidationFailed, kube_error
 from agent_image.kube import KubeConflict, KubeError
 from agent_image.planning.drafts import Plan
+from agent_image.planning.learned import apply_corrections
 from humanwork_core import keys
 from humanwork_core.requester import PLAN_REQUEST_ANNOTATION, agent_requester
 from humanwork_core.resources import AgenticTaskSpec
@@ -54,6 +55,7 @@ async def propose(runtime: Runtime, proposal: Proposal) -> tuple[dict[str, Any],
         return existing, None, False
     feedback = await _revision_feedback(runtime, proposal)
     plan = await runtime.planner.plan(proposal.request, runtime.config(), feedback=feedback)
+    plan = apply_corrections(plan, proposal.request, runtime.corrections)  # issue 14
     body = task_body(runtime, name, proposal, plan)
     task, created = await _create(runtime, name, proposal, body)
     if not created:

@@ -31,6 +31,7 @@ from platform_api.auth.router import router as auth_router
 from platform_api.auth.throttle import Limits, LoginThrottle
 from platform_api.auth.tokens import TokenService
 from platform_api.conversations.router import router as conversations_router
+from platform_api.corrections import service as corrections_service
 from platform_api.corrections.router import router as corrections_router  # issue 14
 from platform_api.corrections.service import CorrectionPusher  # issue 14
 from platform_api.db import make_engine, make_sessionmaker, migrate
@@ -215,6 +216,7 @@ def _platform(
         egress=egress,
     )
     pusher.platform = platform
+    platform.org_corrections = corrections_service.chat_payload  # issue 14
     return platform
 
 

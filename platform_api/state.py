@@ -5,8 +5,10 @@ reached through `Annotated` dependencies rather than module globals."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import httpx
 from fastapi import Depends, Request
@@ -27,6 +29,10 @@ from platform_api.tools.upstreams.egress import Egress
 if TYPE_CHECKING:
     from platform_api.agent_api.proxy import ToolProxy
     from platform_api.tasks.decisions import DecisionService
+
+
+CorrectionsOf = Callable[[AsyncSession, uuid.UUID], Awaitable[list[dict[str, Any]]]]
+"""The org's corrections for an agent command (session, org id) -> payload."""
 
 
 @dataclass
@@ -63,6 +69,9 @@ class Platform:
     # issue 14
     rotations: TokenRotations = field(default_factory=TokenRotations)
     """The agent tokens audited as `agent.token_rotated` (agent_api.rotations)."""
+    org_corrections: CorrectionsOf | None = None
+    """The org's newest corrections as a command carries them (`corrections.service.
+    chat_payload`, wired by the app): a plan command carries them too (issue 14)."""
 
 
 def get_platform(request: Request) -> Platform:

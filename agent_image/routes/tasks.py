@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from agent_image.commands import CancelRequest, NotFound, TaskRequest, TaskTerminalError, parse
 from agent_image.planning.drafts import Plan
 from agent_image.proposals import MODE_ANNOTATION, MODEL_ANNOTATION, PLANNER_ANNOTATION
+from agent_image.routes.corrections import from_command
 from agent_image.routes.deps import RuntimeDep, Signed
 from agent_image.runtime import Runtime
 from humanwork_core import signing
@@ -29,6 +30,10 @@ async def create_task(raw: Signed, request: Request, rt: RuntimeDep) -> JSONResp
     `idempotencyKey`, else the `Idempotency-Key` header, else the signature: a replay
     is the same request) already made one."""
     body = parse(TaskRequest, raw)
+    if body.corrections:  # issue 14: the org's corrections, kept here (as for a chat)
+        missing = rt.corrections.missing([from_command(c) for c in body.corrections])
+        if missing:
+            rt.corrections.add(missing)
     task, plan, created = await rt.propose(
         body.request,
         body.requester,

@@ -83,9 +83,10 @@ async def request_plan(
     org, name = target.org, target.name
     requester = scope.principal.username
     request_id = plan_request_id(str(org.id), name, requester, idempotency_key)
-    planned = await AgentCommands(platform).send(
-        target, "/v1/tasks", plan_command(body, requester, request_id), idempotency_key
-    )
+    command = plan_command(body, requester, request_id)
+    if platform.org_corrections is not None:  # issue 14: plans learn from corrections too
+        command["corrections"] = await platform.org_corrections(session, org.id)
+    planned = await AgentCommands(platform).send(target, "/v1/tasks", command, idempotency_key)
     task_id = f"{org.namespace}/{planned.get('name')}"
     bound = await bind_requester(
         kube,

@@ -54,6 +54,28 @@ async def _draft(world: World, cid: str, **headers: str) -> httpx.Response:
     )
 
 
+async def _viewer(world: World) -> dict[str, str]:
+    """A viewer of the org, signed in: its authorization header."""
+    username = f"viewer-{world.namespace}"
+    password = f"pw-{username}-0123456789"
+    r = await world.http.post(
+        f"{world.platform.url}/users",
+        json={
+            "username": username,
+            "password": password,
+            "role": "viewer",
+            "org_ids": [world.org_id],
+        },
+        headers=world.admin,
+    )
+    assert r.status_code == 201, r.text
+    r = await world.http.post(
+        f"{world.platform.url}/auth/token", json={"username": username, "password": password}
+    )
+    assert r.status_code == 200, r.text
+    return {"Authorization": f"Bearer {r.json()['access_token']}"}
+
+
 async def _thread(world: World, reply_id: str) -> dict[str, Any]:
     r = await world.http.get(
         f"{world.platform.url}/human-tasks/replies/{reply_id}", headers=world.expert
@@ -237,14 +259,15 @@ async def test_drafting_is_refused_where_it_must_be(world: World) -> None:
     )
     assert forged.status_code == 401 and forged.json()["code"] == "signature_mismatch"
 
-    # an expert (tasks.decide, not run.control) may neither ask for drafts nor send them
+    # a viewer of the org (tasks.read, not run.control) may neither ask for drafts nor send
+    viewer = await _viewer(world)
     r = await _draft(world, cid)
     pending = r.json()
-    assert (await _draft(world, cid, **world.expert2)).status_code == 403
+    assert (await _draft(world, cid, **viewer)).status_code == 403
     r = await world.http.post(
         f"{base}/human-tasks/replies/{pending['id']}/resume",
         json={"action": "approve"},
-        headers=world.expert2,
+        headers=viewer,
     )
     assert r.status_code == 403
     # no such agent, conversation, or a conversation with no client message
@@ -305,3 +328,29 @@ async def test_a_steps_edit_and_rejection_are_corrections_pushed_to_the_agent(
             break
         await asyncio.sleep(0.2)
     assert await _agent_corrections(world.agent) == 2
+
+
+async def test_an_experts_step_edit_changes_the_next_plan_for_a_similar_request(
+    world: World,
+) -> None:
+    """Plans learn too: the plan command carries the org's corrections, and a plan that
+    proposes what an expert corrected for a similar request takes the expert's version."""
+    r = await world.ask_platform()
+    assert r.status_code == 201, r.text
+    first = r.json()
+    step = first["steps"][0]
+    amended = {**step["parameters"], "maxResults": 50}
+    name = first["id"].split("/", 1)[1]
+    r = await world.resume(name, step["id"], action="edit", parameters=amended)
+    assert r.status_code == 200, r.text
+
+    r = await world.ask_platform()
+    assert r.status_code in (200, 201), r.text
+    later = r.json()
+    assert later["id"] != first["id"]
+    learned = later["steps"][0]
+    assert learned["parameters"] == amended
+    assert learned["description"].endswith(
+        "(parameters as an expert corrected them for a similar request)"
+    )
+    assert later["steps"][1]["parameters"] == first["steps"][1]["parameters"]
