@@ -245,6 +245,7 @@ def _start_notifier(platform: Platform) -> tuple[list[asyncio.Task[None]], httpx
         settings.webhook_max_attempts,
         settings.webhook_backoff_seconds,
         settings.webhook_timeout_seconds,
+        on_attempt=lambda outcome: platform.metrics.webhook_deliveries.labels(outcome).inc(),
     )
     reviser = Reviser(platform)  # the revision loop (issue 14, item 2)
     notifier = TaskNotifier(platform.sessions, settings, deliverer, reviser)

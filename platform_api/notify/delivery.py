@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -93,6 +94,8 @@ class Deliverer:
     max_attempts: int
     backoff_seconds: float
     timeout: float
+    on_attempt: Callable[[str], None] | None = None
+    """Told each attempt's outcome: `delivered`, `retry` or `failed` (the metrics)."""
 
     async def run_once(self) -> int:
         """Claim the deliveries due now and attempt each; how many were attempted."""
@@ -157,3 +160,5 @@ class Deliverer:
             delivery.state = "failed"
         else:
             delivery.next_attempt_at = now + backoff(self.backoff_seconds, delivery.attempt_count)
+        if self.on_attempt is not None:
+            self.on_attempt(delivery.state if delivery.state != "pending" else "retry")
