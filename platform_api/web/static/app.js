@@ -660,7 +660,9 @@
     }
   }
 
-  function schedule(refresh) {
+  // `live`: refresh on the task event stream (polling while it is down); the agents page
+  // polls, since an agent's health is not a task event
+  function schedule(refresh, live = true) {
     const interval = pollInterval();
     const poll = () => {
       clearTimeout(queue.timer);
@@ -690,7 +692,7 @@
         setTimeout(connect, STREAM_RETRY_MS);
       });
     };
-    const wanted = new URLSearchParams(location.search).get("stream") !== "off";
+    const wanted = live && new URLSearchParams(location.search).get("stream") !== "off";
     if (wanted && window.ReadableStream && window.TextDecoder) connect();
     else {
       document.body.dataset.live = "polling";
@@ -1536,7 +1538,7 @@
     await loadMe();
     $("nav-agents").setAttribute("aria-current", "page");
     await Promise.all([refreshAgents(), refreshBadge()]);
-    schedule(() => Promise.all([refreshAgents(), refreshBadge()]));
+    schedule(() => Promise.all([refreshAgents(), refreshBadge()]), false);
   }
 
   // --- the access map (GET|PUT /access-map, access.manage; issue 15 item 7) -------------
