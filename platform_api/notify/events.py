@@ -14,7 +14,14 @@ from typing import Any
 
 from humanwork_core import taskflow
 from humanwork_core.policy import effective_risk
-from humanwork_core.resources import AgenticTask, ExecutionState, Step, TaskPhase
+from humanwork_core.resources import (
+    AgenticTask,
+    ExecutionState,
+    Step,
+    StepState,
+    StepStatus,
+    TaskPhase,
+)
 
 DECISION_NEEDED = "decision_needed"
 NEAR_DEADLINE = "near_deadline"
@@ -109,7 +116,23 @@ def _step_events(task: AgenticTask) -> list[Event]:
         if entry.escalations > 0:
             suffix = f"{step.id}:escalated:{entry.escalations}"
             found.append(_make(task, suffix, ESCALATED, _step(task, step)))
+        if _awaits_reopen(task, entry):
+            # under `onExpiry: AwaitReopen` the task does not end: the step's expiry is the
+            # event (once per reopening: a reopened step may expire again)
+            times = entry.reopened.count if entry.reopened is not None else 0
+            suffix = f"{step.id}:expired:{times}"
+            found.append(_make(task, suffix, EXPIRED, _step(task, step)))
     return found
+
+
+def _awaits_reopen(task: AgenticTask, entry: StepStatus) -> bool:
+    """Whether the step's decision expired while its task, still open, waits for a reopen."""
+    phase = task.current_status().phase
+    return (
+        entry.decision is None
+        and entry.state is StepState.EXPIRED
+        and not (phase is not None and phase.terminal)
+    )
 
 
 def task_events(task: AgenticTask) -> list[Event]:

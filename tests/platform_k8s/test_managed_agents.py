@@ -150,7 +150,8 @@ async def test_an_org_admin_manages_an_agent_and_sees_its_health(
     )
     assert changed.status_code == 200, changed.text
     assert changed.json()["spec"]["temperature"] == 0.2
-    assert changed.json()["spec"]["specialist"] == good["specialist"]
+    # the model's defaults (issue 15 item 5: `keywords`) are filled in
+    assert changed.json()["spec"]["specialist"] == {"keywords": [], **good["specialist"]}
     conflict = await client.patch(
         f"{agents}/agent",
         json={"spec": {"replicas": 3}, "resourceVersion": stale},
@@ -222,6 +223,6 @@ async def test_an_org_is_created_with_its_first_agent(
     assert org["agent"] == f"org-{slug}/shop"
     instance = get_instance(cluster, f"org-{slug}", "shop")
     assert instance["spec"]["orgId"] == org["id"]
-    assert instance["spec"]["specialist"] == template["specialist"]
+    assert instance["spec"]["specialist"] == {"keywords": [], **template["specialist"]}
     listed = await client.get(f"/orgs/{org['id']}/agents", headers=root.headers)
     assert [a["name"] for a in listed.json()] == ["shop"]
