@@ -33,6 +33,7 @@ COMPLETED = "completed"
 FAILED = "failed"
 DECIDED = "decided"
 REQUEST_ENDED = "request_ended"
+CANCELLED = "cancelled"
 
 WEBHOOK_EVENTS = (
     DECISION_NEEDED,
@@ -46,15 +47,17 @@ WEBHOOK_EVENTS = (
 )
 """What a webhook receives unless it names fewer."""
 
-EVENTS = (*WEBHOOK_EVENTS, DECIDED, REQUEST_ENDED)
+EVENTS = (*WEBHOOK_EVENTS, DECIDED, REQUEST_ENDED, CANCELLED)
 """Every event a webhook may ask for; the live stream carries them all. `request_ended`:
-a request's last task ended (a rejection revised by the agent does not end it)."""
+a request's last task ended (a rejection revised by the agent does not end it);
+`cancelled`: a task was cancelled (so that open screens learn it too)."""
 
 ENDINGS = {
     TaskPhase.COMPLETED: COMPLETED,
     TaskPhase.REJECTED: REJECTED,
     TaskPhase.EXPIRED: EXPIRED,
     TaskPhase.FAILED: FAILED,
+    TaskPhase.CANCELLED: CANCELLED,
 }
 
 

@@ -19,7 +19,7 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -41,6 +41,7 @@ ENDING_TEXT = {
     events.REJECTED: "The request “{summary}” was rejected by an expert.",
     events.EXPIRED: "The request “{summary}” expired: no expert decided in time.",
     events.FAILED: "The request “{summary}” failed.",
+    events.CANCELLED: "The request “{summary}” was cancelled.",
 }
 LIMIT_TEXT = (
     "The request “{summary}” was rejected by an expert; it was revised as often as allowed."
@@ -80,7 +81,12 @@ class TaskNotifier:
             self._open[key] = task
         else:
             self._open.pop(key, None)
-        self._enqueue(events.task_events(task), task)
+        found = events.task_events(task)
+        # a deadline already near when the watch sees it is told at once, not at the next
+        # tick (by which time the step may be decided)
+        near = timedelta(seconds=self._settings.queue_near_deadline_seconds)
+        soon = events.near_deadline(task, datetime.now(UTC), near)
+        self._enqueue([*found, soon] if soon is not None else found, task)
 
     def forget(self, key: Key) -> None:
         self._open.pop(key, None)
