@@ -9,7 +9,7 @@ then publishes the shared `Platform` on `app.state`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
@@ -254,13 +254,29 @@ def _start_notifier(platform: Platform) -> tuple[list[asyncio.Task[None]], httpx
     return [asyncio.create_task(notifier.run())], client
 
 
+log = logging.getLogger(__name__)
+
+SHUTDOWN_SECONDS = 10
+"""How long the app waits for its background tasks to stop."""
+
+
 async def _shutdown(
     app: FastAPI, tasks: list[asyncio.Task[None]], kube: KubeClient | None, engine: AsyncEngine
 ) -> None:
+    # cancel every background task first, then wait for them a bounded time: one that
+    # does not stop (or fails as it stops) must neither keep the others running nor hang
+    # the shutdown
     for task in tasks:
         task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+    if tasks:
+        done, pending = await asyncio.wait(tasks, timeout=SHUTDOWN_SECONDS)
+        for task in pending:
+            log.warning(
+                "background task %s did not stop within %ss", task.get_name(), SHUTDOWN_SECONDS
+            )
+        for task in done:
+            if not task.cancelled() and task.exception() is not None:
+                log.warning("background task %s failed: %r", task.get_name(), task.exception())
     if kube is not None:
         await kube.close()
     platform = getattr(app.state, "platform", None)
