@@ -228,8 +228,8 @@ def _start_watch(platform: Platform) -> list[asyncio.Task[None]]:
         return []
     automation = TaskAutomation(kube, platform.sessions, decisions.orgs)
     decisions.subscribe(automation.observe, automation.forget)
-    automator = asyncio.create_task(automation.run())
-    watcher = asyncio.create_task(decisions.run(kube))
+    automator = asyncio.create_task(automation.run(), name="automation")
+    watcher = asyncio.create_task(decisions.run(kube), name="decision-watch")
     return [watcher, automator]
 
 
@@ -251,7 +251,7 @@ def _start_notifier(platform: Platform) -> tuple[list[asyncio.Task[None]], httpx
     notifier = TaskNotifier(platform.sessions, settings, deliverer, reviser)
     if platform.decisions is not None:
         platform.decisions.subscribe(notifier.observe, notifier.forget)
-    return [asyncio.create_task(notifier.run())], client
+    return [asyncio.create_task(notifier.run(), name="notifier")], client
 
 
 log = logging.getLogger(__name__)

@@ -150,6 +150,9 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
         if state.scheduler:
             state.scheduler.cancel()
         await state.kube.close()
+    stop = memo.get("stop")  # see agent_operator.main._operate
+    if isinstance(stop, asyncio.Future) and not stop.done():
+        stop.set_result(None)
 
 
 def _utcnow() -> datetime:

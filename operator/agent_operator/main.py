@@ -100,6 +100,10 @@ async def _operate(args: argparse.Namespace, identity: str, stop: asyncio.Future
         liveness_endpoint=args.liveness or None,
         identity=Identity(identity),
         stop_flag=stop,
+        # the cleanup handler settles the flag when a signal stops kopf: kopf's own waiter
+        # on it would otherwise be a task still running at exit, waited for 5 s and then
+        # cancelled, and a rollout's handover would wait for that too
+        memo=kopf.Memo(stop=stop),
     )
 
 
