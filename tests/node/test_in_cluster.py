@@ -256,8 +256,9 @@ def test_from_inside_the_agent_the_operator_and_a_database_beside_the_platform_d
     """Item 5 (the rest of tests/node/test_agent_policy.py): from inside the running agent
     container, by `kubectl exec`. The node overlay's database is an SQLite file in the
     platform pod (no port); a database listening beside the platform API (a listener of
-    ours on 5432 in the platform pod's own network namespace) and the operator's health
-    and metrics ports do not answer, while the platform API on that same pod does. Each
+    ours on 5432 in the platform pod's own network namespace), the platform's metrics port
+    and the operator's health and metrics ports do not answer, while the platform API on
+    that same pod does. Each
     refusal's positive control: the same listener reached from the host."""
     ns = org.namespace
     pod = agent_pod(cluster, ns)["metadata"]["name"]
@@ -293,6 +294,10 @@ def test_from_inside_the_agent_the_operator_and_a_database_beside_the_platform_d
             assert connects(None, operator_ip, port), f"positive control: operator {port}"
             assert from_agent(operator_ip, port) == "closed", f"the operator's {port} answers"
         assert from_agent(platform_ip, 5432) == "closed", "a database beside the platform answers"
+        # the platform's metrics (9090, HUMANWORK_METRICS_PORT) are on the pod the agent
+        # talks to, but not on the port it may reach
+        assert connects(None, platform_ip, 9090), "positive control: platform metrics"
+        assert from_agent(platform_ip, 9090) == "closed", "the platform's metrics answer"
         assert from_agent(platform_ip, 8000) == "open", "the platform API itself"
     finally:
         listener.kill()
