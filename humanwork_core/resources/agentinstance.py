@@ -370,7 +370,8 @@ class AgentInstanceSpec(ResourceModel):
         default=70,
         ge=0,
         le=100,
-        description="Confidence (0-100) below which a drafted reply goes to the expert queue.",
+        description="Confidence (0-100) below which a drafted reply goes to the expert queue; "
+        "100: every drafted reply does, whatever confidence the agent reports.",
     )
     enabled_tools: tuple[ToolName, ...] = Field(
         default=(),

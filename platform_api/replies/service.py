@@ -3,9 +3,10 @@ it or queue it; decide a queued draft.
 
 The agent answers with the draft, its confidence (0 to 1), risk and `flag_for_review`.
 The agent is untrusted, so the platform decides by itself whether the draft needs an
-expert: below the AgentInstance's `spec.confidenceThreshold` (percent, 70 unless set),
-flagged, or of high or critical risk, it waits in the review queue (kind `reply`);
-otherwise the platform appends it to the conversation as the agent's message. Every
+expert: below the AgentInstance's `spec.confidenceThreshold` (percent, 70 unless set;
+100: every draft), flagged, or of high or critical risk, it waits in the review queue
+(kind `reply`); otherwise the platform appends it to the conversation as the agent's
+message. Every
 draft is audited as `reply.drafted` with the client message and the draft redacted (as the
 review queue redacts them), and every message sent as `reply.sent`. An expert approves
 (the draft is sent), edits (the edited text is sent, and a `reply_edit` correction is kept)
@@ -62,9 +63,12 @@ def threshold_of(instance: dict[str, Any]) -> float:
 
 
 def needs_review(answer: dict[str, Any], threshold: float) -> bool:
-    """Whether a draft goes to an expert (see the module docstring)."""
+    """Whether a draft goes to an expert (see the module docstring). A threshold of 100
+    means every draft: the agent's confidence is its own claim, so no confidence it
+    reports may carry a draft past an org that reviews them all."""
     return (
-        float(answer["confidence"]) < threshold
+        threshold >= 1.0
+        or float(answer["confidence"]) < threshold
         or bool(answer["flag_for_review"])
         or answer["risk_level"] in ("high", "critical")
     )

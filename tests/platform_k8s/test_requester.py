@@ -1,14 +1,11 @@
 """The requester of a planned task is the one the platform vouches for, whatever a
 compromised agent answers (issue 12, item 3).
 
-The agent here is a fake that has been taken over: a real HTTP server the platform sends
-its signed plan command to, acting with the agent's real ServiceAccount token against the
-real API server (so admission applies), and answering whatever it likes.
+The agent here is a fake that has been taken over (tests/platform_k8s/takeover.py).
 """
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,51 +13,12 @@ from typing import Any
 
 import httpx
 import pytest
-from kubernetes import client as kclient
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse
-from starlette.routing import Route
 
-from humanwork_dev.fakes.server import BackgroundServer
 from platform_api.settings import Settings
-from tests.agents import LLM_KEY, create_instance, wait_phase
 from tests.conftest import Cluster
-from tests.integration.test_tasks import task_manifest
 from tests.platform.conftest import Api, make_settings
 from tests.platform_k8s.conftest import Orgs
-from tests.support import eventually, service_account_token
-
-
-class TakenOverAgent:
-    """Creates, on each plan command, a task of its own choosing as the agent's identity
-    and answers with the name `answer` picks (the new task's name by default)."""
-
-    def __init__(self, cluster: Cluster, namespace: str, org_id: str) -> None:
-        token = eventually(
-            lambda: service_account_token(cluster.api, namespace, "agent-agent"), timeout=30
-        )
-        self.api = cluster.client_for_token(token)
-        self.namespace, self.org_id = namespace, org_id
-        self.commands: list[dict[str, Any]] = []
-        self.keep_plan_request = False
-        self.answer_with: str | None = None
-        self.server = BackgroundServer(
-            Starlette(routes=[Route("/v1/tasks", self.plan, methods=["POST"])])
-        )
-
-    async def plan(self, request: Request) -> JSONResponse:
-        command = json.loads(await request.body())
-        self.commands.append(command)
-        body = task_manifest(self.namespace, self.org_id)
-        body["spec"]["requestedBy"] = "agent:agent"
-        if self.keep_plan_request:
-            body["metadata"]["annotations"] = {"humanwork.io/plan-request": command["planRequest"]}
-        kclient.CustomObjectsApi(self.api).create_namespaced_custom_object(
-            "humanwork.io", "v1alpha1", self.namespace, "agentictasks", body
-        )
-        name = self.answer_with or body["metadata"]["name"]
-        return JSONResponse({"name": name, "created": True, "steps": []}, status_code=201)
+from tests.platform_k8s.takeover import TakenOverAgent, taken_over
 
 
 @pytest.fixture
@@ -72,19 +30,8 @@ def settings(database_url: str, platform_kubeconfig: Path, endpoints_file: Path)
 
 @pytest.fixture
 def agent(cluster: Cluster, orgs: Orgs, endpoints_file: Path) -> Iterator[TakenOverAgent]:
-    kclient.CoreV1Api(cluster.api).create_namespaced_secret(
-        orgs.ns_a,
-        kclient.V1Secret(
-            metadata=kclient.V1ObjectMeta(name="llm"), string_data={"api-key": LLM_KEY}
-        ),
-    )
-    create_instance(cluster, orgs.ns_a, orgs.org_a)
-    wait_phase(cluster, orgs.ns_a, "Ready")
-    fake = TakenOverAgent(cluster, orgs.ns_a, orgs.org_a)
-    with fake.server:
-        endpoints_file.write_text(json.dumps({f"{orgs.ns_a}/agent": fake.server.url}))
+    with taken_over(cluster, orgs, endpoints_file) as fake:
         yield fake
-    fake.api.close()
 
 
 async def ask(client: httpx.AsyncClient, orgs: Orgs, key: str | None = None) -> dict[str, Any]:

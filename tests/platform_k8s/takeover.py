@@ -1,0 +1,92 @@
+"""A taken-over agent: a real HTTP server the platform sends its signed commands to,
+acting with the agent's real ServiceAccount token against the real API server (so
+admission applies), and answering whatever it likes.
+
+`taken_over(cluster, orgs, endpoints_file)` provisions org A's agent, starts the fake in
+its place (the platform's endpoints file points the agent's id at it) and yields it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client as kclient
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from humanwork_dev.fakes.server import BackgroundServer
+from tests.agents import LLM_KEY, create_instance, wait_phase
+from tests.conftest import Cluster
+from tests.integration.test_tasks import task_manifest
+from tests.platform_k8s.conftest import Orgs
+from tests.support import eventually, service_account_token
+
+
+class TakenOverAgent:
+    """On each plan command, creates a task of its own choosing as the agent's identity
+    and answers with the name `answer_with` picks (the new task's name by default); on
+    each chat command, answers `chat_answer` (a confident, harmless-looking draft)."""
+
+    def __init__(self, cluster: Cluster, namespace: str, org_id: str) -> None:
+        token = eventually(
+            lambda: service_account_token(cluster.api, namespace, "agent-agent"), timeout=30
+        )
+        self.api = cluster.client_for_token(token)
+        self.namespace, self.org_id = namespace, org_id
+        self.commands: list[dict[str, Any]] = []
+        self.keep_plan_request = False
+        self.answer_with: str | None = None
+        self.chat_answer: dict[str, Any] = {
+            "reply": "Your refund of 4,000 EUR is on its way.",
+            "confidence": 1.0,
+            "risk_level": "low",
+            "flag_for_review": False,
+        }
+        self.server = BackgroundServer(
+            Starlette(
+                routes=[
+                    Route("/v1/tasks", self.plan, methods=["POST"]),
+                    Route("/v1/chat", self.chat, methods=["POST"]),
+                ]
+            )
+        )
+
+    async def plan(self, request: Request) -> JSONResponse:
+        command = json.loads(await request.body())
+        self.commands.append(command)
+        body = task_manifest(self.namespace, self.org_id)
+        body["spec"]["requestedBy"] = "agent:agent"
+        if self.keep_plan_request:
+            body["metadata"]["annotations"] = {"humanwork.io/plan-request": command["planRequest"]}
+        kclient.CustomObjectsApi(self.api).create_namespaced_custom_object(
+            "humanwork.io", "v1alpha1", self.namespace, "agentictasks", body
+        )
+        name = self.answer_with or body["metadata"]["name"]
+        return JSONResponse({"name": name, "created": True, "steps": []}, status_code=201)
+
+    async def chat(self, request: Request) -> JSONResponse:
+        self.commands.append(json.loads(await request.body()))
+        return JSONResponse(self.chat_answer)
+
+
+@contextmanager
+def taken_over(cluster: Cluster, orgs: Orgs, endpoints_file: Path) -> Iterator[TakenOverAgent]:
+    kclient.CoreV1Api(cluster.api).create_namespaced_secret(
+        orgs.ns_a,
+        kclient.V1Secret(
+            metadata=kclient.V1ObjectMeta(name="llm"), string_data={"api-key": LLM_KEY}
+        ),
+    )
+    create_instance(cluster, orgs.ns_a, orgs.org_a)
+    wait_phase(cluster, orgs.ns_a, "Ready")
+    fake = TakenOverAgent(cluster, orgs.ns_a, orgs.org_a)
+    with fake.server:
+        endpoints_file.write_text(json.dumps({f"{orgs.ns_a}/agent": fake.server.url}))
+        yield fake
+    fake.api.close()

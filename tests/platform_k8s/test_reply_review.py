@@ -1,0 +1,87 @@
+"""The bar for sending a drafted reply is the org's, not the agent's (issue 14): a
+taken-over agent (tests/platform_k8s/takeover.py) answers every chat command with a
+draft it calls certain, harmless and unflagged. Under the default threshold (70) that
+draft is sent, which is the org's choice; an org that sets `confidenceThreshold: 100`
+has every reply reviewed, whatever confidence the agent claims.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from platform_api.settings import Settings
+from tests.conftest import Cluster
+from tests.platform.conftest import make_settings
+from tests.platform_k8s.conftest import Orgs
+from tests.platform_k8s.takeover import TakenOverAgent, taken_over
+
+
+@pytest.fixture
+def settings(database_url: str, platform_kubeconfig: Path, endpoints_file: Path) -> Settings:
+    return make_settings(
+        database_url, kubeconfig=str(platform_kubeconfig), agent_endpoints_file=endpoints_file
+    )
+
+
+@pytest.fixture
+def agent(cluster: Cluster, orgs: Orgs, endpoints_file: Path) -> Iterator[TakenOverAgent]:
+    with taken_over(cluster, orgs, endpoints_file) as fake:
+        yield fake
+
+
+async def draft(client: httpx.AsyncClient, orgs: Orgs) -> dict[str, Any]:
+    """A customer writes in a new conversation; the requester asks the agent for a reply."""
+    r = await client.post(
+        f"/orgs/{orgs.org_a}/conversations",
+        json={"subject": "Refund"},
+        headers=orgs.admin_a.headers,
+    )
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    r = await client.post(
+        f"/conversations/{cid}/messages",
+        json={"role": "customer", "author": "jane@example.com", "content": "Refund me."},
+        headers=orgs.admin_a.headers,
+    )
+    assert r.status_code == 201, r.text
+    r = await client.post(
+        f"/orgs/{orgs.org_a}/conversations/{cid}/replies",
+        json={"agent": "agent"},
+        headers=orgs.requester.headers,
+    )
+    assert r.status_code == 201, r.text
+    made: dict[str, Any] = r.json()
+    return made
+
+
+async def test_an_org_that_reviews_every_reply_is_not_overruled_by_a_certain_agent(
+    client: httpx.AsyncClient, orgs: Orgs, agent: TakenOverAgent
+) -> None:
+    # the positive control: under the default threshold the agent's certainty sends it
+    sent = await draft(client, orgs)
+    assert sent["confidence"] == 1.0 and sent["state"] == "sent", sent
+
+    r = await client.patch(
+        f"/orgs/{orgs.org_a}/agents/agent",
+        json={"spec": {"confidenceThreshold": 100}},
+        headers=orgs.admin_a.headers,
+    )
+    assert r.status_code == 200, r.text
+    held = await draft(client, orgs)
+    assert held["confidence"] == 1.0 and held["state"] == "pending", held
+    assert not held.get("sent_text")
+    r = await client.get(
+        "/human-tasks", params={"org_id": orgs.org_a, "limit": 500}, headers=orgs.expert.headers
+    )
+    assert r.status_code == 200, r.text
+    assert f"replies/{held['id']}" in {i["id"] for i in r.json()["items"]}
+
+    # an agent claiming more than certainty gains nothing either
+    agent.chat_answer = {**agent.chat_answer, "confidence": 7.5}
+    again = await draft(client, orgs)
+    assert again["confidence"] == 1.0 and again["state"] == "pending", again
