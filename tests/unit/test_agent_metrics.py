@@ -24,16 +24,21 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import ValidationError
 
+from agent_image.executor import Checkpoints, Executor
 from agent_image.metrics import AgentMetrics, tool_label
+from agent_image.platform import PlatformClient
 from agent_image.settings import AgentSettings
 from agent_operator import builders
 from agent_operator.config import OperatorSettings
-from humanwork_core.tokens import MintedToken, generate_signing_key, mint_agent_token
+from humanwork_core import taskflow
 from humanwork_dev.cluster import free_port
 from humanwork_dev.fakes.openai_server import FakeOpenAI
 from tests.unit.test_agent_app import Agent, make_agent
 from tests.unit.test_agent_events import SECRET, TOKEN, Receiver, agent_settings
-from tests.unit.test_builders import CALLBACK, NOW, ORG, instance
+from tests.unit.test_builders import instance
+from tests.unit.test_executor_failures import Events, Proxy, Store, approved, ok, refusal
+from tests.unit.test_step_retry import READ
+from tests.unit.test_step_retry import SET as WRITE
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -160,6 +165,68 @@ def _text(metrics: AgentMetrics) -> str:
     return generate_latest(metrics.registry).decode()
 
 
+def _settings_in(folder: Path) -> AgentSettings:
+    folder.mkdir()
+    return agent_settings(folder, "http://platform.test")
+
+
+async def _execute(tmp_path: Path, store: Store, proxy: Proxy, metrics: AgentMetrics) -> None:
+    """Run the store's approved step once, with the agent's real platform client."""
+    settings = _settings_in(tmp_path)
+    async with httpx.AsyncClient(transport=httpx.MockTransport(proxy.handler)) as http:
+        executor = Executor(
+            "acme-ecommerce",
+            "org-acme",
+            store,
+            PlatformClient(settings, http, attempts=1, backoff=0.0),
+            Events(),
+            Checkpoints(tmp_path / "checkpoints"),
+            retry_seconds=0.0,
+            on_step=metrics.executed,
+        )
+        task = store.task()
+        step = taskflow.executable_step(task)
+        assert step is not None
+        await executor.execute(task, step)
+
+
+async def test_each_execution_is_counted_by_tool_and_outcome(tmp_path: Path) -> None:
+    metrics = AgentMetrics()
+    await _execute(tmp_path / "a", approved(READ), Proxy(ok()), metrics)
+    upstream = refusal(502, "upstream_error", "Shopify answered 500", upstreamStatus="500")
+    await _execute(tmp_path / "b", approved(READ), Proxy(upstream), metrics)
+    lost = refusal(409, "tool_call_outcome_unknown", "the upstream timed out after sending")
+    await _execute(tmp_path / "c", approved(WRITE), Proxy(lost), metrics)
+    samples = parse(_text(metrics))
+    steps = "humanwork_agent_step_executions_total"
+    for outcome in ("succeeded", "failed", "unknown"):
+        assert value(samples, steps, tool="shopify", outcome=outcome) == 1, outcome
+
+
+async def test_a_streamed_reply_and_an_unreachable_model_are_counted(
+    tmp_path: Path, receiver: Receiver, llm: FakeOpenAI
+) -> None:
+    made = await make_agent(tmp_path, receiver, llm_base_url=llm.url, llm_max_retries=1)
+    assert made.runtime.llm is not None
+    made.runtime.llm.backoff = 0.01
+    llm.reply("It ships on Monday.")
+    llm.reply("4")  # confidence 0.4: below the threshold, for an expert
+    answer = await made.post("/v1/chat/stream", {"message": "When does it ship?"})
+    assert '"flag_for_review":true' in answer.text and '"responder":"llm"' in answer.text
+    llm.fail(500, times=2)
+    body = (await made.post("/v1/chat", {"message": "When does it ship?"})).json()
+    assert body["responder"] == "offline"
+    samples = parse(_text(made.runtime.metrics))
+    replies = "humanwork_agent_chat_replies_total"
+    assert value(samples, replies, responder="llm", review="flagged") == 1
+    assert value(samples, replies, responder="offline", review="flagged") == 1
+    calls = "humanwork_agent_llm_calls_total"
+    assert value(samples, calls, outcome="ok") == 2  # the stream and the rating
+    assert value(samples, calls, outcome="unavailable") == 1  # 500, retried once, 500
+    assert len(llm.requests) == 4
+    await made.http.aclose()
+
+
 def test_label_values_stay_bounded_whatever_a_task_or_a_model_names() -> None:
     metrics = AgentMetrics()
     metrics.executed("shopify_query", "succeeded")  # an alias: the catalog's name
@@ -256,22 +323,6 @@ def test_the_network_policy_opens_the_metrics_port_to_the_configured_scrapers_on
     any_pod = OperatorSettings(agent_metrics_port=9100, agent_metrics_namespaces="team=obs")
     (peer,) = builders.network_policy(instance(), any_pod)["spec"]["ingress"][1]["from"]
     assert peer == {"namespaceSelector": {"matchLabels": {"team": "obs"}}}
-    # every child the operator builds agrees (the whole set, as reconciles apply it)
-    token = _token()
-    kids = builders.children(instance(), SCRAPING, token, CALLBACK, [])
-    (policy,) = [k for k in kids if k["kind"] == "NetworkPolicy"]
-    assert policy["spec"]["ingress"][1] == scrapers
-
-
-def _token() -> MintedToken:
-    return mint_agent_token(
-        generate_signing_key(),
-        agent_id="org-acme/acme-ecommerce",
-        org_id=ORG,
-        namespace="org-acme",
-        ttl_seconds=86_400,
-        now=NOW,
-    )
 
 
 @pytest.mark.parametrize(
