@@ -35,6 +35,7 @@ from humanwork_dev.cluster import free_port
 from humanwork_dev.fakes.openai_server import FakeOpenAI
 from tests.unit.test_agent_app import Agent, make_agent
 from tests.unit.test_agent_events import SECRET, TOKEN, Receiver, agent_settings
+from tests.unit.test_agent_events import receiver as receiver  # the fixture
 from tests.unit.test_builders import instance
 from tests.unit.test_executor_failures import Events, Proxy, Store, approved, ok, refusal
 from tests.unit.test_step_retry import READ
@@ -67,14 +68,6 @@ async def scrape(url: str) -> tuple[str, Samples]:
 def llm() -> Iterator[FakeOpenAI]:
     with FakeOpenAI() as server:
         yield server
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    rec = Receiver()
-    rec.server.start()
-    yield rec
-    rec.server.stop()
 
 
 async def test_replies_model_calls_reloads_and_events_are_counted_on_their_own_port(
