@@ -13,6 +13,9 @@ HMAC secret (see :mod:`agent_image.commands`), served by the routers of
     GET  /v1/health               liveness/readiness and the configuration hash (open)
     GET  /v1/status               identity, model, running tasks, uptime (open)
 
+Prometheus metrics (:mod:`agent_image.metrics`) are served on a port of their own,
+`HUMANWORK_AGENT_METRICS_PORT` (0: off), never on this API's port.
+
 :class:`~agent_image.runtime.Runtime` holds everything the agent works with, once, on the
 app's state; `create_app(settings, background=...)` starts each background job
 `job(runtime)` with the app (the executor of approved steps is one; see :data:`BACKGROUND`).
@@ -113,11 +116,15 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        # --- metrics (issue 17, item 4): on a port of their own, never the command port ---
+        if settings.agent_metrics_port:
+            rt.metrics.serve(settings.agent_metrics_port, settings.host)
         running = _start(rt, jobs)
         try:
             yield
         finally:
             await _stop(rt, running)
+            await asyncio.to_thread(rt.metrics.close)
 
     app = FastAPI(title="humanwork agent", version="0.1.0", lifespan=lifespan)
     app.state.runtime = rt

@@ -223,6 +223,7 @@ class Executor:
         track: Callable[..., None] = lambda _name, **_info: None,
         untrack: Callable[[str], None] = lambda _name: None,
         retry_seconds: float = RETRY_SECONDS,
+        on_step: Callable[[str | None, str], None] = lambda _tool, _outcome: None,
     ) -> None:
         self.agent_name = agent_name
         self.namespace = namespace
@@ -241,6 +242,8 @@ class Executor:
         self.untrack = untrack
         self.retry_seconds = retry_seconds
         """The pause before a transient answer's call is sent again (same key)."""
+        self.on_step = on_step
+        """Told (tool, succeeded | failed | unknown) after each execution (the metrics)."""
 
     @property
     def running(self) -> list[str]:
@@ -373,11 +376,14 @@ class Executor:
         try:
             result = await self._run_step(task, step, key)
         except OutcomeUnknown as exc:
+            self.on_step(step.tool, "unknown")
             await self._unknown(name, step.id, str(exc)[:4000], key, attempt)
             return
         except StepFailed as exc:
+            self.on_step(step.tool, "failed")
             await self._failed(task, step, exc, key, attempt)
             return
+        self.on_step(step.tool, "succeeded")
         summary = summarise(result)
         fresh = AgenticTask.from_wire(await self._must_get(name))
         done = await self._apply(
@@ -539,6 +545,8 @@ class AgentRuntime(Protocol):
     def platform(self) -> Any: ...
     @property
     def events(self) -> Any: ...
+    @property
+    def metrics(self) -> Any: ...
 
     def state_dir(self) -> Path: ...
     def is_cancelled(self, name: str) -> bool: ...
@@ -560,5 +568,6 @@ async def run_executor(runtime: AgentRuntime) -> None:
         is_cancelled=runtime.is_cancelled,
         track=runtime.track_task,
         untrack=runtime.untrack_task,
+        on_step=runtime.metrics.executed,
     )
     await executor.run()

@@ -20,7 +20,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -75,11 +75,22 @@ def cost_estimate(model: str, prompt_tokens: int, completion_tokens: int) -> flo
 class LLMError(Exception):
     """The model could not answer: refused (4xx), failing after retries, or garbage."""
 
-    def __init__(self, message: str, *, status: int | None = None, attempts: int = 1) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        attempts: int = 1,
+        kind: str = "malformed",
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
         self.attempts = attempts
+        self.kind = kind
+        """`refused` (a 4xx not worth retrying), `unavailable` (unreachable, 5xx or 429
+        after the retries, a broken stream) or `malformed` (an answer that is no
+        completion): the outcome label of `humanwork_agent_llm_calls_total`."""
 
 
 @dataclass(frozen=True)
@@ -217,8 +228,11 @@ class LLMClient:
         backoff: float = 0.5,
         max_backoff: float = 8.0,
         max_retry_after: float = 30.0,
+        observe: Callable[[str, float], None] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.observe = observe
+        """Told (outcome, seconds) after each call: `ok` or the error's `kind` (the metrics)."""
         self._key = api_key or ""
         self._client = client or httpx.AsyncClient(timeout=timeout)
         self._owns_client = client is None
@@ -294,6 +308,7 @@ class LLMClient:
                     raise LLMError(
                         f"the model endpoint is unreachable: {type(exc).__name__}: {exc}",
                         attempts=attempt,
+                        kind="unavailable",
                     ) from None
                 LOG.warning("LLM call failed (%s), retry %d", type(exc).__name__, attempt)
                 await asyncio.sleep(self._delay(attempt, None))
@@ -315,6 +330,7 @@ class LLMClient:
                 f"the model endpoint answered {response.status_code}: {_error_message(response)}",
                 status=response.status_code,
                 attempts=attempt,
+                kind="unavailable" if retriable else "refused",
             )
 
     async def complete(
@@ -340,25 +356,24 @@ class LLMClient:
             stream=False,
         )
         started = time.perf_counter()
-        response, attempts = await self._send(body, stream=False)
-        latency = (time.perf_counter() - started) * 1000
         try:
-            data = response.json()
-            choice = data["choices"][0]
-            message = choice.get("message") or {}
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-            raise LLMError(
-                "the model endpoint's answer is not a chat completion", attempts=attempts
-            ) from None
-        return Completion(
-            content=str(message.get("content") or ""),
-            model=str(data.get("model") or model),
-            usage=Usage.from_json(data.get("usage")),
-            tool_calls=_tool_calls(message.get("tool_calls")),
-            finish_reason=choice.get("finish_reason"),
-            latency_ms=latency,
-            attempts=attempts,
-        )
+            response, attempts = await self._send(body, stream=False)
+            completion = _completion(
+                response, model, (time.perf_counter() - started) * 1000, attempts
+            )
+        except LLMError as exc:
+            self._observed(exc.kind, started)
+            raise
+        self._observed("ok", started)
+        return completion
+
+    def _observed(self, outcome: str, started: float) -> None:
+        """Tell `observe` how a call ended and how long it took (never raises into it)."""
+        if self.observe is not None:
+            try:
+                self.observe(outcome, time.perf_counter() - started)
+            except Exception:  # metrics never break a call
+                LOG.exception("LLM call observer failed")
 
     async def stream(
         self,
@@ -383,6 +398,17 @@ class LLMClient:
             stream=True,
         )
         started = time.perf_counter()
+        try:
+            async for item in self._stream(body, model, started):
+                yield item
+        except LLMError as exc:
+            self._observed(exc.kind, started)
+            raise
+        self._observed("ok", started)
+
+    async def _stream(
+        self, body: dict[str, Any], model: str, started: float
+    ) -> AsyncIterator[Delta | Completion]:
         response, attempts = await self._send(body, stream=True)
         assembly = _StreamAssembly(model)
         try:
@@ -390,10 +416,33 @@ class LLMClient:
                 for text in assembly.feed(chunk):
                     yield Delta(text)
         except httpx.HTTPError as exc:
-            raise LLMError(f"the model's stream broke off: {exc}", attempts=attempts) from None
+            raise LLMError(
+                f"the model's stream broke off: {exc}", attempts=attempts, kind="unavailable"
+            ) from None
         finally:
             await response.aclose()
         yield assembly.completion((time.perf_counter() - started) * 1000, attempts)
+
+
+def _completion(response: httpx.Response, model: str, latency: float, attempts: int) -> Completion:
+    """The completion of a non-streaming answer; LLMError (`malformed`) when it is none."""
+    try:
+        data = response.json()
+        choice = data["choices"][0]
+        message = choice.get("message") or {}
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        raise LLMError(
+            "the model endpoint's answer is not a chat completion", attempts=attempts
+        ) from None
+    return Completion(
+        content=str(message.get("content") or ""),
+        model=str(data.get("model") or model),
+        usage=Usage.from_json(data.get("usage")),
+        tool_calls=_tool_calls(message.get("tool_calls")),
+        finish_reason=choice.get("finish_reason"),
+        latency_ms=latency,
+        attempts=attempts,
+    )
 
 
 async def _chunks(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:

@@ -60,6 +60,7 @@ async def propose(runtime: Runtime, proposal: Proposal) -> tuple[dict[str, Any],
     task, created = await _create(runtime, name, proposal, body)
     if not created:
         return task, None, False
+    runtime.metrics.planned(plan.planner)
     await _announce(runtime, name, proposal, plan, task, body["spec"])
     return task, plan, True
 

@@ -27,6 +27,7 @@ from agent_image.corrections import CorrectionStore
 from agent_image.events import EventSender
 from agent_image.kube import KubeClient, KubeError
 from agent_image.llm import Completion, LLMClient, llm_configured
+from agent_image.metrics import AgentMetrics
 from agent_image.planning.config import AgentConfig, LLMGate
 from agent_image.planning.drafts import Plan
 from agent_image.planning.llm import Planner
@@ -81,6 +82,8 @@ class Runtime:
     cancelled: CancelRegistry
     verifier: CommandVerifier
     started: float = field(default_factory=time.monotonic)
+    metrics: AgentMetrics = field(default_factory=AgentMetrics)
+    """The agent's Prometheus metrics (served on `agent_metrics_port`; see agent_image.metrics)."""
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Tasks being worked on (the executor tracks them): name -> what /v1/status shows."""
     on_cancel: list[Callable[[str], Awaitable[None]]] = field(default_factory=list)
@@ -115,6 +118,7 @@ class Runtime:
         """Tell the platform the effective configuration (`config.applied`, with its hash,
         the ConfigMap's hash, where the change came from and the model); returns it."""
         config = self.config()
+        self.metrics.reloaded(source)
         await self.events.emit(
             "config.applied",
             payload={
@@ -233,6 +237,7 @@ def build_runtime(
     and the state folder; secrets and tokens are read when used."""
     holder = ConfigHolder(settings.config_file)
     client = http or httpx.AsyncClient(timeout=30.0)
+    metrics = AgentMetrics()
     if llm is None and llm_configured(settings.llm_base_url):
         key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
         llm = LLMClient(
@@ -241,6 +246,8 @@ def build_runtime(
             timeout=settings.llm_timeout_seconds,
             max_retries=settings.llm_max_retries,
         )
+    if llm is not None and llm.observe is None:
+        llm.observe = metrics.llm_called
     gate = LLMGate(llm)
     events = EventSender(settings, client)
     corrections = CorrectionStore(settings.state_dir)
@@ -270,6 +277,9 @@ def build_runtime(
         corrections=corrections,
         cancelled=CancelRegistry(settings.state_dir),
         verifier=CommandVerifier(settings),
+        metrics=metrics,
     )
     runtime_ref.append(runtime)
+    metrics.live.events = events
+    metrics.live.running = lambda: len(runtime.tasks)
     return runtime

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -22,6 +22,11 @@ class AgentSettings(BaseSettings):
     platform_url: str
     callback_url: str
     agent_port: int = 8080
+    # --- metrics (issue 17, item 4) ---------------------------------------------------------
+    agent_metrics_port: int = Field(default=0, ge=0, le=65535)
+    """Port of the agent's Prometheus `/metrics` endpoint (bound on `HUMANWORK_HOST`); 0: off.
+    Never the command port (refused); set by the operator from its own
+    `agent_metrics_port`, and only its metrics NetworkPolicy rule lets anyone reach it."""
     token_file: Path
     callback_secret_file: Path
     config_file: Path
@@ -49,3 +54,11 @@ class AgentSettings(BaseSettings):
     """`agentic` makes every request agentic (seed 000's `AGENT_DEFAULT_MODE`)."""
     event_outbox_seconds: float = 5.0
     """How often undelivered events are retried."""
+
+    @model_validator(mode="after")
+    def _metrics_apart(self) -> AgentSettings:
+        """The metrics never share the command port (whose commands are signed and whose
+        NetworkPolicy rule admits only the platform)."""
+        if self.agent_metrics_port and self.agent_metrics_port == self.agent_port:
+            raise ValueError("HUMANWORK_AGENT_METRICS_PORT must differ from HUMANWORK_AGENT_PORT")
+        return self

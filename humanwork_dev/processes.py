@@ -234,6 +234,13 @@ class AgentProcess(_Process):
     def url(self) -> str:
         return f"http://127.0.0.1:{self.spec.port}"
 
+    @property
+    def metrics_url(self) -> str:
+        """The agent's `/metrics` (on its own port; only when its pod spec serves them)."""
+        if not self.spec.metrics_port:
+            raise RuntimeError("this agent's pod spec serves no metrics")
+        return f"http://127.0.0.1:{self.spec.metrics_port}/metrics"
+
     def start(self, timeout: float = 60.0) -> None:
         from humanwork_dev import runagent
 

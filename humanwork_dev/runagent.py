@@ -36,6 +36,8 @@ class Materialised:
     env: dict[str, str]
     root: Path
     port: int
+    metrics_port: int = 0
+    """The local port of the agent's metrics (0: its pod spec serves none)."""
 
 
 def _secret(core: client.CoreV1Api, ns: str, name: str) -> dict[str, bytes]:
@@ -143,6 +145,10 @@ def materialise(
     env["KUBERNETES_SERVICE_PORT"] = str(server.port or 443)
     chosen_port = port or cluster.free_port()
     env["HUMANWORK_AGENT_PORT"] = str(chosen_port)
+    metrics_port = 0
+    if env.get("HUMANWORK_AGENT_METRICS_PORT", "0") != "0":  # a local port, as for the API's
+        metrics_port = cluster.free_port()
+        env["HUMANWORK_AGENT_METRICS_PORT"] = str(metrics_port)
     env["HUMANWORK_HOST"] = "127.0.0.1"
     if "HOME" in env:
         env["HOME"] = str(mounts.get(env["HOME"], root))
@@ -151,7 +157,7 @@ def materialise(
         env["HUMANWORK_CALLBACK_URL"] = f"{platform_url}/v1/agent-events"
     env["PATH"] = os.environ.get("PATH", "/usr/bin:/bin")
     argv = [sys.executable, "-m", "agent_image", *container.get("args", [])]
-    return Materialised(argv=argv, env=env, root=root, port=chosen_port)
+    return Materialised(argv=argv, env=env, root=root, port=chosen_port, metrics_port=metrics_port)
 
 
 def start(spec: Materialised, log: Path) -> subprocess.Popen[bytes]:

@@ -56,6 +56,7 @@ async def chat(raw: Signed, rt: RuntimeDep) -> dict[str, Any]:
     body = parse(ChatRequest, raw)
     history, context = await gather(rt, body)
     reply = await rt.responder.reply(body.message, rt.config(), history=history, context=context)
+    rt.metrics.replied(reply.responder, reply.flag_for_review)
     return reply.as_dict()
 
 
@@ -74,6 +75,7 @@ async def chat_stream(raw: Signed, rt: RuntimeDep) -> StreamingResponse:
                 body.message, config, history=history, context=context
             ):
                 if isinstance(item, Reply):
+                    rt.metrics.replied(item.responder, item.flag_for_review)
                     yield _sse("done", item.as_dict())
                 else:
                     yield _sse("token", {"text": item})

@@ -91,6 +91,18 @@ class OperatorSettings:
     lease_retry_seconds: int = 2
     """How often the leader renews and a standby tries."""
 
+    # --- the agents' metrics (issue 17, item 4) --------------------------------------------
+    agent_metrics_port: int = 0
+    """Port of the agents' Prometheus `/metrics` (the container port `metrics`, given to the
+    agent as `HUMANWORK_AGENT_METRICS_PORT`); 0: the agents serve no metrics."""
+    agent_metrics_namespaces: str = ""
+    """Label selector (`key=value,...`) of the namespaces whose pods may scrape the agents'
+    metrics port (e.g. `kubernetes.io/metadata.name=monitoring`); empty: nobody (the
+    NetworkPolicy opens the port to no one)."""
+    agent_metrics_pods: str = ""
+    """Label selector (`key=value,...`) of the scraping pods in those namespaces (e.g.
+    `app.kubernetes.io/name=prometheus`); empty: any pod of those namespaces."""
+
     def __post_init__(self) -> None:
         if self.shard and not _LABEL_VALUE.fullmatch(self.shard):
             raise ValueError(f"{ENV_PREFIX}SHARD must be a label value, not {self.shard!r}")
@@ -98,6 +110,18 @@ class OperatorSettings:
             raise ValueError("the lease retry must be positive and below the renew deadline")
         if self.lease_renew_deadline_seconds >= self.lease_duration_seconds:
             raise ValueError("the lease renew deadline must be below the lease duration")
+        self._check_metrics()
+
+    def _check_metrics(self) -> None:
+        """The agents' metrics port is a port apart from theirs; the selectors parse."""
+        if not 0 <= self.agent_metrics_port <= 65535:
+            raise ValueError(f"{ENV_PREFIX}AGENT_METRICS_PORT must be a port (0: off)")
+        if self.agent_metrics_port and self.agent_metrics_port == self.agent_port:
+            raise ValueError(f"{ENV_PREFIX}AGENT_METRICS_PORT must differ from the agent port")
+        if self.agent_metrics_pods and not self.agent_metrics_namespaces:
+            raise ValueError(f"{ENV_PREFIX}AGENT_METRICS_PODS needs AGENT_METRICS_NAMESPACES")
+        match_labels(self.agent_metrics_namespaces, "AGENT_METRICS_NAMESPACES")
+        match_labels(self.agent_metrics_pods, "AGENT_METRICS_PODS")
 
     @property
     def replica(self) -> str:
@@ -142,3 +166,23 @@ class OperatorSettings:
             else:
                 values[field.name] = raw
         return cls(**values)  # type: ignore[arg-type]
+
+
+_LABEL_KEY = re.compile(
+    r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+)
+
+
+def match_labels(selector: str, setting: str = "selector") -> dict[str, str]:
+    """`key=value,key2=value2` as a selector's `matchLabels`; ValueError naming `setting`
+    for anything else (an empty string is no labels)."""
+    labels: dict[str, str] = {}
+    for term in (t.strip() for t in selector.split(",") if t.strip()):
+        key, sep, value = (part.strip() for part in term.partition("="))
+        if not sep or not _LABEL_KEY.fullmatch(key) or len(key) > 316:
+            raise ValueError(f"{ENV_PREFIX}{setting}: {term!r} is not key=value")
+        if value and not _LABEL_VALUE.fullmatch(value):
+            raise ValueError(f"{ENV_PREFIX}{setting}: {value!r} is not a label value")
+        labels[key] = value
+    return labels

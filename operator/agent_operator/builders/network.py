@@ -1,5 +1,6 @@
-"""The agent's NetworkPolicy: ingress only from the platform API's pods, egress only
-to DNS, the platform API, the API server's endpoints and the configured CIDRs."""
+"""The agent's NetworkPolicy: ingress only from the platform API's pods (and, on the
+metrics port alone, from the scrapers the operator's settings name), egress only to DNS,
+the platform API, the API server's endpoints and the configured CIDRs."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from humanwork_core.resources import (
     AgentInstance,
 )
 
-from ..config import OperatorSettings
+from ..config import OperatorSettings, match_labels
 from .naming import (
     Manifest,
     _metadata,
@@ -96,8 +97,9 @@ def network_policy(
     api_server: Sequence[ApiServerEndpoint] = (),
 ) -> Manifest:
     """Default deny for the agent pods, except: ingress from the platform API's pods on the
-    agent port; egress to DNS, the platform API's pods, the API server's endpoints
-    (`api_server`, to watch the agent's AgenticTasks) and the CIDRs of `spec.egress`."""
+    agent port (and from the scrapers on the metrics port, see `metrics_ingress`); egress
+    to DNS, the platform API's pods, the API server's endpoints (`api_server`, to watch the
+    agent's AgenticTasks) and the CIDRs of `spec.egress`."""
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -105,7 +107,10 @@ def network_policy(
         "spec": {
             "podSelector": {"matchLabels": selector_labels(instance)},
             "policyTypes": ["Ingress", "Egress"],
-            "ingress": [{"from": [_platform_pods(settings)], "ports": [_tcp(settings.agent_port)]}],
+            "ingress": [
+                {"from": [_platform_pods(settings)], "ports": [_tcp(settings.agent_port)]},
+                *metrics_ingress(settings),
+            ],
             "egress": _egress_rules(instance, settings) + _api_server_rule(api_server),
         },
     }
@@ -118,3 +123,20 @@ def _platform_pods(settings: OperatorSettings) -> dict[str, Any]:
         },
         "podSelector": {"matchLabels": dict(PLATFORM_POD_LABELS)},
     }
+
+
+# --- the agent's metrics (issue 17, item 4) --------------------------------------------------
+
+
+def metrics_ingress(settings: OperatorSettings) -> list[dict[str, Any]]:
+    """The rule letting the scrapers (pods matching `agent_metrics_pods` in namespaces
+    matching `agent_metrics_namespaces`) reach the metrics port, and only that port; none
+    when the agents serve no metrics or no namespaces are named (then nobody may)."""
+    namespaces = match_labels(settings.agent_metrics_namespaces)
+    if not settings.agent_metrics_port or not namespaces:
+        return []
+    peer: dict[str, Any] = {"namespaceSelector": {"matchLabels": namespaces}}
+    pods = match_labels(settings.agent_metrics_pods)
+    if pods:
+        peer["podSelector"] = {"matchLabels": pods}
+    return [{"from": [peer], "ports": [_tcp(settings.agent_metrics_port)]}]

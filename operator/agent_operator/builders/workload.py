@@ -32,6 +32,10 @@ CONTAINER_NAME = "agent"
 PORT_NAME = "http"
 
 
+METRICS_PORT_NAME = "metrics"
+"""The container port of the agent's Prometheus metrics (when `agent_metrics_port` is set)."""
+
+
 HEALTH_PATH = "/v1/health"
 
 
@@ -104,7 +108,31 @@ def _env(instance: AgentInstance, settings: OperatorSettings) -> list[dict[str, 
             },
         },
         {"name": "HOME", "value": "/tmp"},
+        *_metrics_env(settings),
     ]
+
+
+# --- the agent's metrics (issue 17, item 4) --------------------------------------------------
+
+
+def _metrics_env(settings: OperatorSettings) -> list[dict[str, Any]]:
+    if not settings.agent_metrics_port:
+        return []
+    return [{"name": "HUMANWORK_AGENT_METRICS_PORT", "value": str(settings.agent_metrics_port)}]
+
+
+def container_ports(settings: OperatorSettings) -> list[dict[str, Any]]:
+    """The command port (`http`) and, when the agents serve metrics, `metrics`."""
+    ports = [{"name": PORT_NAME, "containerPort": settings.agent_port, "protocol": "TCP"}]
+    if settings.agent_metrics_port:
+        ports.append(
+            {
+                "name": METRICS_PORT_NAME,
+                "containerPort": settings.agent_metrics_port,
+                "protocol": "TCP",
+            }
+        )
+    return ports
 
 
 def _volumes(instance: AgentInstance, settings: OperatorSettings) -> list[dict[str, Any]]:
@@ -192,7 +220,7 @@ def pod_template(instance: AgentInstance, settings: OperatorSettings) -> dict[st
         "name": CONTAINER_NAME,
         "image": instance.spec.image or settings.agent_image,
         "imagePullPolicy": settings.agent_image_pull_policy,
-        "ports": [{"name": PORT_NAME, "containerPort": settings.agent_port, "protocol": "TCP"}],
+        "ports": container_ports(settings),
         "env": _env(instance, settings),
         "resources": container_resources(instance.spec, settings),
         "volumeMounts": _volume_mounts(),
