@@ -116,3 +116,54 @@ def resolves(pid: int, server: str, name: str) -> str | None:
         capture_output=True, text=True, check=False, timeout=15,
     )  # fmt: skip
     return done.stdout.strip() or None
+
+
+def test_the_agents_metrics_port_answers_the_named_scrapers_and_nobody_else(
+    cluster: Cluster,
+    real_node: dict[str, Any],
+    restricted_namespace: Callable[[str], str],
+    run_pod: Callable[..., dict[str, Any]],
+) -> None:
+    """Issue 17: with HUMANWORK_OPERATOR_AGENT_METRICS_PORT and _NAMESPACES set, the
+    operator's policy opens the agent's metrics port to pods of the named namespaces only,
+    and only that port; the platform API (which may reach the command port) and another
+    namespace's pod may not scrape. Positive controls: every probe answered before."""
+    platform_ns, org_ns, monitoring_ns, other_ns = (
+        restricted_namespace(p) for p in ("plat", "org", "mon", "other")
+    )
+    cluster.kubectl("label", "namespace", monitoring_ns, "humanwork.test/scrapers=yes")
+    settings = OperatorSettings(
+        platform_namespace=platform_ns,
+        platform_api_port=8000,
+        dns_namespace=None,
+        agent_metrics_port=9100,
+        agent_metrics_namespaces="humanwork.test/scrapers=yes",
+    )
+    wire = instance_manifest(org_ns, str(uuid.uuid4()))
+    wire["metadata"]["uid"] = str(uuid.uuid4())
+    instance = AgentInstance.from_wire(wire)
+    agent_labels = dict(builders.selector_labels(instance))
+    # the agent's two ports, each served by a pod of the agent's labels
+    command = run_pod(org_ns, _serving("agent", 8080, agent_labels))["status"]["podIP"]
+    metrics = run_pod(org_ns, _serving("agent-metrics", 9100, agent_labels))["status"]["podIP"]
+    platform = container_pid(
+        run_pod(platform_ns, _serving("platform", 8000, builders.PLATFORM_POD_LABELS))
+    )
+    scraper = container_pid(run_pod(monitoring_ns, pod_manifest("scraper", PAUSE)))
+    outsider = container_pid(run_pod(other_ns, pod_manifest("outsider", PAUSE)))
+    for pid in (platform, scraper, outsider):
+        assert connects(pid, metrics, 9100) and connects(pid, command, 8080)
+
+    policy = builders.network_policy(instance, settings, [])
+    del policy["metadata"]["ownerReferences"]
+    cluster.kubectl("-n", org_ns, "apply", "-f", "-", stdin=json.dumps(policy))
+
+    assert eventually(lambda: not connects(outsider, metrics, 9100, timeout=1)), (
+        "another namespace's pod still scrapes the agent"
+    )
+    assert eventually(lambda: not connects(platform, metrics, 9100, timeout=1)), (
+        "the platform API reaches the metrics port"
+    )
+    assert not connects(scraper, command, 8080, timeout=1), "a scraper reaches the command port"
+    assert connects(scraper, metrics, 9100), "the named scrapers scrape"
+    assert connects(platform, command, 8080), "the platform still commands the agent"
