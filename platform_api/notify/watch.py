@@ -25,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from humanwork_core.resources import AgenticTask
 from platform_api.notify import events
+from platform_api.notify.deadlines import Deadlines
 from platform_api.notify.delivery import Deliverer
 from platform_api.notify.emitter import record
 from platform_api.notify.repository import EventRepository
@@ -48,6 +49,10 @@ LIMIT_TEXT = (
 )
 REVISION_REQUESTED = "requested"
 
+TaskLookup = Callable[[str, str], AgenticTask | None]
+"""The last version the watch saw of an open task, by namespace and name (the
+`DecisionIndex`'s `task`)."""
+
 Reviser = Callable[[AgenticTask], Awaitable[str]]
 """Asks for a revised plan of a rejected task; answers `requested`, or why not (the
 revision loop, `platform_api.revisions`, given by the composition root)."""
@@ -62,6 +67,7 @@ class TaskNotifier:
         settings: Settings,
         deliverer: Deliverer | None,
         reviser: Reviser | None = None,
+        tasks: TaskLookup | None = None,
     ) -> None:
         self._reviser = reviser
         self._endings: set[asyncio.Task[None]] = set()
@@ -70,17 +76,21 @@ class TaskNotifier:
         self._deliverer = deliverer
         self._queue: asyncio.Queue[tuple[AgenticTask, list[events.Event]]] = asyncio.Queue()
         self._seen: dict[str, None] = {}
-        self._open: dict[Key, AgenticTask] = {}
+        # the deadlines of the open decisions, and where to read their tasks when due
+        # (the `DecisionIndex`): no parsed task is held per open decision (issue 17)
+        self._open = Deadlines()
+        self._tasks = tasks
         self._namespaces: dict[uuid.UUID, str | None] = {}
 
     # --- fed by the watch (synchronous, cheap) --------------------------------------------
 
     def observe(self, task: AgenticTask) -> None:
         key = (task.metadata.namespace or "", task.metadata.name)
-        if events.deadline_of(task) is not None and not _ended(task):
-            self._open[key] = task
+        deadline = events.deadline_of(task)
+        if deadline is not None and not _ended(task):
+            self._open.put(key, deadline)
         else:
-            self._open.pop(key, None)
+            self._open.drop(key)
         found = events.task_events(task)
         # a deadline already near when the watch sees it is told at once, not at the next
         # tick (by which time the step may be decided)
@@ -89,7 +99,7 @@ class TaskNotifier:
         self._enqueue([*found, soon] if soon is not None else found, task)
 
     def forget(self, key: Key) -> None:
-        self._open.pop(key, None)
+        self._open.drop(key)
 
     def _enqueue(self, found: Iterable[events.Event], task: AgenticTask) -> None:
         fresh = [e for e in found if e.event_id not in self._seen]
@@ -189,7 +199,10 @@ class TaskNotifier:
         """Near deadlines, due deliveries, and the event log's pruning."""
         now = utcnow()
         near = timedelta(seconds=self._settings.queue_near_deadline_seconds)
-        for task in list(self._open.values()):
+        for key in self._open.between(now, now + near):
+            task = self._tasks(*key) if self._tasks is not None else None
+            if task is None:
+                continue
             event = events.near_deadline(task, now, near)
             if event is not None:
                 self._enqueue([event], task)
