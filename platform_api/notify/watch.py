@@ -19,6 +19,7 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -74,7 +75,7 @@ class TaskNotifier:
         self._sessions = sessions
         self._settings = settings
         self._deliverer = deliverer
-        self._queue: asyncio.Queue[tuple[AgenticTask, list[events.Event]]] = asyncio.Queue()
+        self._queue: asyncio.Queue[_Batch] = asyncio.Queue()
         self._seen: dict[str, None] = {}
         # the deadlines of the open decisions, and where to read their tasks when due
         # (the `DecisionIndex`): no parsed task is held per open decision (issue 17)
@@ -104,7 +105,11 @@ class TaskNotifier:
     def _enqueue(self, found: Iterable[events.Event], task: AgenticTask) -> None:
         fresh = [e for e in found if e.event_id not in self._seen]
         if fresh:
-            self._queue.put_nowait((task, fresh))
+            # issue 17: the task itself only when it may end the request (`_conclude`
+            # needs it); on a start every open decision's event is queued at once
+            ending = any(e.event in ENDING_TEXT for e in fresh)
+            org, namespace = task.spec.org_id, task.metadata.namespace
+            self._queue.put_nowait(_Batch(org, namespace, fresh, task if ending else None))
 
     # --- the workers ----------------------------------------------------------------------
 
@@ -131,14 +136,14 @@ class TaskNotifier:
             self._namespaces[org_id] = await EventRepository(session).org_namespace(org_id)
         return self._namespaces[org_id]
 
-    async def _record(self, batch: tuple[AgenticTask, list[events.Event]]) -> None:
-        task, found = batch
+    async def _record(self, batch: _Batch) -> None:
+        task, found = batch.task, batch.events
         try:
-            org_id = uuid.UUID(task.spec.org_id)
+            org_id = uuid.UUID(batch.org_id)
         except ValueError:
             return
         async with self._sessions() as session, session.begin():
-            if await self._namespace(session, org_id) != task.metadata.namespace:
+            if await self._namespace(session, org_id) != batch.namespace:
                 self._namespaces.pop(org_id, None)  # an org made since: look again next time
                 return
             ended: events.Event | None = None
@@ -149,7 +154,7 @@ class TaskNotifier:
                     ended = event
         for event in found:
             self._remember(event.event_id)
-        if ended is not None:
+        if ended is not None and task is not None:
             ending = asyncio.create_task(self._conclude(task, org_id, ended))
             self._endings.add(ending)
             ending.add_done_callback(self._endings.discard)
@@ -212,6 +217,17 @@ class TaskNotifier:
         async with self._sessions() as session, session.begin():
             retention = timedelta(seconds=self._settings.notify_retention_seconds)
             await EventRepository(session).prune(now - retention)
+
+
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """Events of one task to record: its org and namespace, and the task itself only when
+    an event may end the request."""
+
+    org_id: str
+    namespace: str | None
+    events: list[events.Event]
+    task: AgenticTask | None
 
 
 def _ended(task: AgenticTask) -> bool:
