@@ -248,7 +248,9 @@ def _start_notifier(platform: Platform) -> tuple[list[asyncio.Task[None]], httpx
         on_attempt=lambda outcome: platform.metrics.webhook_deliveries.labels(outcome).inc(),
     )
     reviser = Reviser(platform)  # the revision loop (issue 14, item 2)
-    notifier = TaskNotifier(platform.sessions, settings, deliverer, reviser)
+    # issue 17: the notifier reads a task due near its deadline from the index
+    tasks = platform.decisions.task if platform.decisions is not None else None
+    notifier = TaskNotifier(platform.sessions, settings, deliverer, reviser, tasks)
     if platform.decisions is not None:
         platform.decisions.subscribe(notifier.observe, notifier.forget)
     return [asyncio.create_task(notifier.run(), name="notifier")], client

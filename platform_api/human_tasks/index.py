@@ -141,8 +141,35 @@ def _row(key: Key, task: AgenticTask, step: Step, raw: dict[str, object]) -> Row
         and entry.escalations >= task.spec.policy.escalation.max_escalations,
         expired_state=entry.decision is None and entry.state is StepState.EXPIRED,
         head=item_json[: -len(_TIME_FIELDS)],
-        raw=json.dumps(raw, separators=(",", ":")).encode(),
+        raw=_compact(raw),
     )
+
+
+def _compact(raw: dict[str, object]) -> bytes:
+    """The task as compact JSON, without `metadata.managedFields` (about half of a task's
+    bytes, which nothing in the platform reads; issue 17: memory per open decision)."""
+    meta = raw.get("metadata")
+    if isinstance(meta, dict) and "managedFields" in meta:
+        raw = {**raw, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+    return json.dumps(raw, separators=(",", ":")).encode()
+
+
+def _seen(raw: dict[str, object]) -> tuple[Key, AgenticTask, Row | None] | None:
+    """A task as the watch or a list saw it: its key, the task, and its row when it waits
+    for a decision (None when it does not); None when it is no valid task."""
+    try:
+        task = AgenticTask.from_wire(raw)
+    except ValidationError:
+        return None
+    key = (task.metadata.namespace or "", task.metadata.name)
+    phase = task.current_status().phase
+    step = taskflow.decidable_step(task) or taskflow.awaiting_resolution(task)
+    if phase is TaskPhase.FAILED:  # issue 15, item 9: a failed step an expert may retry
+        step = taskflow.awaiting_retry(task)
+        phase = None if step is not None else phase
+    if (phase is not None and phase.terminal) or step is None:
+        return key, task, None
+    return key, task, _row(key, task, step, raw)
 
 
 def _sort_key(row: Row) -> tuple[bool, datetime, datetime, str, str]:
@@ -194,20 +221,17 @@ class DecisionIndex:
 
     def observe(self, raw: dict[str, object]) -> None:
         """Take in the current state of a task (added or modified)."""
-        try:
-            task = AgenticTask.from_wire(raw)
-        except ValidationError:
+        seen = _seen(raw)
+        if seen is None:
             return
-        key = (task.metadata.namespace or "", task.metadata.name)
-        phase = task.current_status().phase
-        step = taskflow.decidable_step(task) or taskflow.awaiting_resolution(task)
-        if phase is TaskPhase.FAILED:  # issue 15, item 9: a failed step an expert may retry
-            step = taskflow.awaiting_retry(task)
-            phase = None if step is not None else phase
-        if (phase is not None and phase.terminal) or step is None:
+        key, task, row = seen
+        if row is None:
             self._drop(key)
         else:
-            self._put(_row(key, task, step, raw))
+            self._put(row)
+        self._tell(task)
+
+    def _tell(self, task: AgenticTask) -> None:
         for listener in self._listeners:
             try:
                 listener(task)
@@ -223,10 +247,32 @@ class DecisionIndex:
                 forget(key)
 
     def replace(self, items: list[dict[str, object]]) -> None:
-        self._rows.clear()
-        self._by_org.clear()
+        """Hold exactly `items` (a fresh list of every task)."""
+        rows: dict[Key, Row] = {}
+        self._take(rows, items)
+        self._swap(rows)
+
+    def _take(self, rows: dict[Key, Row], items: list[dict[str, object]]) -> None:
+        """Add a page of a fresh list to `rows` (not yet what readers see)."""
         for raw in items:
-            self.observe(raw)
+            seen = _seen(raw)
+            if seen is None:
+                continue
+            key, task, row = seen
+            if row is None:
+                rows.pop(key, None)
+            else:
+                rows[key] = row
+            self._tell(task)
+
+    def _swap(self, rows: dict[Key, Row]) -> None:
+        """Readers see `rows` from now on (sorted once per org, rather than row by row)."""
+        by_org: dict[str, list[Row]] = {}
+        for row in rows.values():
+            by_org.setdefault(row.org_id, []).append(row)
+        for org_rows in by_org.values():
+            org_rows.sort(key=_sort_key)
+        self._rows, self._by_org = rows, by_org
 
     # --- reading --------------------------------------------------------------------------
 
@@ -290,9 +336,15 @@ class DecisionIndex:
         """List, then watch, forever (until cancelled)."""
         while True:
             try:
-                items, version = await kube.list_all_tasks()
-                self.replace(items)
-                del items
+                # a page at a time (issue 17: no 100,000 parsed tasks at once), gathered
+                # aside: readers see the previous state until the whole list is in
+                rows: dict[Key, Row] = {}
+                async for items, listed in kube.list_task_pages():
+                    self._take(rows, items)
+                    version = listed
+                    del items
+                self._swap(rows)
+                del rows
                 if not self.ready.is_set():
                     # Once, when the service has started and listed: what exists now (the
                     # imported modules above all) lives as long as the process, so it is

@@ -19,12 +19,14 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from humanwork_core.resources import AgenticTask
 from platform_api.notify import events
+from platform_api.notify.deadlines import Deadlines
 from platform_api.notify.delivery import Deliverer
 from platform_api.notify.emitter import record
 from platform_api.notify.repository import EventRepository
@@ -48,6 +50,10 @@ LIMIT_TEXT = (
 )
 REVISION_REQUESTED = "requested"
 
+TaskLookup = Callable[[str, str], AgenticTask | None]
+"""The last version the watch saw of an open task, by namespace and name (the
+`DecisionIndex`'s `task`)."""
+
 Reviser = Callable[[AgenticTask], Awaitable[str]]
 """Asks for a revised plan of a rejected task; answers `requested`, or why not (the
 revision loop, `platform_api.revisions`, given by the composition root)."""
@@ -62,25 +68,30 @@ class TaskNotifier:
         settings: Settings,
         deliverer: Deliverer | None,
         reviser: Reviser | None = None,
+        tasks: TaskLookup | None = None,
     ) -> None:
         self._reviser = reviser
         self._endings: set[asyncio.Task[None]] = set()
         self._sessions = sessions
         self._settings = settings
         self._deliverer = deliverer
-        self._queue: asyncio.Queue[tuple[AgenticTask, list[events.Event]]] = asyncio.Queue()
+        self._queue: asyncio.Queue[_Batch] = asyncio.Queue()
         self._seen: dict[str, None] = {}
-        self._open: dict[Key, AgenticTask] = {}
+        # the deadlines of the open decisions, and where to read their tasks when due
+        # (the `DecisionIndex`): no parsed task is held per open decision (issue 17)
+        self._open = Deadlines()
+        self._tasks = tasks
         self._namespaces: dict[uuid.UUID, str | None] = {}
 
     # --- fed by the watch (synchronous, cheap) --------------------------------------------
 
     def observe(self, task: AgenticTask) -> None:
         key = (task.metadata.namespace or "", task.metadata.name)
-        if events.deadline_of(task) is not None and not _ended(task):
-            self._open[key] = task
+        deadline = events.deadline_of(task)
+        if deadline is not None and not _ended(task):
+            self._open.put(key, deadline)
         else:
-            self._open.pop(key, None)
+            self._open.drop(key)
         found = events.task_events(task)
         # a deadline already near when the watch sees it is told at once, not at the next
         # tick (by which time the step may be decided)
@@ -89,12 +100,16 @@ class TaskNotifier:
         self._enqueue([*found, soon] if soon is not None else found, task)
 
     def forget(self, key: Key) -> None:
-        self._open.pop(key, None)
+        self._open.drop(key)
 
     def _enqueue(self, found: Iterable[events.Event], task: AgenticTask) -> None:
         fresh = [e for e in found if e.event_id not in self._seen]
         if fresh:
-            self._queue.put_nowait((task, fresh))
+            # issue 17: the task itself only when it may end the request (`_conclude`
+            # needs it); on a start every open decision's event is queued at once
+            ending = any(e.event in ENDING_TEXT for e in fresh)
+            org, namespace = task.spec.org_id, task.metadata.namespace
+            self._queue.put_nowait(_Batch(org, namespace, fresh, task if ending else None))
 
     # --- the workers ----------------------------------------------------------------------
 
@@ -121,14 +136,14 @@ class TaskNotifier:
             self._namespaces[org_id] = await EventRepository(session).org_namespace(org_id)
         return self._namespaces[org_id]
 
-    async def _record(self, batch: tuple[AgenticTask, list[events.Event]]) -> None:
-        task, found = batch
+    async def _record(self, batch: _Batch) -> None:
+        task, found = batch.task, batch.events
         try:
-            org_id = uuid.UUID(task.spec.org_id)
+            org_id = uuid.UUID(batch.org_id)
         except ValueError:
             return
         async with self._sessions() as session, session.begin():
-            if await self._namespace(session, org_id) != task.metadata.namespace:
+            if await self._namespace(session, org_id) != batch.namespace:
                 self._namespaces.pop(org_id, None)  # an org made since: look again next time
                 return
             ended: events.Event | None = None
@@ -139,7 +154,7 @@ class TaskNotifier:
                     ended = event
         for event in found:
             self._remember(event.event_id)
-        if ended is not None:
+        if ended is not None and task is not None:
             ending = asyncio.create_task(self._conclude(task, org_id, ended))
             self._endings.add(ending)
             ending.add_done_callback(self._endings.discard)
@@ -189,7 +204,10 @@ class TaskNotifier:
         """Near deadlines, due deliveries, and the event log's pruning."""
         now = utcnow()
         near = timedelta(seconds=self._settings.queue_near_deadline_seconds)
-        for task in list(self._open.values()):
+        for key in self._open.between(now, now + near):
+            task = self._tasks(*key) if self._tasks is not None else None
+            if task is None:
+                continue
             event = events.near_deadline(task, now, near)
             if event is not None:
                 self._enqueue([event], task)
@@ -199,6 +217,17 @@ class TaskNotifier:
         async with self._sessions() as session, session.begin():
             retention = timedelta(seconds=self._settings.notify_retention_seconds)
             await EventRepository(session).prune(now - retention)
+
+
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """Events of one task to record: its org and namespace, and the task itself only when
+    an event may end the request."""
+
+    org_id: str
+    namespace: str | None
+    events: list[events.Event]
+    task: AgenticTask | None
 
 
 def _ended(task: AgenticTask) -> bool:
