@@ -326,6 +326,12 @@ def _ceiling(name: str, apiserver: ApiServer, task_ids: list[str], clients: int)
     return phase
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process `pid` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _run(
     args: argparse.Namespace,
     info: cluster.ClusterInfo,
@@ -359,7 +365,9 @@ def _run(
     task_ids = _create_tasks(http, requester, org_id, args.tasks)
     time.sleep(1)  # the platform's watch has seen them
     profiler = _profile(args.profile, platform_pid)
+    cpu0 = _cpu_seconds(platform_pid)
     elapsed, latencies, failed = asyncio.run(_approve_all(base, experts, task_ids))
+    cpu = _cpu_seconds(platform_pid) - cpu0
     platform_phase = Phase("platform", elapsed, latencies, len(failed), os.getloadavg()[0])
     for answer in failed[:3]:
         print(f"approvals: not 200: {answer}")
@@ -372,7 +380,8 @@ def _run(
         f"{len(latencies) / elapsed:.0f} approvals/s; one approval p50 "
         f"{_pct(latencies, 0.5) * 1000:.0f} ms, p95 {_pct(latencies, 0.95) * 1000:.0f} ms, "
         f"p99 {_pct(latencies, 0.99) * 1000:.0f} ms (HTTP, status write, audit row); "
-        f"not 200: {len(failed)}; load average {platform_phase.load:.2f}",
+        f"not 200: {len(failed)}; load average {platform_phase.load:.2f}; the platform's CPU "
+        f"{cpu * 1000 / max(1, len(task_ids)):.1f} ms per approval",
         flush=True,
     )
     if args.ceiling:
