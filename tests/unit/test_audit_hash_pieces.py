@@ -24,7 +24,7 @@ DETAILS: list[dict[str, Any]] = [
 @pytest.mark.parametrize("org_id", [None, "6f1c7a52-8d2e-4d4b-9a3e-0c1f2d3e4f50"])
 def test_pieces_hash_like_row_hash(details: dict[str, Any], org_id: str | None) -> None:
     at = datetime(2026, 12, 1, 7, 5, 9, 42, tzinfo=UTC)
-    fields = {"chain": org_id or "platform", "org_id": org_id, "actor": "ann \"o'neil\""}
+    fields = {"chain": org_id or "platform", "org_id": org_id, "actor": 'ann "o\'neil"'}
     fields |= {"action": "task.step.approve", "target": "agentictask:ns/t-é", "outcome": "ok"}
     p0, p1, p2, p3 = hash_pieces(details=details, **fields)  # type: ignore[arg-type]
     for seq, prev in [(1, GENESIS), (12345, "ab" * 32)]:
