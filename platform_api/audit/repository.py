@@ -112,89 +112,52 @@ class AuditRepository:
         details: dict[str, Any],
     ) -> AuditRecord:
         """Append one row at the end of `chain` (serialised by the head's row lock)."""
-        if self._dialect == "postgresql":
-            return await self._append_in_one_statement(
-                chain=chain,
-                org_id=org_id,
-                actor=actor,
-                action=action,
-                target=target,
-                outcome=outcome,
-                details=details,
-            )
-        head = await self._locked_head(chain)
-        seq, at = head.seq + 1, utcnow()
-        content = content_of(
-            chain=chain,
-            seq=seq,
-            org_id=str(org_id) if org_id else None,
-            at=at,
-            actor=actor,
-            action=action,
-            target=target,
-            outcome=outcome,
-            details=details,
-        )
         record = AuditRecord(
             chain=chain,
-            seq=seq,
             org_id=org_id,
-            at=at,
             actor=actor,
             action=action,
             target=target,
             outcome=outcome,
             details=dict(details),
-            prev_hash=head.hash,
-            hash=row_hash(content, head.hash),
         )
+        if self._dialect == "postgresql":
+            return await self._append_in_one_statement(record)
+        return await self._append_stepwise(record)
+
+    async def _append_stepwise(self, record: AuditRecord) -> AuditRecord:
+        """Lock and read the head, hash the row here, write the row and the head."""
+        head = await self._locked_head(record.chain)
+        record.seq, record.at = head.seq + 1, utcnow()
+        record.prev_hash = head.hash
+        record.hash = row_hash(_content(record), head.hash)
         self.session.add(record)
-        head.seq, head.hash = seq, record.hash
+        head.seq, head.hash = record.seq, record.hash
         await self.session.flush()
         return record
 
-    async def _append_in_one_statement(
-        self,
-        *,
-        chain: str,
-        org_id: uuid.UUID | None,
-        actor: str,
-        action: str,
-        target: str,
-        outcome: str,
-        details: dict[str, Any],
-    ) -> AuditRecord:
+    async def _append_in_one_statement(self, record: AuditRecord) -> AuditRecord:
         """`APPEND_SQL`; a chain without a head yet gets one first (its first append)."""
         p0, p1, p2, p3 = hash_pieces(
-            chain=chain,
-            org_id=str(org_id) if org_id else None,
-            actor=actor,
-            action=action,
-            target=target,
-            outcome=outcome,
-            details=details,
+            chain=record.chain,
+            org_id=str(record.org_id) if record.org_id else None,
+            actor=record.actor,
+            action=record.action,
+            target=record.target,
+            outcome=record.outcome,
+            details=record.details,
         )
-        params: dict[str, Any] = {"chain": chain, "org_id": org_id, "actor": actor}
-        params |= {"action": action, "target": target, "outcome": outcome}
-        params |= {"details": dict(details), "p0": p0, "p1": p1, "p2": p2, "p3": p3}
+        params: dict[str, Any] = {"chain": record.chain, "org_id": record.org_id}
+        params |= {"actor": record.actor, "action": record.action, "target": record.target}
+        params |= {"outcome": record.outcome, "details": record.details}
+        params |= {"p0": p0, "p1": p1, "p2": p2, "p3": p3}
         row = (await self.session.execute(APPEND_SQL, params)).one_or_none()
         if row is None:
-            await self._ensure_head(chain)
+            await self._ensure_head(record.chain)
             row = (await self.session.execute(APPEND_SQL, params)).one()
-        return AuditRecord(
-            id=row.id,
-            chain=chain,
-            seq=row.seq,
-            org_id=org_id,
-            at=row.at,
-            actor=actor,
-            action=action,
-            target=target,
-            outcome=outcome,
-            details=dict(details),
-            prev_hash=row.prev_hash,
-            hash=row.hash,
-        )
+        record.id, record.seq, record.at = row.id, row.seq, row.at
+        record.prev_hash, record.hash = row.prev_hash, row.hash
+        return record
 
     async def list_for(
         self,
@@ -241,16 +204,20 @@ class AuditRepository:
         ).scalars()
         for r in records:
             rows, _ = out.setdefault(r.chain, ([], None))
-            content = content_of(
-                chain=r.chain,
-                seq=r.seq,
-                org_id=str(r.org_id) if r.org_id else None,
-                at=r.at,
-                actor=r.actor,
-                action=r.action,
-                target=r.target,
-                outcome=r.outcome,
-                details=r.details,
-            )
-            rows.append(ChainRow(r.id, content, r.prev_hash, r.hash))
+            rows.append(ChainRow(r.id, _content(r), r.prev_hash, r.hash))
         return out
+
+
+def _content(record: AuditRecord) -> dict[str, Any]:
+    """The hashed content of a row (`chain.content_of`)."""
+    return content_of(
+        chain=record.chain,
+        seq=record.seq,
+        org_id=str(record.org_id) if record.org_id else None,
+        at=record.at,
+        actor=record.actor,
+        action=record.action,
+        target=record.target,
+        outcome=record.outcome,
+        details=record.details,
+    )
