@@ -9,6 +9,12 @@ ServiceAccount). Then:
    decision written into the AgenticTask's status (server-side apply with a
    resourceVersion precondition) and the audit row. Prints approvals per second and the
    p50/p95/p99 latency of one approval;
+   the ceiling, run before and after the approvals on N fresh tasks each: CLIENTS threads
+   of a plain HTTP client (httpx) make the identical write straight to the API server
+   (server-side apply of the same decision, field manager and resourceVersion
+   precondition, as the humanwork-platform-api ServiceAccount, the admission policies in
+   force). Prints its rate (200 answers only; the others are counted), its latencies, the
+   ratio platform / ceiling and the load average of each phase;
 2. the queue: OPEN more tasks (default 10,000) are created directly in Kubernetes; once
    the platform's watch-fed index holds them all, `GET /human-tasks` is timed (p50/p95).
 
@@ -22,20 +28,32 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
+import os
+import queue
 import shutil
 import signal
+import ssl
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
+import yaml
 from kubernetes import client, config
 
+from humanwork_core import taskflow
+from humanwork_core.kube_body import APPLY_CONTENT_TYPE, encode_body
+from humanwork_core.policy import STRICT
+from humanwork_core.resources import AgenticTask, Verdict
 from humanwork_dev import cluster
 from humanwork_dev.postgres import PostgresServer
 from humanwork_dev.processes import PlatformProcess
@@ -65,25 +83,29 @@ def _login(http: httpx.Client, username: str) -> dict[str, str]:
 
 async def _approve_all(
     base: str, experts: list[dict[str, str]], task_ids: list[str]
-) -> tuple[float, list[float]]:
-    queue: asyncio.Queue[str] = asyncio.Queue()
+) -> tuple[float, list[float], list[str]]:
+    """The experts approve every task's step concurrently: wall time, the latencies of the
+    200 answers, the other answers."""
+    pending: asyncio.Queue[str] = asyncio.Queue()
     for task_id in task_ids:
-        queue.put_nowait(task_id)
+        pending.put_nowait(task_id)
     latencies: list[float] = []
+    failed: list[str] = []
 
     async def worker(headers: dict[str, str]) -> None:
         async with httpx.AsyncClient(base_url=base, headers=headers, timeout=30) as http:
-            while not queue.empty():
-                task_id = queue.get_nowait()
+            while not pending.empty():
+                task_id = pending.get_nowait()
                 t0 = time.monotonic()
                 r = await http.post(f"/agentic/tasks/{task_id}/steps/read/approve", json={})
-                latencies.append(time.monotonic() - t0)
-                if r.status_code != 200:
-                    raise RuntimeError(f"approval of {task_id}: {r.status_code} {r.text}")
+                if r.status_code == 200:
+                    latencies.append(time.monotonic() - t0)
+                else:
+                    failed.append(f"{task_id}: {r.status_code} {r.text[:200]}")
 
     t0 = time.monotonic()
     await asyncio.gather(*(worker(h) for h in experts))
-    return time.monotonic() - t0, latencies
+    return time.monotonic() - t0, latencies, failed
 
 
 def main() -> None:
@@ -96,6 +118,12 @@ def main() -> None:
         default=None,
         help="record the platform with py-spy during the approvals (collapsed stacks to "
         "this file; needs py-spy, e.g. pip install py-spy)",
+    )
+    parser.add_argument(
+        "--no-ceiling",
+        dest="ceiling",
+        action="store_false",
+        help="skip the API server's ceiling (the plain client's identical writes)",
     )
     args = parser.parse_args()
 
@@ -132,7 +160,7 @@ def main() -> None:
                 },
             )
             platform.start()
-            _run(args, info, platform.url, platform.pid)
+            _run(args, info, platform)
         finally:
             if platform is not None:
                 platform.stop()
@@ -154,7 +182,162 @@ def _profile(out: str | None, pid: int) -> subprocess.Popen[bytes] | None:
     return proc
 
 
-def _run(args: argparse.Namespace, info: cluster.ClusterInfo, base: str, platform_pid: int) -> None:
+@dataclass
+class Phase:
+    """One timed phase: its name, wall time, latencies, answers that were not 200, load."""
+
+    name: str
+    elapsed: float
+    latencies: list[float]
+    failed: int = 0
+    load: float = 0.0
+
+    @property
+    def rate(self) -> float:
+        return len(self.latencies) / self.elapsed if self.elapsed else 0.0
+
+    def line(self) -> str:
+        ms = (
+            [_pct(self.latencies, q) * 1000 for q in (0.5, 0.95, 0.99)]
+            if self.latencies
+            else [0.0] * 3
+        )
+        return (
+            f"{self.name}: {len(self.latencies)} in {self.elapsed:.1f}s = {self.rate:.0f}/s; "
+            f"p50 {ms[0]:.0f} ms, p95 {ms[1]:.0f} ms, p99 {ms[2]:.0f} ms; "
+            f"not 200: {self.failed}; load average {self.load:.2f}"
+        )
+
+
+def _create_tasks(
+    http: httpx.Client, requester: dict[str, str], org_id: str, count: int
+) -> list[str]:
+    task_ids = []
+    for _ in range(count):
+        body = {"orgId": org_id, "agentRef": "agent", "description": "bench", "steps": [STEP]}
+        r = http.post("/agentic/tasks", json=body, headers=requester)
+        r.raise_for_status()
+        task_ids.append(r.json()["id"])
+    return task_ids
+
+
+class ApiServer:
+    """A plain HTTP client of the API server as the platform's ServiceAccount (its token
+    and the cluster's CA from the platform's kubeconfig)."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        doc = yaml.safe_load(kubeconfig.read_text())
+        cluster_doc = doc["clusters"][0]["cluster"]
+        self.server = cluster_doc["server"]
+        self.headers = {"Authorization": f"Bearer {doc['users'][0]['user']['token']}"}
+        ca = cluster_doc.get("certificate-authority")
+        if ca is None:
+            ca_file = kubeconfig.with_name("apiserver-ca.crt")
+            ca_file.write_bytes(base64.b64decode(cluster_doc["certificate-authority-data"]))
+            ca = str(ca_file)
+        self.verify = ssl.create_default_context(cafile=ca)
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.server, headers=self.headers, verify=self.verify, timeout=30
+        )
+
+
+def _task_path(task_id: str) -> str:
+    namespace, name = task_id.split("/")
+    return f"/apis/humanwork.io/v1alpha1/namespaces/{namespace}/agentictasks/{name}"
+
+
+def _decision_body(http: httpx.Client, task_id: str, expert: str) -> bytes:
+    """What the platform applies when `expert` approves the step: the task as it is now,
+    the contract's decision (`taskflow.decide`), the platform's part of the status."""
+    r = http.get(_task_path(task_id))
+    r.raise_for_status()
+    task = AgenticTask.from_wire(r.json())
+    step = task.step("read")
+    assert step is not None
+    request = taskflow.DecisionRequest(
+        verdict=Verdict.APPROVE,
+        by=expert,
+        step_hash=taskflow.step_hash(step),
+        idempotency_key=uuid.uuid4().hex,
+    )
+    after = taskflow.decide(task, "read", request, datetime.now(UTC), org=STRICT)
+    namespace, name = task_id.split("/")
+    return encode_body(
+        {
+            "apiVersion": "humanwork.io/v1alpha1",
+            "kind": "AgenticTask",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "resourceVersion": task.metadata.resource_version,
+            },
+            "status": taskflow.owned_status(after, taskflow.Writer.PLATFORM_API),
+        }
+    )
+
+
+def _ceiling(name: str, apiserver: ApiServer, task_ids: list[str], clients: int) -> Phase:
+    """`clients` threads applying the prepared decisions straight to the API server."""
+    with apiserver.client() as http:
+        bodies = [
+            (task_id, _decision_body(http, task_id, f"expert{i % clients}"))
+            for i, task_id in enumerate(task_ids)
+        ]
+    work: queue.SimpleQueue[tuple[str, bytes]] = queue.SimpleQueue()
+    for item in bodies:
+        work.put(item)
+    latencies: list[float] = []
+    failed: list[str] = []
+    headers = {"Content-Type": APPLY_CONTENT_TYPE}
+    params = {"fieldManager": "humanwork-platform-api", "force": "true"}
+
+    def worker() -> None:
+        with apiserver.client() as http:
+            http.get("/version").raise_for_status()  # connect before the clock starts
+            ready.wait()
+            while True:
+                try:
+                    task_id, body = work.get_nowait()
+                except queue.Empty:
+                    return
+                t0 = time.monotonic()
+                r = http.patch(
+                    _task_path(task_id) + "/status", content=body, headers=headers, params=params
+                )
+                if r.status_code == 200:
+                    latencies.append(time.monotonic() - t0)
+                else:
+                    failed.append(f"{r.status_code} {r.text[:200]}")
+
+    ready = threading.Event()
+    threads = [threading.Thread(target=worker) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    ready.set()
+    for thread in threads:
+        thread.join()
+    phase = Phase(name, time.monotonic() - t0, latencies, len(failed), os.getloadavg()[0])
+    for answer in failed[:3]:
+        print(f"{name}: not 200: {answer}")
+    return phase
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process `pid` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _run(
+    args: argparse.Namespace,
+    info: cluster.ClusterInfo,
+    platform: PlatformProcess,
+) -> None:
+    base, platform_pid = platform.url, platform.pid
     http = httpx.Client(base_url=base, timeout=30)
     admin = _login(http, "admin")
     org = http.post("/orgs", json={"slug": "bench", "name": "Bench"}, headers=admin)
@@ -172,15 +355,22 @@ def _run(args: argparse.Namespace, info: cluster.ClusterInfo, base: str, platfor
         r.raise_for_status()
     requester = _login(http, "requester")
     experts = [_login(http, f"expert{i}") for i in range(args.clients)]
+    apiserver = ApiServer(platform.kubeconfig)
 
-    task_ids = []
-    for _ in range(args.tasks):
-        body = {"orgId": org_id, "agentRef": "agent", "description": "bench", "steps": [STEP]}
-        r = http.post("/agentic/tasks", json=body, headers=requester)
-        r.raise_for_status()
-        task_ids.append(r.json()["id"])
+    phases: list[Phase] = []
+    if args.ceiling:
+        ids = _create_tasks(http, requester, org_id, args.tasks)
+        phases.append(_ceiling("ceiling before", apiserver, ids, args.clients))
+        print(phases[-1].line(), flush=True)
+    task_ids = _create_tasks(http, requester, org_id, args.tasks)
+    time.sleep(1)  # the platform's watch has seen them
     profiler = _profile(args.profile, platform_pid)
-    elapsed, latencies = asyncio.run(_approve_all(base, experts, task_ids))
+    cpu0 = _cpu_seconds(platform_pid)
+    elapsed, latencies, failed = asyncio.run(_approve_all(base, experts, task_ids))
+    cpu = _cpu_seconds(platform_pid) - cpu0
+    platform_phase = Phase("platform", elapsed, latencies, len(failed), os.getloadavg()[0])
+    for answer in failed[:3]:
+        print(f"approvals: not 200: {answer}")
     if profiler is not None:
         profiler.send_signal(signal.SIGINT)
         profiler.wait(60)
@@ -189,8 +379,16 @@ def _run(args: argparse.Namespace, info: cluster.ClusterInfo, base: str, platfor
         f"approvals: {len(latencies)} by {args.clients} concurrent experts in {elapsed:.1f}s = "
         f"{len(latencies) / elapsed:.0f} approvals/s; one approval p50 "
         f"{_pct(latencies, 0.5) * 1000:.0f} ms, p95 {_pct(latencies, 0.95) * 1000:.0f} ms, "
-        f"p99 {_pct(latencies, 0.99) * 1000:.0f} ms (HTTP, status write, audit row)"
+        f"p99 {_pct(latencies, 0.99) * 1000:.0f} ms (HTTP, status write, audit row); "
+        f"not 200: {len(failed)}; load average {platform_phase.load:.2f}; the platform's CPU "
+        f"{cpu * 1000 / max(1, len(task_ids)):.1f} ms per approval",
+        flush=True,
     )
+    if args.ceiling:
+        ids = _create_tasks(http, requester, org_id, args.tasks)
+        phases.append(_ceiling("ceiling after", apiserver, ids, args.clients))
+        print(phases[-1].line(), flush=True)
+        _summary(platform_phase, phases)
 
     if args.open <= 0:
         return
@@ -243,6 +441,21 @@ def _run(args: argparse.Namespace, info: cluster.ClusterInfo, base: str, platfor
         f"{_pct(timings, 0.5) * 1000:.1f} ms, p95 {_pct(timings, 0.95) * 1000:.1f} ms, "
         f"median of 200 = {statistics.median(timings) * 1000:.1f} ms"
     )
+
+
+def _summary(platform: Phase, ceilings: list[Phase]) -> None:
+    """The side-by-side table: the platform, each ceiling run and the ratios."""
+    print("\napprovals against the API server's ceiling (same run, same writes):")
+    columns = ("per s", "p50 ms", "p95 ms", "p99 ms")
+    print(f"  {'':16} " + " ".join(f"{c:>7}" for c in columns) + f" {'not 200':>8} {'load':>5}")
+    for phase in [ceilings[0], platform, *ceilings[1:]]:
+        ms = [_pct(phase.latencies, q) * 1000 for q in (0.5, 0.95, 0.99)]
+        print(
+            f"  {phase.name:16} {phase.rate:7.0f} {ms[0]:7.0f} {ms[1]:7.0f} {ms[2]:7.0f} "
+            f"{phase.failed:8d} {phase.load:5.2f}"
+        )
+    ratios = ", ".join(f"{platform.rate / c.rate:.2f} ({c.name})" for c in ceilings if c.rate)
+    print(f"  ratio platform / ceiling: {ratios}")
 
 
 if __name__ == "__main__":

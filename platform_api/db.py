@@ -7,14 +7,16 @@ returns, rolled back when it raises. Services flush, they never commit.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from alembic import command
 from alembic.config import Config
 from fastapi import Depends, Request
-from sqlalchemy import Connection, make_url, text
+from sqlalchemy import Connection, event, make_url, text
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import (
     AsyncConnection,
     AsyncEngine,
@@ -22,17 +24,53 @@ from sqlalchemy.ext.asyncio import (
     async_sessionmaker,
     create_async_engine,
 )
+from sqlalchemy.pool import ConnectionPoolEntry
 
 from platform_api.privileges import grant_statements
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
 
-def make_engine(url: str) -> AsyncEngine:
+PING_AFTER_IDLE = 5.0
+"""Seconds a pooled PostgreSQL connection may rest before its next checkout pings it."""
+
+
+def make_engine(url: str, ping_after_idle: float = PING_AFTER_IDLE) -> AsyncEngine:
     """An async engine for `url` (asyncpg or aiosqlite)."""
     if url.startswith("sqlite"):
         return create_async_engine(url, connect_args={"timeout": 30})
-    return create_async_engine(url, pool_pre_ping=True)
+    engine = create_async_engine(url)
+    _ping_when_idle(engine, ping_after_idle)
+    return engine
+
+
+def _ping_when_idle(engine: AsyncEngine, after: float) -> None:
+    """Pessimistic disconnect handling for connections that rested: one that comes back
+    to the pool and is checked out again more than `after` seconds later is pinged first
+    and replaced when the ping fails (a restarted server, a dropped idle connection).
+    SQLAlchemy's `pool_pre_ping` would ping on every checkout, three round trips with
+    asyncpg (begin, ping, rollback), on the hot path of every request; a connection that
+    served a request moments ago is not pinged (should the server go away just then, that
+    request fails and SQLAlchemy replaces the pool's connections)."""
+    pool = engine.sync_engine.pool
+    dialect = engine.sync_engine.dialect
+
+    @event.listens_for(pool, "checkin")
+    def _rested_from(_dbapi: Any, record: ConnectionPoolEntry) -> None:
+        record.info[_RESTED_FROM] = time.monotonic()
+
+    @event.listens_for(pool, "checkout")
+    def _ping(dbapi: Any, record: ConnectionPoolEntry, _proxy: Any) -> None:
+        rested_from = record.info.get(_RESTED_FROM)
+        if rested_from is None or time.monotonic() - rested_from <= after:
+            return
+        try:
+            dialect.do_ping(dbapi)
+        except Exception as exc:
+            raise DisconnectionError("the pooled connection failed its ping") from exc
+
+
+_RESTED_FROM = "humanwork_rested_from"
 
 
 def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:

@@ -81,7 +81,14 @@ def main(argv: list[str] | None = None) -> int:
 
     host = getattr(args, "host", None) or settings.host
     port = getattr(args, "port", None) or settings.port
-    uvicorn.run(create_app(settings), host=host, port=port, proxy_headers=False)
+    uvicorn.run(  # uvloop and httptools: the loop and HTTP parsing in C (docs/performance.md)
+        create_app(settings),
+        host=host,
+        port=port,
+        proxy_headers=False,
+        loop="uvloop",
+        http="httptools",
+    )
     return 0
 
 

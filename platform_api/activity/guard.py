@@ -39,8 +39,10 @@ async def _deactivated_org(
             return None
     else:
         query = query.where(Org.namespace == namespace)
-    async with platform.sessions() as session:
-        found: uuid.UUID | None = await session.scalar(query)
+    # one read outside a transaction: no BEGIN and ROLLBACK round trips around it
+    async with platform.engine.connect() as conn:
+        autocommit = await conn.execution_options(isolation_level="AUTOCOMMIT")
+        found: uuid.UUID | None = await autocommit.scalar(query)
         return found
 
 

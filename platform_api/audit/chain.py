@@ -64,6 +64,45 @@ def content_of(
     }
 
 
+HASHED_TIMESTAMP_SQL = """to_char({at} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')"""
+"""PostgreSQL's text of a timestamptz `{at}`, the same as `timestamp` writes it."""
+
+
+def hash_pieces(
+    *,
+    chain: str,
+    org_id: str | None,
+    actor: str,
+    action: str,
+    target: str,
+    outcome: str,
+    details: Mapping[str, Any],
+) -> tuple[bytes, bytes, bytes, bytes]:
+    """The bytes hashed for a row, cut where the three values the chain's head decides go:
+    `row_hash(content, prev) == sha256(p0 + ts + p1 + str(seq) + p2 + prev + p3)` for the
+    content of `content_of` with timestamp text `ts` and sequence number `seq`. So the
+    database can compute a row's hash in the very statement that moves the head."""
+    content = content_of(
+        chain=chain,
+        seq=0,
+        org_id=org_id,
+        at=datetime.fromtimestamp(0, UTC),
+        actor=actor,
+        action=action,
+        target=target,
+        outcome=outcome,
+        details=details,
+    )
+    keys = sorted(content)
+    assert keys[2] == "at" and keys[-2:] == ["seq", "target"], keys
+    before_at = {k: content[k] for k in keys[:2]}
+    between = {k: content[k] for k in keys[3:-2]}
+    p0 = b'{"content":' + canonical_json(before_at)[:-1] + b',"at":"'
+    p1 = b'",' + canonical_json(between)[1:-1] + b',"seq":'
+    p2 = b',"target":' + canonical_json(target) + b'},"prev":"'
+    return p0, p1, p2, b'"}'
+
+
 @dataclass(frozen=True)
 class ChainRow:
     """What verification needs of one stored row."""

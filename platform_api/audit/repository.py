@@ -1,5 +1,11 @@
 """Database access of the audit log: append under the chain head's row lock, list with
-filters, and read whole chains for verification."""
+filters, and read whole chains for verification.
+
+On PostgreSQL an append is one statement (`APPEND_SQL`): it locks the chain's head, takes
+the time, moves the head (the row's hash computed by the database from the pieces
+`chain.hash_pieces` cuts) and inserts the row, so the head's lock, which serialises an
+org's appends until the transaction commits, is taken one round trip before the commit
+at most. SQLite (tests) takes the lock, reads the head and writes in separate steps."""
 
 from __future__ import annotations
 
@@ -8,13 +14,60 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, select
+from sqlalchemy import JSON, ColumnElement, LargeBinary, bindparam, func, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from platform_api.audit.chain import GENESIS, ChainRow, content_of, row_hash
-from platform_api.models import AuditChainHead, AuditRecord, utcnow
+from platform_api.audit.chain import (
+    GENESIS,
+    HASHED_TIMESTAMP_SQL,
+    ChainRow,
+    content_of,
+    hash_pieces,
+    row_hash,
+)
+from platform_api.models import AuditChainHead, AuditRecord, UTCDateTime, utcnow
+
+_STAMP = HASHED_TIMESTAMP_SQL.format(at="stamped.at")
+APPEND_SQL = (
+    text(
+        f"""
+    WITH old AS (
+        SELECT seq, hash FROM audit_chain_heads WHERE chain = :chain FOR UPDATE
+    ), stamped AS (
+        SELECT seq + 1 AS seq, hash AS prev_hash, clock_timestamp() AS at FROM old
+    ), head AS (
+        UPDATE audit_chain_heads AS h
+        SET seq = stamped.seq,
+            hash = encode(sha256(
+                CAST(:p0 AS bytea) || convert_to({_STAMP}, 'UTF8')
+                || CAST(:p1 AS bytea) || convert_to(stamped.seq::text, 'UTF8')
+                || CAST(:p2 AS bytea) || convert_to(stamped.prev_hash, 'UTF8')
+                || CAST(:p3 AS bytea)
+            ), 'hex')
+        FROM stamped
+        WHERE h.chain = :chain
+        RETURNING h.seq, h.hash, stamped.prev_hash, stamped.at
+    )
+    INSERT INTO audit_log
+        (chain, seq, org_id, at, actor, action, target, outcome, details, prev_hash, hash)
+    SELECT :chain, head.seq, CAST(:org_id AS uuid), head.at, :actor, :action, :target,
+        :outcome, CAST(:details AS json), head.prev_hash, head.hash
+    FROM head
+    RETURNING id, seq, at, prev_hash, hash
+    """
+    )
+    .bindparams(
+        bindparam("p0", type_=LargeBinary),
+        bindparam("p1", type_=LargeBinary),
+        bindparam("p2", type_=LargeBinary),
+        bindparam("p3", type_=LargeBinary),
+        bindparam("details", type_=JSON),
+    )
+    .columns(at=UTCDateTime())
+)
+"""One append on PostgreSQL: lock the head, stamp, move the head, insert the row."""
 
 
 class AuditRepository:
@@ -23,14 +76,20 @@ class AuditRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
-    async def _locked_head(self, chain: str) -> AuditChainHead:
-        dialect = self.session.bind.dialect.name if self.session.bind else "postgresql"
-        insert = pg_insert if dialect == "postgresql" else sqlite_insert
+    @property
+    def _dialect(self) -> str:
+        return self.session.bind.dialect.name if self.session.bind else "postgresql"
+
+    async def _ensure_head(self, chain: str) -> None:
+        insert = pg_insert if self._dialect == "postgresql" else sqlite_insert
         await self.session.execute(
             insert(AuditChainHead)
             .values(chain=chain, seq=0, hash=GENESIS)
             .on_conflict_do_nothing(index_elements=["chain"])
         )
+
+    async def _locked_head(self, chain: str) -> AuditChainHead:
+        await self._ensure_head(chain)
         head = (
             await self.session.execute(
                 select(AuditChainHead)
@@ -53,35 +112,51 @@ class AuditRepository:
         details: dict[str, Any],
     ) -> AuditRecord:
         """Append one row at the end of `chain` (serialised by the head's row lock)."""
-        head = await self._locked_head(chain)
-        seq, at = head.seq + 1, utcnow()
-        content = content_of(
-            chain=chain,
-            seq=seq,
-            org_id=str(org_id) if org_id else None,
-            at=at,
-            actor=actor,
-            action=action,
-            target=target,
-            outcome=outcome,
-            details=details,
-        )
         record = AuditRecord(
             chain=chain,
-            seq=seq,
             org_id=org_id,
-            at=at,
             actor=actor,
             action=action,
             target=target,
             outcome=outcome,
             details=dict(details),
-            prev_hash=head.hash,
-            hash=row_hash(content, head.hash),
         )
+        if self._dialect == "postgresql":
+            return await self._append_in_one_statement(record)
+        return await self._append_stepwise(record)
+
+    async def _append_stepwise(self, record: AuditRecord) -> AuditRecord:
+        """Lock and read the head, hash the row here, write the row and the head."""
+        head = await self._locked_head(record.chain)
+        record.seq, record.at = head.seq + 1, utcnow()
+        record.prev_hash = head.hash
+        record.hash = row_hash(_content(record), head.hash)
         self.session.add(record)
-        head.seq, head.hash = seq, record.hash
+        head.seq, head.hash = record.seq, record.hash
         await self.session.flush()
+        return record
+
+    async def _append_in_one_statement(self, record: AuditRecord) -> AuditRecord:
+        """`APPEND_SQL`; a chain without a head yet gets one first (its first append)."""
+        p0, p1, p2, p3 = hash_pieces(
+            chain=record.chain,
+            org_id=str(record.org_id) if record.org_id else None,
+            actor=record.actor,
+            action=record.action,
+            target=record.target,
+            outcome=record.outcome,
+            details=record.details,
+        )
+        params: dict[str, Any] = {"chain": record.chain, "org_id": record.org_id}
+        params |= {"actor": record.actor, "action": record.action, "target": record.target}
+        params |= {"outcome": record.outcome, "details": record.details}
+        params |= {"p0": p0, "p1": p1, "p2": p2, "p3": p3}
+        row = (await self.session.execute(APPEND_SQL, params)).one_or_none()
+        if row is None:
+            await self._ensure_head(record.chain)
+            row = (await self.session.execute(APPEND_SQL, params)).one()
+        record.id, record.seq, record.at = row.id, row.seq, row.at
+        record.prev_hash, record.hash = row.prev_hash, row.hash
         return record
 
     async def list_for(
@@ -129,16 +204,20 @@ class AuditRepository:
         ).scalars()
         for r in records:
             rows, _ = out.setdefault(r.chain, ([], None))
-            content = content_of(
-                chain=r.chain,
-                seq=r.seq,
-                org_id=str(r.org_id) if r.org_id else None,
-                at=r.at,
-                actor=r.actor,
-                action=r.action,
-                target=r.target,
-                outcome=r.outcome,
-                details=r.details,
-            )
-            rows.append(ChainRow(r.id, content, r.prev_hash, r.hash))
+            rows.append(ChainRow(r.id, _content(r), r.prev_hash, r.hash))
         return out
+
+
+def _content(record: AuditRecord) -> dict[str, Any]:
+    """The hashed content of a row (`chain.content_of`)."""
+    return content_of(
+        chain=record.chain,
+        seq=record.seq,
+        org_id=str(record.org_id) if record.org_id else None,
+        at=record.at,
+        actor=record.actor,
+        action=record.action,
+        target=record.target,
+        outcome=record.outcome,
+        details=record.details,
+    )

@@ -1,7 +1,7 @@
 """The caller's identity and the capability checks, as `Annotated` dependencies.
 
 `CurrentPrincipal` authenticates the bearer token and loads the user's role, capabilities
-(from the access map) and org memberships fresh for each request. Every endpoint names
+(from the access map) and org memberships fresh for each request, in one query. Every endpoint names
 its capability with `require("cap")` or, under `/orgs/{org_id}`, `require_in_org("cap")`;
 the latter answers 404 for an org the caller is not a member of before looking at the
 capability, so existence never leaks. Refusals are audited in a transaction of their own.
@@ -17,11 +17,11 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from platform_api.access.capabilities import declare
 from platform_api.access.principal import OrgScope, Principal
-from platform_api.access.repository import AccessMapRepository
 from platform_api.accounts.repository import UserRepository
 from platform_api.audit.service import record_detached
 from platform_api.db import Session
 from platform_api.errors import Forbidden, NotFound, Unauthenticated
+from platform_api.models import User
 from platform_api.state import PlatformDep
 
 bearer = HTTPBearer(auto_error=False, description="a JWT from POST /auth/token or the OIDC issuer")
@@ -36,16 +36,16 @@ async def get_principal(
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise Unauthenticated("a bearer token is required")
     identity = await platform.tokens.verify(credentials.credentials)
-    users = UserRepository(session)
     if identity.username is not None:
-        user = await users.by_username(identity.username)
+        where = User.username == identity.username
     else:
         assert identity.issuer is not None and identity.subject is not None
-        user = await users.by_oidc_identity(identity.issuer, identity.subject)
-    if user is None:
+        where = (User.oidc_issuer == identity.issuer) & (User.oidc_subject == identity.subject)
+    found = await UserRepository(session).principal_of(where)
+    if found is None:
         raise Unauthenticated("the token's user does not exist")
-    capabilities = await AccessMapRepository(session).capabilities(user.role)
-    return Principal(user.id, user.username, user.role, capabilities, await users.org_ids(user.id))
+    user, capabilities, org_ids = found
+    return Principal(user.id, user.username, user.role, capabilities, org_ids)
 
 
 CurrentPrincipal = Annotated[Principal, Depends(get_principal)]

@@ -49,3 +49,18 @@ class OrgRepository:
         the strict default for an org that set none, or that does not exist."""
         stored = await self.session.scalar(select(Org.approval_policy).where(Org.id == org_id))
         return OrgPolicy.model_validate(stored) if stored else STRICT
+
+    async def policy_if_active(self, org_id: uuid.UUID) -> OrgPolicy | None:
+        """`policy`, or None when the org is deactivated: both in one read (a decision
+        needs both, issue 15's `activity.repository.ensure_active` and the quorum)."""
+        found = (
+            await self.session.execute(
+                select(Org.approval_policy, Org.deactivated_at).where(Org.id == org_id)
+            )
+        ).first()
+        if found is None:
+            return STRICT
+        stored, deactivated_at = found
+        if deactivated_at is not None:
+            return None
+        return OrgPolicy.model_validate(stored) if stored else STRICT

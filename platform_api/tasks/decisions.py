@@ -26,12 +26,12 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from humanwork_core import taskflow
 from humanwork_core.resources import AgenticTask, AgenticTaskStatus, Decision, StepStatus, Verdict
 from platform_api.access.principal import Principal
-from platform_api.activity.repository import ensure_active
 from platform_api.audit.service import record, record_detached
 from platform_api.corrections import service as corrections  # issue 14
 from platform_api.errors import (
     IdempotencyConflict,
     NotFound,
+    OrgDeactivated,
     RunStateConflict,
     SelfApproval,
     from_core,
@@ -125,8 +125,9 @@ class DecisionService:
         counting against `retries`."""
         orgs = self.index.orgs if self.index is not None else None
         org = await org_of_namespace(session, principal, ballot.namespace, orgs)
-        await ensure_active(session, org.id)  # issue 15 (onboard): no decisions
-        org_policy = await OrgRepository(session).policy(org.id)
+        org_policy = await OrgRepository(session).policy_if_active(org.id)
+        if org_policy is None:  # issue 15 (onboard): no decisions
+            raise OrgDeactivated("the org is deactivated", orgId=str(org.id))
         cached = self._cached(ballot, org)
         conflicts = 0
         while True:
