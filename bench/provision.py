@@ -1,40 +1,55 @@
-"""Benchmark: how fast the operator provisions orgs, and what it costs.
+"""Benchmark: how fast the operator provisions orgs, held against a plain client's ceiling.
 
 On a scratch local control plane (its own state folder, so a running dev cluster is left
 alone) with the CRDs, policies and the operator's RBAC installed, the operator runs as a
-process under its own ServiceAccount. Then:
+process under its own ServiceAccount. Then, in one run:
 
-1. burst: N AgentInstances (default 200), each in its own org namespace, created at once
-   (16 client threads); prints orgs per second to Ready and create-to-Ready p50/p95/p99;
-2. steady: M more (default 200) at a steady RATE per second (default 20); same figures;
-3. API writes per org (the operator's own client, and all clients of the API server),
-   and the operator's resident memory; then grows to TOTAL orgs (default 1000) and prints
-   the memory there.
+1. operator: ORGS AgentInstances (default 200), each in its own fresh org namespace, created
+   at once (16 client threads); orgs per second to Ready, create-to-Ready p50/p95/p99, the
+   operator's API requests and writes per org, CPU per org of every process;
+2. plain client (the ceiling, `bench/plain_provision.py`): ORGS more fresh orgs, whose
+   namespaces belong to another shard (the operator drops their events), provisioned by 16
+   threads of a plain HTTP client as the operator's ServiceAccount: the same children from
+   the operator's own builders, server-side applied, and the status written once the
+   agent's pod is Ready; the same figures, and the ratio operator / plain;
+3. optionally (`--steady M --rate R`) M more orgs through the operator at R per second;
+4. memory: the operator's resident memory idle, at ORGS orgs, and (`--others K`) after K
+   orgs of another shard (namespace with that shard's label + AgentInstance, no operator of
+   theirs running) were created in bulk on the same control plane: what a shard pays for
+   the orgs it does not serve.
 
+Each figure is printed with the load average at that moment (the machine may be shared).
 Run by hand or with `make bench`; it prints and asserts nothing.
 
-    .venv/bin/python bench/provision.py [--burst 200] [--steady 200] [--rate 20] [--total 1000]
+    .venv/bin/python bench/provision.py [--orgs 200] [--others 0] [--steady 0 --rate 20]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
+import subprocess
 import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client, config, watch
+from plain_provision import PlainClient
 
 from humanwork_dev import cluster
 from humanwork_dev.processes import OperatorProcess
 
 REPO = Path(__file__).resolve().parents[1]
 GROUP, VERSION, PLURAL = "humanwork.io", "v1alpha1", "agentinstances"
+SHARD_LABEL = "humanwork.io/shard"
+REQUESTS = "humanwork_operator_api_requests_total"
+WRITE_VERBS = ("PATCH", "POST", "PUT", "DELETE")
 
 
 class ReadyWatch:
@@ -74,26 +89,23 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"[load {one:.2f} / {five:.2f}]"
+
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def _org(core: client.CoreV1Api, prefix: str, i: int) -> tuple[str, str]:
+def _namespace(core: client.CoreV1Api, ns: str, shard: str) -> str:
     org_id = str(uuid.uuid4())
-    ns = f"{prefix}-{i:04d}"
-    core.create_namespace(
-        client.V1Namespace(
-            metadata=client.V1ObjectMeta(
-                name=ns,
-                labels={
-                    "humanwork.io/org-id": org_id,
-                    "pod-security.kubernetes.io/enforce": "restricted",
-                },
-            )
-        )
-    )
-    return ns, org_id
+    labels = {"humanwork.io/org-id": org_id, "pod-security.kubernetes.io/enforce": "restricted"}
+    if shard:
+        labels[SHARD_LABEL] = shard
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns, labels=labels)))
+    return org_id
 
 
 def _instance(ns: str, org_id: str) -> dict[str, Any]:
@@ -113,26 +125,30 @@ def _instance(ns: str, org_id: str) -> dict[str, Any]:
     }
 
 
-def _wait_all(ready: ReadyWatch, keys: list[str], timeout: float) -> None:
+def _wait_all(ready: dict[str, float], keys: list[str], timeout: float) -> None:
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not all(k in ready.ready for k in keys):
+    while time.monotonic() < deadline and not all(k in ready for k in keys):
         time.sleep(0.1)
 
 
-def _report(label: str, created: dict[str, float], ready: ReadyWatch) -> None:
-    latencies = [ready.ready[k] - t for k, t in created.items() if k in ready.ready]
+def _rate(label: str, created: dict[str, float], ready: dict[str, float]) -> float:
+    """Print orgs/s and the create-to-Ready percentiles; the rate (0 when none was Ready)."""
+    latencies = [ready[k] - t for k, t in created.items() if k in ready]
     missing = len(created) - len(latencies)
     if not latencies:
-        print(f"{label}: no instance became Ready")
-        return
+        print(f"{label}: no instance became Ready {_load()}")
+        return 0.0
     first = min(created.values())
-    last = max(ready.ready[k] for k in created if k in ready.ready)
+    last = max(ready[k] for k in created if k in ready)
+    rate = len(latencies) / (last - first)
     print(
-        f"{label}: {len(latencies)} orgs Ready in {last - first:.1f}s = "
-        f"{len(latencies) / (last - first):.1f} orgs/s; create-to-Ready "
-        f"p50 {_percentile(latencies, 0.5):.2f}s p95 {_percentile(latencies, 0.95):.2f}s "
-        f"p99 {_percentile(latencies, 0.99):.2f}s" + (f"; {missing} NOT Ready" if missing else "")
+        f"{label}: {len(latencies)} orgs Ready in {last - first:.1f}s = {rate:.1f} orgs/s; "
+        f"create-to-Ready p50 {_percentile(latencies, 0.5):.2f}s "
+        f"p95 {_percentile(latencies, 0.95):.2f}s p99 {_percentile(latencies, 0.99):.2f}s"
+        + (f"; {missing} NOT Ready" if missing else "")
+        + f" {_load()}"
     )
+    return rate
 
 
 def _apiserver_writes(info: cluster.ClusterInfo) -> float:
@@ -148,128 +164,251 @@ def _apiserver_writes(info: cluster.ClusterInfo) -> float:
     return total
 
 
+class CpuMeter:
+    """CPU seconds each process (the control plane's, the operator, this process) spent
+    between `start` and `per_org`."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = {**pids, "load generator (this process)": os.getpid()}
+        self.before: dict[str, float] = {}
+
+    def start(self) -> None:
+        self.before = {name: _cpu_seconds(pid) for name, pid in self.pids.items()}
+
+    def per_org(self, orgs: int) -> dict[str, float]:
+        return {
+            name: (_cpu_seconds(pid) - self.before[name]) / orgs * 1000
+            for name, pid in self.pids.items()
+        }
+
+
+def _print_cpu(label: str, cpu: dict[str, float]) -> None:
+    print(
+        f"CPU per org, {label}: "
+        + ", ".join(f"{name} {ms:.0f} ms" for name, ms in cpu.items())
+        + f" {_load()}"
+    )
+
+
+def _quiet(operator: OperatorProcess) -> None:
+    """Wait until the operator has gone quiet (under 5 % of a core for 10 s), so its
+    resident memory is what it keeps rather than a burst's peak."""
+    before = _cpu_seconds(operator.pid)
+    while True:
+        time.sleep(10)
+        now = _cpu_seconds(operator.pid)
+        if now - before < 0.5:
+            return
+        before = now
+
+
+def _mib(operator: OperatorProcess) -> str:
+    return f"{operator.rss_bytes() / 2**20:.0f} MiB"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--burst", type=int, default=200)
-    parser.add_argument("--steady", type=int, default=200)
+    parser.add_argument("--orgs", type=int, default=200, help="orgs per run (operator, plain)")
+    parser.add_argument("--others", type=int, default=0, help="orgs of another shard, then")
+    parser.add_argument("--steady", type=int, default=0)
     parser.add_argument("--rate", type=float, default=20.0)
-    parser.add_argument("--total", type=int, default=1000)
+    parser.add_argument("--threads", type=int, default=16)
+    parser.add_argument(
+        "--operator-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="extra environment of the operator (repeatable), e.g. to profile it",
+    )
+    parser.add_argument(
+        "--snapshots",
+        action="store_true",
+        help="send the operator SIGUSR1 idle, at ORGS orgs and after the others' orgs "
+        "(a profiling hook given with --operator-env answers it)",
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="hw-bench-provision-") as tmp:
         state = Path(tmp) / "cluster"
         info = cluster.up(state)
         try:
-            _run(args, info, Path(tmp))
+            Bench(args, info, Path(tmp)).run()
         finally:
             cluster.down(state)
 
 
-def _run(args: argparse.Namespace, info: cluster.ClusterInfo, tmp: Path) -> None:
-    import subprocess
+class Bench:
+    """One run: the control plane, the operator, the load generator's clients."""
 
-    def kubectl(*a: str) -> None:
+    def __init__(self, args: argparse.Namespace, info: cluster.ClusterInfo, tmp: Path) -> None:
+        self.args, self.info, self.tmp = args, info, tmp
+        self.api = config.new_client_from_config(config_file=info.kubeconfig)
+        self.api.configuration.connection_pool_maxsize = 64
+        self.core = client.CoreV1Api(self.api)
+        self.objects = client.CustomObjectsApi(self.api)
+        # how long a run waits for its orgs to be Ready (a loaded machine needs long)
+        self.wait_seconds = max(600.0, 1.5 * args.orgs)
+
+    def kubectl(self, *a: str) -> None:
         subprocess.run(
-            [info.kubectl, "--kubeconfig", info.kubeconfig, *a], check=True, capture_output=True
+            [self.info.kubectl, "--kubeconfig", self.info.kubeconfig, *a],
+            check=True,
+            capture_output=True,
         )
 
-    kubectl("apply", "-k", str(REPO / "crds"))
-    kubectl("wait", "--for=condition=Established", "crd/agentinstances.humanwork.io")
-    kubectl("apply", "-k", str(REPO / "manifests/base/policies"))
-    kubectl("apply", "-k", str(REPO / "manifests/base/operator"))
-    time.sleep(2)  # let the admission policies become active
+    def install(self) -> None:
+        self.kubectl("apply", "-k", str(REPO / "crds"))
+        self.kubectl("wait", "--for=condition=Established", "crd/agentinstances.humanwork.io")
+        self.kubectl("apply", "-k", str(REPO / "manifests/base/policies"))
+        self.kubectl("apply", "-k", str(REPO / "manifests/base/operator"))
+        time.sleep(2)  # let the admission policies become active
 
-    api = config.new_client_from_config(config_file=info.kubeconfig)
-    api.configuration.connection_pool_maxsize = 32
-    core, objects = client.CoreV1Api(api), client.CustomObjectsApi(api)
-    operator = OperatorProcess(info.kubeconfig, info.kubectl, tmp / "operator")
-    operator.start()
-    print(f"operator started, RSS {operator.rss_bytes() / 2**20:.0f} MiB with no orgs")
-    ready = ReadyWatch(api)
+    def prepare(self, prefix: str, count: int, shard: str = "") -> list[tuple[str, str]]:
+        """`count` fresh org namespaces (of `shard`), each with its LLM key Secret."""
 
-    def prepare(prefix: str, count: int, start: int = 0) -> list[tuple[str, str]]:
-        with ThreadPoolExecutor(16) as pool:
-            orgs = list(pool.map(lambda i: _org(core, prefix, i), range(start, start + count)))
-        for ns, _ in orgs:
-            core.create_namespaced_secret(
-                ns,
-                client.V1Secret(
-                    metadata=client.V1ObjectMeta(name="llm"), string_data={"api-key": "sk-bench"}
-                ),
+        def one(i: int) -> tuple[str, str]:
+            ns = f"{prefix}-{i:05d}"
+            org_id = _namespace(self.core, ns, shard)
+            secret = client.V1Secret(
+                metadata=client.V1ObjectMeta(name="llm"), string_data={"api-key": "sk-bench"}
             )
-        return orgs
+            self.core.create_namespaced_secret(ns, secret)
+            return ns, org_id
 
-    def create(ns: str, org_id: str, created: dict[str, float]) -> None:
+        with ThreadPoolExecutor(self.args.threads) as pool:
+            return list(pool.map(one, range(count)))
+
+    def create(self, ns: str, org_id: str, created: dict[str, float]) -> dict[str, Any]:
         created[f"{ns}/agent"] = time.monotonic()
-        objects.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, _instance(ns, org_id))
-
-    # 1. burst
-    orgs = prepare("burst", args.burst)
-    ops_before = operator.metric("humanwork_operator_api_requests_total")
-    writes_before = _apiserver_writes(info)
-    own_writes_before = sum(
-        operator.metric("humanwork_operator_api_requests_total", method=m)
-        for m in ("PATCH", "POST", "PUT", "DELETE")
-    )
-    burst: dict[str, float] = {}
-    cpu_before = {name: _cpu_seconds(pid) for name, pid in info.pids.items()}
-    cpu_before["operator"] = _cpu_seconds(operator.pid)
-    with ThreadPoolExecutor(16) as pool:
-        list(pool.map(lambda o: create(o[0], o[1], burst), orgs))
-    _wait_all(ready, list(burst), timeout=600)
-    _report(f"burst of {args.burst}", burst, ready)
-    time.sleep(3)  # let trailing reconciles (readiness events) settle
-    own_writes = (
-        sum(
-            operator.metric("humanwork_operator_api_requests_total", method=m)
-            for m in ("PATCH", "POST", "PUT", "DELETE")
+        body: dict[str, Any] = self.objects.create_namespaced_custom_object(
+            GROUP, VERSION, ns, PLURAL, _instance(ns, org_id)
         )
-        - own_writes_before
-    )
-    all_requests = operator.metric("humanwork_operator_api_requests_total") - ops_before
-    writes = _apiserver_writes(info) - writes_before
-    print(
-        f"API per org: operator's own client {own_writes / args.burst:.1f} writes "
-        f"({all_requests / args.burst:.1f} requests); all API server writes (controllers, "
-        f"scheduler, kwok, kopf included) {writes / args.burst:.1f}"
-    )
-    print(f"operator RSS at {args.burst} orgs: {operator.rss_bytes() / 2**20:.0f} MiB")
-    pids = {**info.pids, "operator": operator.pid}
-    print(
-        "CPU seconds per org during the burst: "
-        + ", ".join(
-            f"{name} {(_cpu_seconds(pid) - cpu_before[name]) / args.burst * 1000:.0f} ms"
-            for name, pid in pids.items()
+        return body
+
+    def burst(
+        self, orgs: list[tuple[str, str]], then: Callable[[dict[str, Any]], None]
+    ) -> dict[str, float]:
+        created: dict[str, float] = {}
+        with ThreadPoolExecutor(self.args.threads) as pool:
+            list(pool.map(lambda o: then(self.create(o[0], o[1], created)), orgs))
+        return created
+
+    def run(self) -> None:
+        self.install()
+        env = dict(item.split("=", 1) for item in self.args.operator_env)
+        operator = OperatorProcess(
+            self.info.kubeconfig, self.info.kubectl, self.tmp / "operator", env=env
         )
-    )
+        operator.start()
+        _quiet(operator)
+        print(f"operator RSS idle (no orgs): {_mib(operator)} {_load()}")
+        self.snapshot(operator)
+        ready = ReadyWatch(self.api)
+        cpu = CpuMeter({**self.info.pids, "operator": operator.pid})
+        n = self.args.orgs
 
-    # 2. steady rate
-    orgs = prepare("steady", args.steady)
-    steady: dict[str, float] = {}
-    interval = 1.0 / args.rate
-    t0 = time.monotonic()
-    with ThreadPoolExecutor(16) as pool:
-        for i, (ns, org_id) in enumerate(orgs):
-            delay = t0 + i * interval - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            pool.submit(create, ns, org_id, steady)
-    _wait_all(ready, list(steady), timeout=600)
-    _report(f"steady {args.rate:g}/s, {args.steady} orgs", steady, ready)
+        # 1. through the operator
+        orgs = self.prepare("op", n)
+        requests_before = operator.metric(REQUESTS)
+        writes_before = sum(operator.metric(REQUESTS, method=m) for m in WRITE_VERBS)
+        all_writes_before = _apiserver_writes(self.info)
+        cpu.start()
+        created = self.burst(orgs, lambda body: None)
+        _wait_all(ready.ready, list(created), timeout=self.wait_seconds)
+        op_rate = _rate(f"operator, {n} orgs created at once", created, ready.ready)
+        op_latency = sorted(ready.ready[k] - t for k, t in created.items() if k in ready.ready)
+        time.sleep(3)  # let trailing reconciles (readiness events) settle
+        op_cpu = cpu.per_org(n)
+        _quiet(operator)
+        requests = (operator.metric(REQUESTS) - requests_before) / n
+        writes = (sum(operator.metric(REQUESTS, method=m) for m in WRITE_VERBS) - writes_before) / n
+        all_writes = (_apiserver_writes(self.info) - all_writes_before) / n
+        print(f"operator RSS at {n} orgs Ready: {_mib(operator)} {_load()}")
+        self.snapshot(operator)
 
-    # 3. memory at TOTAL orgs
-    have = args.burst + args.steady
-    if args.total > have:
-        orgs = prepare("grow", args.total - have)
-        grown: dict[str, float] = {}
-        with ThreadPoolExecutor(16) as pool:
-            list(pool.map(lambda o: create(o[0], o[1], grown), orgs))
-        _wait_all(ready, list(grown), timeout=900)
-        _report(f"growing to {args.total}", grown, ready)
-        time.sleep(5)
-    print(f"operator RSS at {len(ready.ready)} Ready orgs: {operator.rss_bytes() / 2**20:.0f} MiB")
-    ready.stop()
-    operator.stop()
+        # 2. the ceiling: a plain client, the same children
+        plain = self.plain_client(operator)
+        orgs = self.prepare("plain", n, shard="plain")
+        cpu.start()
+        created = self.burst(orgs, plain.provision)
+        _wait_all(plain.ready, list(created), timeout=self.wait_seconds)
+        plain_rate = _rate(f"plain client, {n} orgs created at once", created, plain.ready)
+        plain_cpu = cpu.per_org(n)
+        plain.stop()
+        for failure in plain.failures[:5]:
+            print(f"  plain client failure: {failure}")
+        minimum = plain.writes / n
+
+        print("--- side by side, same run ---")
+        print(
+            f"orgs/s to Ready: operator {op_rate:.1f}, plain client {plain_rate:.1f}, "
+            f"ratio {op_rate / plain_rate if plain_rate else 0:.2f}"
+        )
+        if op_latency:
+            print(f"operator create-to-Ready p99 {_percentile(op_latency, 0.99):.2f}s")
+        print(
+            f"API per org: operator {requests:.1f} requests ({writes:.1f} writes); minimum "
+            f"{minimum:.1f} writes (the plain client's: children + status); ratio "
+            f"{requests / max(minimum, 1):.2f} (writes {writes / max(minimum, 1):.2f}); "
+            f"all API server writes per org during the operator's run {all_writes:.1f}"
+        )
+        _print_cpu("operator run", op_cpu)
+        _print_cpu("plain run (the load generator is the plain client)", plain_cpu)
+
+        # 3. steady rate, optional
+        if self.args.steady:
+            self.steady(ready)
+
+        # 4. what a shard pays for the other shards' orgs
+        served = n + self.args.steady
+        _quiet(operator)
+        print(f"operator RSS at {served} orgs Ready: {_mib(operator)} {_load()}")
+        if self.args.others:
+            self.others(operator, served)
+        ready.stop()
+        operator.stop()
+
+    def plain_client(self, operator: OperatorProcess) -> PlainClient:
+        import yaml
+
+        doc = yaml.safe_load(Path(operator.kubeconfig).read_text())
+        token = doc["users"][0]["user"]["token"]
+        ca = Path(self.info.state_dir) / "pki" / "ca.crt"
+        plain = PlainClient(self.info.server, ca, token, self.args.threads)
+        plain.start()
+        return plain
+
+    def steady(self, ready: ReadyWatch) -> None:
+        orgs = self.prepare("steady", self.args.steady)
+        created: dict[str, float] = {}
+        interval = 1.0 / self.args.rate
+        t0 = time.monotonic()
+        with ThreadPoolExecutor(self.args.threads) as pool:
+            for i, (ns, org_id) in enumerate(orgs):
+                delay = t0 + i * interval - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                pool.submit(self.create, ns, org_id, created)
+        _wait_all(ready.ready, list(created), timeout=self.wait_seconds)
+        _rate(f"steady {self.args.rate:g}/s, {self.args.steady} orgs", created, ready.ready)
+
+    def others(self, operator: OperatorProcess, served: int) -> None:
+        k = self.args.others
+        started = time.monotonic()
+        orgs = self.prepare("other", k, shard="other")
+        self.burst(orgs, lambda body: None)
+        print(f"{k} orgs of another shard created in {time.monotonic() - started:.0f}s {_load()}")
+        _quiet(operator)  # it has seen them all
+        print(
+            f"operator RSS serving {served} orgs with {k} orgs of another shard on the "
+            f"control plane: {_mib(operator)} {_load()}"
+        )
+        self.snapshot(operator)
+
+    def snapshot(self, operator: OperatorProcess) -> None:
+        if self.args.snapshots:
+            os.kill(operator.pid, signal.SIGUSR1)
+            time.sleep(3)
 
 
 if __name__ == "__main__":

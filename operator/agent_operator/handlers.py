@@ -30,7 +30,7 @@ from typing import Any
 
 import kopf
 
-from agent_operator import autoscale, builders, metrics
+from agent_operator import autoscale, builders, heap, metrics
 from agent_operator.builders import MANAGED_BY
 from agent_operator.config import OperatorSettings
 from agent_operator.kube import Kube, KubeError
@@ -65,6 +65,8 @@ KOPF_PREFIX = f"kopf.{GROUP}"
 RESYNC_SECONDS = 300.0
 SCHEDULER_TICK_SECONDS = 1.0
 KEYRING_SECONDS = 60.0
+QUIET_SECONDS = 5.0
+"""After a reconcile, how long without another before the freed heap is trimmed."""
 LOG = logging.getLogger("humanwork.operator")
 
 
@@ -93,6 +95,9 @@ class State:
         self.open_tasks = autoscale.OpenTasks()
         self.low_since: dict[tuple[str, str], datetime] = {}
         self.scale_due: dict[tuple[str, str], datetime] = {}
+        # when the last reconcile ended, and whether the heap was trimmed since
+        self.last_reconcile = 0.0
+        self.trimmed = True
 
     async def serves(self, namespace: str) -> bool:
         """Whether `namespace` belongs to this operator's shard (read once, then from the
@@ -181,6 +186,7 @@ async def _reconcile(state: State, body: dict[str, Any], trigger: str) -> None:
             raise kopf.TemporaryError(str(exc), delay=5) from exc
         finally:
             metrics.DURATION.observe(time.monotonic() - started)
+            state.last_reconcile, state.trimmed = time.monotonic(), False
     metrics.RECONCILES.labels(trigger=trigger, result="ok").inc()
     counts = (outcome.status.get("replicas", 0), outcome.status.get("readyReplicas", 0))
     state.reported[(ns, name)] = counts
@@ -314,6 +320,9 @@ async def _schedule(state: State) -> None:
             except Exception as exc:  # one instance's trouble must not stop the others
                 LOG.warning("reconcile of %s/%s (%s) failed: %s", key[0], key[1], trigger, exc)
                 state.due.setdefault(key, (now + timedelta(seconds=5), trigger))
+        if not state.trimmed and time.monotonic() - state.last_reconcile > QUIET_SECONDS:
+            heap.trim()  # a burst is over: give its memory back
+            state.trimmed = True
         await asyncio.sleep(SCHEDULER_TICK_SECONDS)
 
 

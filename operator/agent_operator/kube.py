@@ -1,9 +1,10 @@
 """The operator's one door to the Kubernetes API (besides kopf's own watching).
 
-A thin async layer over `kubernetes_asyncio`'s generic `call_api`: server-side apply of a
-manifest with the operator's field manager, get, delete, merge-patch of a status
-subresource, and Events. It knows the paths of the few kinds the operator touches and
-nothing of AgentInstances' meaning; everything it returns is plain JSON.
+A thin async layer over one aiohttp session (kopf's own HTTP stack; no client library, see
+:mod:`agent_operator.credentials`): server-side apply of a manifest with the operator's
+field manager, get, delete, merge-patch of a status subresource, and Events. It knows the
+paths of the few kinds the operator touches and nothing of AgentInstances' meaning;
+everything it returns is plain JSON.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kubernetes_asyncio import client as k8s
-from kubernetes_asyncio import config as k8s_config
+import aiohttp
 
+from agent_operator import credentials
 from agent_operator.metrics import API_REQUESTS
 from humanwork_core.kube_body import APPLY_CONTENT_TYPE, encode_body
 from humanwork_core.kube_errors import KubeError, error_from_status
@@ -22,6 +23,12 @@ __all__ = ["Kube", "KubeError", "path_for"]
 
 FIELD_MANAGER = "humanwork-operator"
 USER_AGENT = "humanwork-operator/0.1.0"
+CONNECTIONS = 32
+"""Connections the operator keeps to the API server at most (concurrent reconciles share
+them; each TLS connection holds about 128 KiB of buffers, so a pool of 100 cost 12 MiB)."""
+TIMEOUT = aiohttp.ClientTimeout()
+"""No timeout, as with the client library before: under a burst, requests wait for a free
+connection of the pool, and a reconcile must not fail for having waited."""
 
 # kind -> (plural, namespaced)
 _KINDS: dict[str, tuple[str, bool]] = {
@@ -57,30 +64,26 @@ def path_for(api_version: str, kind: str, namespace: str | None, name: str | Non
 class Kube:
     """Async access to the API server with one connection pool."""
 
-    def __init__(self, api: k8s.ApiClient) -> None:
-        self._api = api
+    def __init__(self, session: aiohttp.ClientSession, creds: credentials.Credentials) -> None:
+        self._session = session
+        self._creds = creds
+        self._server = creds.server.rstrip("/")
 
     @classmethod
     async def connect(cls, kubeconfig: str | None = None) -> Kube:
         """In-cluster credentials when running in a pod, else the kubeconfig."""
-        configuration = k8s.Configuration()
-        if kubeconfig is None:
-            try:
-                k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
-                    client_configuration=configuration
-                )
-            except k8s_config.ConfigException:
-                await k8s_config.load_kube_config(client_configuration=configuration)
-        else:
-            await k8s_config.load_kube_config(
-                config_file=kubeconfig, client_configuration=configuration
-            )
-        api = k8s.ApiClient(configuration)
-        api.user_agent = USER_AGENT  # what the API server's audit log attributes to us
-        return cls(api)
+        creds = credentials.load(kubeconfig)
+        connector = aiohttp.TCPConnector(ssl=creds.ssl_context, limit=CONNECTIONS)
+        session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=TIMEOUT,
+            # what the API server's audit log attributes to us
+            headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
+        )
+        return cls(session, creds)
 
     async def close(self) -> None:
-        await self._api.close()
+        await self._session.close()
 
     async def _call(
         self,
@@ -92,23 +95,19 @@ class Kube:
         query: list[tuple[str, str]] | None = None,
     ) -> dict[str, Any]:
         API_REQUESTS.labels(method=method).inc()
-        try:
-            response = await self._api.call_api(
-                path,
-                method,
-                query_params=query or [],
-                header_params={"Content-Type": content_type, "Accept": "application/json"},
-                body=body,
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _return_http_data_only=True,
-            )
-        except k8s.ApiException as exc:
-            raise _error(exc) from None
-        data = await response.read()
-        doc = dict(json.loads(data)) if data else {}
-        if response.status >= 400:  # without preloading, the client does not raise
-            raise error_from_status(int(response.status), doc)
+        headers = {"Content-Type": content_type}
+        authorization = self._creds.authorization()
+        if authorization:
+            headers["Authorization"] = authorization
+        data = body if isinstance(body, bytes) or body is None else encode_body(body)
+        async with self._session.request(
+            method, self._server + path, params=query or [], data=data, headers=headers
+        ) as response:
+            raw = await response.read()
+            status = response.status
+        doc = _document(raw)
+        if status >= 400:
+            raise error_from_status(status, doc)
         return doc
 
     async def get(
@@ -196,12 +195,13 @@ class Kube:
         )
 
 
-def _error(exc: k8s.ApiException) -> KubeError:
+def _document(raw: bytes) -> dict[str, Any]:
+    """A response body as JSON; a body that is not a JSON object (a proxy's plain-text
+    error) becomes its message."""
+    if not raw:
+        return {}
     try:
-        doc: Any = json.loads(exc.body or "{}")
-    except (TypeError, ValueError):
-        doc = {"message": str(exc.body or "")}
-    if not isinstance(doc, dict):
-        doc = {}
-    doc.setdefault("reason", str(exc.reason or ""))
-    return error_from_status(int(exc.status or 0), doc)
+        doc: Any = json.loads(raw)
+    except ValueError:
+        return {"message": raw.decode(errors="replace")[:500]}
+    return dict(doc) if isinstance(doc, dict) else {"message": str(doc)[:500]}
