@@ -23,19 +23,11 @@ ServiceAccount, the admission policies on). Then:
 The load average (1 min) is printed with each figure: the machine may be shared.
 Run by hand; it prints and asserts nothing.
 
-    .venv/bin/python bench/queue.py [--open 100000] [--orgs 10] [--threads 16]
+    .venv/bin/python bench/review_queue.py [--open 100000] [--orgs 10] [--threads 16]
         [--samples 200] [--profile queue.txt]
 """
 
-# ruff: noqa: E402
 from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-# named like the standard library's `queue` (which threads import): run as a script, this
-# file's own folder comes first on the path and must not shadow it
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import argparse
 import asyncio
@@ -44,6 +36,7 @@ import random
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -51,6 +44,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import asyncpg  # type: ignore[import-untyped]
 import httpx
