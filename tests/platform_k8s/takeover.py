@@ -2,18 +2,19 @@
 acting with the agent's real ServiceAccount token against the real API server (so
 admission applies), and answering whatever it likes.
 
-`taken_over(cluster, orgs, endpoints_file)` provisions org A's agent, starts the fake in
-its place (the platform's endpoints file points the agent's id at it) and yields it.
+The fixture `agent` provisions org A's agent, starts the fake in its place (the fixture
+`settings` gives the platform the endpoints file that points the agent's id at it) and
+yields it. A test module imports both fixtures.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes import client as kclient
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -21,9 +22,11 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from humanwork_dev.fakes.server import BackgroundServer
+from platform_api.settings import Settings
 from tests.agents import LLM_KEY, create_instance, wait_phase
 from tests.conftest import Cluster
 from tests.integration.test_tasks import task_manifest
+from tests.platform.conftest import make_settings
 from tests.platform_k8s.conftest import Orgs
 from tests.support import eventually, service_account_token
 
@@ -75,8 +78,15 @@ class TakenOverAgent:
         return JSONResponse(self.chat_answer)
 
 
-@contextmanager
-def taken_over(cluster: Cluster, orgs: Orgs, endpoints_file: Path) -> Iterator[TakenOverAgent]:
+@pytest.fixture
+def settings(database_url: str, platform_kubeconfig: Path, endpoints_file: Path) -> Settings:
+    return make_settings(
+        database_url, kubeconfig=str(platform_kubeconfig), agent_endpoints_file=endpoints_file
+    )
+
+
+@pytest.fixture
+def agent(cluster: Cluster, orgs: Orgs, endpoints_file: Path) -> Iterator[TakenOverAgent]:
     kclient.CoreV1Api(cluster.api).create_namespaced_secret(
         orgs.ns_a,
         kclient.V1Secret(

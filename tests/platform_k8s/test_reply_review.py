@@ -7,31 +7,14 @@ has every reply reviewed, whatever confidence the agent claims.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
-from platform_api.settings import Settings
-from tests.conftest import Cluster
-from tests.platform.conftest import make_settings
 from tests.platform_k8s.conftest import Orgs
-from tests.platform_k8s.takeover import TakenOverAgent, taken_over
+from tests.platform_k8s.takeover import TakenOverAgent, agent, settings
 
-
-@pytest.fixture
-def settings(database_url: str, platform_kubeconfig: Path, endpoints_file: Path) -> Settings:
-    return make_settings(
-        database_url, kubeconfig=str(platform_kubeconfig), agent_endpoints_file=endpoints_file
-    )
-
-
-@pytest.fixture
-def agent(cluster: Cluster, orgs: Orgs, endpoints_file: Path) -> Iterator[TakenOverAgent]:
-    with taken_over(cluster, orgs, endpoints_file) as fake:
-        yield fake
+__all__ = ["agent", "settings"]  # fixtures
 
 
 async def draft(client: httpx.AsyncClient, orgs: Orgs) -> dict[str, Any]:
