@@ -157,10 +157,27 @@ def deploy(
             pods = kubectl("-n", namespace, "get", "pods", "-o", "wide", check=False).stdout
             events = kubectl("-n", namespace, "get", "events", check=False).stdout[-3000:]
             raise InClusterError(f"{namespace}/{name} not ready: {done.stderr}\n{pods}\n{events}")
+        _wait_old_pods_gone(kubectl, namespace, name, timeout)
     service = kubectl.json("-n", SYSTEM, "get", "service", "humanwork-platform-api")
     platform_url = f"http://{service['spec']['clusterIP']}:8000"
     _wait_http(f"{platform_url}/healthz", timeout)
     return Deployed(platform_url, _fakes_ip(kubectl), _fakes_credentials(kubectl, timeout))
+
+
+def _wait_old_pods_gone(kubectl: Kubectl, namespace: str, app: str, timeout: float) -> None:
+    """`rollout status` returns once the new pods are ready, while a pod of the previous
+    rollout may still be terminating (the operator settles its handlers on SIGTERM); wait
+    until none is left, so that exactly one operator runs when deploy returns."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pods = kubectl.json("-n", namespace, "get", "pods", "-l", f"app.kubernetes.io/name={app}")
+        leaving = [p["metadata"]["name"] for p in pods["items"]
+                   if p["metadata"].get("deletionTimestamp")]  # fmt: skip
+        if not leaving:
+            return
+        if time.monotonic() > deadline:
+            raise InClusterError(f"{namespace}: pods of a previous rollout still there: {leaving}")
+        time.sleep(0.5)
 
 
 def _fakes_ip(kubectl: Kubectl) -> str:
