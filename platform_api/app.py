@@ -297,7 +297,11 @@ def _lifespan(
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        engine = make_engine(settings.database_url)
+        engine = make_engine(
+            settings.database_url,
+            pool_size=settings.database_pool_size,
+            pool_overflow=settings.database_pool_overflow,
+        )
         kube: KubeClient | None = None
         tasks: list[asyncio.Task[None]] = []
         webhooks: httpx.AsyncClient | None = None  # notify

@@ -35,11 +35,20 @@ PING_AFTER_IDLE = 5.0
 """Seconds a pooled PostgreSQL connection may rest before its next checkout pings it."""
 
 
-def make_engine(url: str, ping_after_idle: float = PING_AFTER_IDLE) -> AsyncEngine:
-    """An async engine for `url` (asyncpg or aiosqlite)."""
+def make_engine(
+    url: str,
+    ping_after_idle: float = PING_AFTER_IDLE,
+    pool_size: int = 20,
+    pool_overflow: int = 10,
+) -> AsyncEngine:
+    """An async engine for `url` (asyncpg or aiosqlite). PostgreSQL: `pool_size`
+    connections kept open, `pool_overflow` more opened in a burst. Issue 17: SQLAlchemy's
+    default of 5 kept open was fewer than the connections eight concurrent decisions hold
+    (each request's transaction and the deactivation guard's read), so every burst opened
+    and closed connections, each open a handshake and each statement prepared afresh."""
     if url.startswith("sqlite"):
         return create_async_engine(url, connect_args={"timeout": 30})
-    engine = create_async_engine(url)
+    engine = create_async_engine(url, pool_size=pool_size, max_overflow=pool_overflow)
     _ping_when_idle(engine, ping_after_idle)
     return engine
 

@@ -34,6 +34,22 @@ class Settings(BaseSettings):
         "UPDATE, DELETE or TRUNCATE. Unset: migrations run as the app's own role, which then "
         "owns the audit tables (only the signed checkpoints detect a cut tail)",
     )
+    database_pool_size: int = Field(
+        default=20,
+        ge=1,
+        le=500,
+        description="PostgreSQL connections each replica keeps open; a request holds one "
+        "for its whole transaction, so about the requests in flight at once (each replica's "
+        "pool size plus overflow, times the replicas, must stay under the server's "
+        "max_connections)",
+    )
+    database_pool_overflow: int = Field(
+        default=10,
+        ge=0,
+        le=500,
+        description="connections opened beyond the pool in a burst and closed again after "
+        "use (each open costs a connection handshake)",
+    )
     migrate_on_startup: bool = Field(
         default=True, description="run the Alembic migrations at startup"
     )

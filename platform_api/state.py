@@ -74,10 +74,16 @@ class Platform:
     chat_payload`, wired by the app): a plan command carries them too (issue 14)."""
 
 
-def get_platform(request: Request) -> Platform:
+def platform_of(request: Request) -> Platform:
     """The `Platform` of the app serving this request."""
     platform: Platform = request.app.state.platform
     return platform
+
+
+async def get_platform(request: Request) -> Platform:
+    """`platform_of` as a dependency (a coroutine: FastAPI runs a plain function
+    dependency in a worker thread, a hop on every request)."""
+    return platform_of(request)
 
 
 PlatformDep = Annotated[Platform, Depends(get_platform)]

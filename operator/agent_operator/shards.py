@@ -59,6 +59,11 @@ def trigger_for(event_type: str | None, known: bool) -> str:
     return "update"
 
 
+def label_selector(labels: Mapping[str, str | None]) -> str:
+    """A label selector that matches exactly `labels` (None: the label exists)."""
+    return ",".join(key if value is None else f"{key}={value}" for key, value in labels.items())
+
+
 class Namespaces:
     """The shard of every org namespace seen, filled from the namespace watch."""
 

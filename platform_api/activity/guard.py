@@ -21,7 +21,7 @@ from sqlalchemy import select
 from platform_api.auth.dependencies import bearer, get_principal
 from platform_api.errors import OrgDeactivated, Unauthenticated
 from platform_api.models import Org
-from platform_api.state import Platform, get_platform
+from platform_api.state import Platform, platform_of
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 LIFECYCLE_PATHS = ("/deactivate", "/reactivate")
@@ -67,7 +67,7 @@ async def refuse_work_of_deactivated_orgs(request: Request) -> None:
     org_id, namespace = request.path_params.get("org_id"), request.path_params.get("namespace")
     if org_id is None and namespace is None:
         return
-    platform = get_platform(request)  # only now: reads need no platform state
+    platform = platform_of(request)  # only now: reads need no platform state
     found = await _deactivated_org(
         platform,
         None if org_id is None else str(org_id),

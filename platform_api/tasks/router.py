@@ -50,7 +50,7 @@ DECIDE_CODES = {
 }
 
 
-def get_kube(platform: PlatformDep) -> KubeClient:
+async def get_kube(platform: PlatformDep) -> KubeClient:
     """The platform's Kubernetes client; 503 `kubernetes_unavailable` when there is none."""
     if platform.kube is None:
         raise KubernetesUnavailable(

@@ -278,6 +278,35 @@ def test_children_deleted_or_edited_by_hand_are_restored(
     assert "humanwork_operator_children_restored_total" in operator.metrics()
 
 
+def test_a_child_stripped_of_its_labels_is_restored(
+    cluster: Cluster, ready_agent: tuple[str, str]
+) -> None:
+    """Issue 17: the API server filters the operator's watches of children by their labels,
+    so a child whose labels are taken away leaves the watch as a deletion, and the owner's
+    reconcile applies them again (with a filter on the operator's side only, the edit was
+    dropped, and later edits of the unlabelled child went unseen)."""
+    ns, _org_id = ready_agent
+    net = client.NetworkingV1Api(cluster.api)
+    component = "app.kubernetes.io/component"
+    net.patch_namespaced_network_policy(
+        "agent-agent",
+        ns,
+        [{"op": "remove", "path": "/metadata/labels/" + component.replace("/", "~1")}],
+    )
+    assert component not in (
+        net.read_namespaced_network_policy("agent-agent", ns).metadata.labels or {}
+    )
+    eventually(
+        lambda: (
+            (net.read_namespaced_network_policy("agent-agent", ns).metadata.labels or {}).get(
+                component
+            )
+            == "agent"
+        ),
+        timeout=15,
+    )
+
+
 def test_rotation_on_request_keeps_the_previous_token_in_grace(
     cluster: Cluster, ready_agent: tuple[str, str]
 ) -> None:

@@ -1,6 +1,7 @@
 """Pooled PostgreSQL connections that rested are pinged before use, and one whose server
 side went away meanwhile is replaced without failing the request that checks it out
-(`db._ping_when_idle`, which replaced `pool_pre_ping` on every checkout)."""
+(`db._ping_when_idle`, which replaced `pool_pre_ping` on every checkout); a burst as
+wide as the pool keeps its connections open for the next one."""
 
 from __future__ import annotations
 
@@ -51,5 +52,39 @@ async def test_a_connection_used_moments_ago_is_not_pinged(database_url: str) ->
                 await conn.execute(text("SELECT 1"))
         async with engine.connect() as conn:
             assert (await conn.execute(BACKEND)).scalar_one() != pid
+    finally:
+        await engine.dispose()
+
+
+async def _burst(engine: AsyncEngine, width: int) -> set[int]:
+    """`width` connections of `engine` held at once, then all given back; their backends."""
+    entered, release = asyncio.Barrier(width + 1), asyncio.Event()
+
+    async def hold() -> int:
+        async with engine.connect() as conn:
+            pid: int = (await conn.execute(BACKEND)).scalar_one()
+            await entered.wait()
+            await release.wait()
+            return pid
+
+    held = [asyncio.create_task(hold()) for _ in range(width)]
+    await entered.wait()
+    release.set()
+    return set(await asyncio.gather(*held))
+
+
+@pytest.mark.parametrize(("pool_size", "kept"), [(12, 12), (4, 4)])
+async def test_a_burst_within_the_pool_keeps_its_connections_open(
+    database_url: str, pool_size: int, kept: int
+) -> None:
+    """Issue 17: the connections of a burst as wide as the pool stay open for the next one
+    (the same backends serve it, nothing is opened again); beyond the pool, the overflow's
+    are closed after use and the next burst opens them afresh."""
+    engine = make_engine(database_url, pool_size=pool_size, pool_overflow=20)
+    try:
+        first = await _burst(engine, 12)
+        second = await _burst(engine, 12)
+        assert len(first) == len(second) == 12
+        assert len(first & second) == kept
     finally:
         await engine.dispose()
