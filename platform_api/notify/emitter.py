@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from platform_api.models import Webhook
 from platform_api.notify.delivery import envelope
 from platform_api.notify.repository import EventRepository, WebhookRepository
 from platform_api.notify.wakeup import WAKEUP, utcnow
@@ -24,9 +25,21 @@ async def record(
     now = utcnow()
     if not await EventRepository(session).add(org_id, event_id, event, data, now):
         return False
-    hook = await WebhookRepository(session).get(org_id)
+    hook = await _hook_of(session, org_id)
     if hook is not None and event in hook.events:
         body = envelope(org_id, event_id, event, data, now)
         await WebhookRepository(session).enqueue(org_id, event_id, event, body, hook.url, now)
     WAKEUP.after_commit(session)
     return True
+
+
+_HOOKS = "humanwork_webhooks"
+
+
+async def _hook_of(session: AsyncSession, org_id: uuid.UUID) -> Webhook | None:
+    """The org's webhook, read once per session (the notifier records many events of an
+    org in one transaction; an org without a webhook would be asked again for each)."""
+    known: dict[uuid.UUID, Webhook | None] = session.info.setdefault(_HOOKS, {})
+    if org_id not in known:
+        known[org_id] = await WebhookRepository(session).get(org_id)
+    return known[org_id]

@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
 SEEN_LIMIT = 100_000
+BATCHES_PER_TRANSACTION = 200
+"""Tasks' events recorded in one transaction at most (what queued while one was written)."""
 
 ENDING_TEXT = {
     events.COMPLETED: "The request “{summary}” is complete.",
@@ -118,13 +120,11 @@ class TaskNotifier:
         ticker = asyncio.create_task(self._tick_forever())
         try:
             while True:
-                batch = await self._queue.get()
-                try:
-                    await self._record(batch)
-                except Exception as exc:  # the database failed: try again later
-                    log.warning("notifications: %s; retrying", exc)
-                    await asyncio.sleep(self._settings.notify_interval_seconds)
-                    self._queue.put_nowait(batch)
+                # issue 17: what queued up meanwhile goes in the same transaction
+                batches = [await self._queue.get()]
+                while len(batches) < BATCHES_PER_TRANSACTION and not self._queue.empty():
+                    batches.append(self._queue.get_nowait())
+                await self._record_or_retry(batches)
         finally:
             for running in (ticker, *self._endings):
                 running.cancel()
@@ -136,25 +136,45 @@ class TaskNotifier:
             self._namespaces[org_id] = await EventRepository(session).org_namespace(org_id)
         return self._namespaces[org_id]
 
-    async def _record(self, batch: _Batch) -> None:
-        task, found = batch.task, batch.events
+    async def _record_or_retry(self, batches: list[_Batch]) -> None:
         try:
-            org_id = uuid.UUID(batch.org_id)
-        except ValueError:
-            return
-        async with self._sessions() as session, session.begin():
-            if await self._namespace(session, org_id) != batch.namespace:
-                self._namespaces.pop(org_id, None)  # an org made since: look again next time
+            await self._record(batches)
+        except Exception as exc:
+            if len(batches) > 1:  # one failing task's events must not hold back the others'
+                for batch in batches:
+                    await self._record_or_retry([batch])
                 return
-            ended: events.Event | None = None
-            for event in found:
-                payload = {**event.payload, "event_id": event.event_id}
-                new = await record(session, org_id, event.event, payload)
-                if new and event.event in ENDING_TEXT:
-                    ended = event
-        for event in found:
-            self._remember(event.event_id)
-        if ended is not None and task is not None:
+            log.warning("notifications: %s; retrying", exc)  # the database failed
+            await asyncio.sleep(self._settings.notify_interval_seconds)
+            self._queue.put_nowait(batches[0])
+
+    async def _record(self, batches: list[_Batch]) -> None:
+        """Record the events of `batches` in one transaction; then remember them and
+        conclude the requests they ended."""
+        recorded: list[_Batch] = []
+        endings: list[tuple[AgenticTask, uuid.UUID, events.Event]] = []
+        async with self._sessions() as session, session.begin():
+            for batch in batches:
+                try:
+                    org_id = uuid.UUID(batch.org_id)
+                except ValueError:
+                    continue
+                if await self._namespace(session, org_id) != batch.namespace:
+                    self._namespaces.pop(org_id, None)  # an org made since: look again later
+                    continue
+                recorded.append(batch)
+                ended: events.Event | None = None
+                for event in batch.events:
+                    payload = {**event.payload, "event_id": event.event_id}
+                    new = await record(session, org_id, event.event, payload)
+                    if new and event.event in ENDING_TEXT:
+                        ended = event
+                if ended is not None and batch.task is not None:
+                    endings.append((batch.task, org_id, ended))
+        for batch in recorded:
+            for event in batch.events:
+                self._remember(event.event_id)
+        for task, org_id, ended in endings:
             ending = asyncio.create_task(self._conclude(task, org_id, ended))
             self._endings.add(ending)
             ending.add_done_callback(self._endings.discard)

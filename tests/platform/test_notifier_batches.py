@@ -1,0 +1,138 @@
+"""The notifier records what queued up meanwhile in one transaction (issue 17), and one
+task whose events cannot be recorded does not hold back the others' (real PostgreSQL,
+`TaskNotifier` fed as the watch feeds it)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from sqlalchemy import delete, func, select, text
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from humanwork_core.resources import AgenticTask
+from platform_api.db import make_engine, make_sessionmaker
+from platform_api.models import NotifyEvent, Org
+from platform_api.notify.watch import TaskNotifier
+from tests.platform.conftest import make_settings
+
+STEP = {"id": "refund", "description": "Refund", "tool": "shopify_refund", "risk": "high"}
+
+
+def _task(org: Org, name: str) -> AgenticTask:
+    """A task of `org` whose one step waits for a decision (one event: decision needed)."""
+    return AgenticTask.from_wire(
+        {
+            "apiVersion": "humanwork.io/v1alpha1",
+            "kind": "AgenticTask",
+            "metadata": {"name": name, "namespace": org.namespace, "uid": str(uuid.uuid4())},
+            "spec": {
+                "orgId": str(org.id),
+                "agentRef": {"name": "shop"},
+                "description": f"Refund {name}",
+                "requestedBy": "requester",
+                "steps": [STEP],
+            },
+            "status": {"phase": "PendingApproval", "steps": [{"id": "refund"}]},
+        }
+    )
+
+
+@pytest.fixture
+async def sessions(database_url: str) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
+    engine = make_engine(database_url)
+    yield make_sessionmaker(engine)
+    await engine.dispose()
+
+
+async def _orgs(sessions: async_sessionmaker[AsyncSession], count: int) -> list[Org]:
+    made = [
+        Org(slug=f"o{i}-{uuid.uuid4().hex[:6]}", name=f"Org {i}", namespace=f"org-n{i}-{i}")
+        for i in range(count)
+    ]
+    async with sessions() as session, session.begin():
+        session.add_all(made)
+    return made
+
+
+async def _events(sessions: async_sessionmaker[AsyncSession], org: Org) -> int:
+    async with sessions() as session:
+        query = select(func.count()).where(NotifyEvent.org_id == org.id)
+        return int(await session.scalar(query) or 0)
+
+
+async def _commits(sessions: async_sessionmaker[AsyncSession]) -> int:
+    async with sessions() as session:
+        query = text("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
+        return int(await session.scalar(query) or 0)
+
+
+@contextlib.asynccontextmanager
+async def _running(notifier: TaskNotifier) -> AsyncIterator[None]:
+    runner = asyncio.create_task(notifier.run())
+    try:
+        yield
+    finally:
+        runner.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await runner
+
+
+async def _until(check: Any) -> None:
+    """Poll the database (its rows are what is checked) for 15 s at most."""
+    for _ in range(150):
+        if await check():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("not within 15 s")
+
+
+async def test_events_queued_together_are_recorded_once_in_few_transactions(
+    database_url: str, sessions: async_sessionmaker[AsyncSession]
+) -> None:
+    (org,) = await _orgs(sessions, 1)
+    settings = make_settings(database_url, notify_interval_seconds=3600)
+    notifier = TaskNotifier(sessions, settings, deliverer=None)
+    for i in range(60):
+        notifier.observe(_task(org, f"t{i}"))
+    await asyncio.sleep(1.5)  # pg_stat_database is reported with a delay: settle it first
+    before = await _commits(sessions)
+    async with _running(notifier):
+        await _until(lambda: _at_least(sessions, org, 60))
+        await asyncio.sleep(1.0)
+    for i in range(60):  # seen again (a relist): nothing is recorded twice
+        notifier.observe(_task(org, f"t{i}"))
+    assert await _events(sessions, org) == 60
+    await asyncio.sleep(1.0)
+    commits = await _commits(sessions) - before
+    # one transaction per task would be 60 commits or more; the counting reads commit too
+    assert commits < 20, commits
+
+
+async def _at_least(sessions: async_sessionmaker[AsyncSession], org: Org, count: int) -> bool:
+    return await _events(sessions, org) >= count
+
+
+async def test_a_task_whose_events_fail_does_not_hold_back_the_others(
+    database_url: str, sessions: async_sessionmaker[AsyncSession]
+) -> None:
+    gone, kept = await _orgs(sessions, 2)
+    settings = make_settings(database_url, notify_interval_seconds=0.2)
+    notifier = TaskNotifier(sessions, settings, deliverer=None)
+    async with _running(notifier):
+        notifier.observe(_task(gone, "first"))  # the notifier learns the org's namespace
+        await _until(lambda: _at_least(sessions, gone, 1))
+        async with sessions() as session, session.begin():
+            await session.execute(delete(Org).where(Org.id == gone.id))
+        # the deleted org's events now violate the event log's foreign key; queued first,
+        # they share a transaction with the others'
+        notifier.observe(_task(gone, "second"))
+        for i in range(5):
+            notifier.observe(_task(kept, f"k{i}"))
+        await _until(lambda: _at_least(sessions, kept, 5))
+    assert await _events(sessions, kept) == 5
+    assert await _events(sessions, gone) == 0  # cascaded away with its org
