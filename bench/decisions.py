@@ -14,7 +14,11 @@ ServiceAccount). Then:
    (server-side apply of the same decision, field manager and resourceVersion
    precondition, as the humanwork-platform-api ServiceAccount, the admission policies in
    force). Prints its rate (200 answers only; the others are counted), its latencies, the
-   ratio platform / ceiling and the load average of each phase;
+   ratio platform / ceiling and the load average of each phase; and the CPU each phase
+   cost per answered write, the whole machine's (/proc/stat) and the API server's, etcd's
+   and the platform's: the ceiling's machine CPU per write over the platform's per
+   approval is the highest ratio the two can reach on this machine once its cores are
+   busy (the platform and the API server share them);
 2. the queue: OPEN more tasks (default 10,000) are created directly in Kubernetes; once
    the platform's watch-fed index holds them all, `GET /human-tasks` is timed (p50/p95).
 
@@ -42,7 +46,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -191,6 +195,8 @@ class Phase:
     latencies: list[float]
     failed: int = 0
     load: float = 0.0
+    cpu: dict[str, float] = field(default_factory=dict)
+    """CPU milliseconds per answered write, by process (`CpuMeter`)."""
 
     @property
     def rate(self) -> float:
@@ -278,7 +284,9 @@ def _decision_body(http: httpx.Client, task_id: str, expert: str) -> bytes:
     )
 
 
-def _ceiling(name: str, apiserver: ApiServer, task_ids: list[str], clients: int) -> Phase:
+def _ceiling(
+    name: str, apiserver: ApiServer, task_ids: list[str], clients: int, meter: CpuMeter
+) -> Phase:
     """`clients` threads applying the prepared decisions straight to the API server."""
     with apiserver.client() as http:
         bodies = [
@@ -316,11 +324,13 @@ def _ceiling(name: str, apiserver: ApiServer, task_ids: list[str], clients: int)
     for thread in threads:
         thread.start()
     time.sleep(0.5)
+    meter.start()
     t0 = time.monotonic()
     ready.set()
     for thread in threads:
         thread.join()
-    phase = Phase(name, time.monotonic() - t0, latencies, len(failed), os.getloadavg()[0])
+    elapsed, spent = time.monotonic() - t0, meter.per_write(len(latencies))
+    phase = Phase(name, elapsed, latencies, len(failed), os.getloadavg()[0], spent)
     for answer in failed[:3]:
         print(f"{name}: not 200: {answer}")
     return phase
@@ -330,6 +340,35 @@ def _cpu_seconds(pid: int) -> float:
     """User and system CPU time of process `pid` so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _machine_busy_seconds() -> float:
+    """CPU time all processes of the machine spent so far, every core (/proc/stat)."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """The CPU a phase cost, per answered write: the whole machine (/proc/stat) and each
+    named process. On a machine whose cores the platform shares with the API server, the
+    ratio of the ceiling's machine CPU per write to the platform's per approval bounds the
+    ratio of their rates once the machine is busy."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = pids
+        self.before: dict[str, float] = {}
+
+    def start(self) -> None:
+        self.before = {name: _cpu_seconds(pid) for name, pid in self.pids.items()}
+        self.before["machine"] = _machine_busy_seconds()
+
+    def per_write(self, writes: int) -> dict[str, float]:
+        now = {name: _cpu_seconds(pid) for name, pid in self.pids.items()}
+        now["machine"] = _machine_busy_seconds()
+        spent = {name: (now[name] - self.before[name]) * 1000 / max(1, writes) for name in now}
+        spent["rest"] = spent["machine"] - sum(spent[n] for n in self.pids)
+        return spent
 
 
 def _run(
@@ -357,18 +396,25 @@ def _run(
     experts = [_login(http, f"expert{i}") for i in range(args.clients)]
     apiserver = ApiServer(platform.kubeconfig)
 
+    meter = CpuMeter(
+        {
+            "kube-apiserver": info.pids["kube-apiserver"],
+            "etcd": info.pids["etcd"],
+            "platform": platform_pid,
+        }
+    )
     phases: list[Phase] = []
     if args.ceiling:
         ids = _create_tasks(http, requester, org_id, args.tasks)
-        phases.append(_ceiling("ceiling before", apiserver, ids, args.clients))
+        phases.append(_ceiling("ceiling before", apiserver, ids, args.clients, meter))
         print(phases[-1].line(), flush=True)
     task_ids = _create_tasks(http, requester, org_id, args.tasks)
     time.sleep(1)  # the platform's watch has seen them
     profiler = _profile(args.profile, platform_pid)
-    cpu0 = _cpu_seconds(platform_pid)
+    meter.start()
     elapsed, latencies, failed = asyncio.run(_approve_all(base, experts, task_ids))
-    cpu = _cpu_seconds(platform_pid) - cpu0
-    platform_phase = Phase("platform", elapsed, latencies, len(failed), os.getloadavg()[0])
+    spent = meter.per_write(len(latencies))
+    platform_phase = Phase("platform", elapsed, latencies, len(failed), os.getloadavg()[0], spent)
     for answer in failed[:3]:
         print(f"approvals: not 200: {answer}")
     if profiler is not None:
@@ -381,12 +427,12 @@ def _run(
         f"{_pct(latencies, 0.5) * 1000:.0f} ms, p95 {_pct(latencies, 0.95) * 1000:.0f} ms, "
         f"p99 {_pct(latencies, 0.99) * 1000:.0f} ms (HTTP, status write, audit row); "
         f"not 200: {len(failed)}; load average {platform_phase.load:.2f}; the platform's CPU "
-        f"{cpu * 1000 / max(1, len(task_ids)):.1f} ms per approval",
+        f"{spent['platform']:.1f} ms per approval",
         flush=True,
     )
     if args.ceiling:
         ids = _create_tasks(http, requester, org_id, args.tasks)
-        phases.append(_ceiling("ceiling after", apiserver, ids, args.clients))
+        phases.append(_ceiling("ceiling after", apiserver, ids, args.clients, meter))
         print(phases[-1].line(), flush=True)
         _summary(platform_phase, phases)
 
@@ -456,6 +502,18 @@ def _summary(platform: Phase, ceilings: list[Phase]) -> None:
         )
     ratios = ", ".join(f"{platform.rate / c.rate:.2f} ({c.name})" for c in ceilings if c.rate)
     print(f"  ratio platform / ceiling: {ratios}")
+    names = ("machine", "kube-apiserver", "etcd", "platform", "rest")
+    print("\nCPU ms per write (machine: every process, all cores; rest: PostgreSQL, this")
+    print("load generator and anything else running):")
+    print(f"  {'':16} " + " ".join(f"{n:>14}" for n in names))
+    for phase in [ceilings[0], platform, *ceilings[1:]]:
+        print(f"  {phase.name:16} " + " ".join(f"{phase.cpu.get(n, 0):14.1f}" for n in names))
+    bounds = ", ".join(
+        f"{c.cpu['machine'] / platform.cpu['machine']:.2f} ({c.name})"
+        for c in ceilings
+        if platform.cpu.get("machine")
+    )
+    print(f"  ratio bound by the machine's CPU (ceiling's CPU per write / platform's): {bounds}")
 
 
 if __name__ == "__main__":

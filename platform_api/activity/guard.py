@@ -8,12 +8,15 @@ route's own 401 or 404, so deactivation leaks nothing); only `/orgs/{org_id}/dea
 and `/orgs/{org_id}/reactivate` pass. Reads (the audit log, the archive, the agents'
 state) stay open. Endpoints that name their org in the body (creating a task, deciding,
 also in bulk, appending to a conversation) check it themselves with
-`activity.repository.ensure_active`.
+`activity.repository.ensure_active`, and so do the endpoints that decide a step (marked
+with `checks_activity_itself`; the guard skips them).
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from fastapi import Request
 from sqlalchemy import select
@@ -25,6 +28,18 @@ from platform_api.state import Platform, platform_of
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 LIFECYCLE_PATHS = ("/deactivate", "/reactivate")
+
+Endpoint = TypeVar("Endpoint", bound=Callable[..., Any])
+_CHECKING_THEMSELVES: set[Callable[..., Any]] = set()
+
+
+def checks_activity_itself(endpoint: Endpoint) -> Endpoint:
+    """Mark an endpoint that refuses a deactivated org's work in its own transaction
+    (deciding reads the org's policy and active flag in one query, after its membership
+    check): the guard does not read it a second time (issue 17: a round trip and a pooled
+    connection on every decision)."""
+    _CHECKING_THEMSELVES.add(endpoint)
+    return endpoint
 
 
 async def _deactivated_org(
@@ -63,6 +78,8 @@ async def refuse_work_of_deactivated_orgs(request: Request) -> None:
     """409 `org_deactivated` for a member's change to a deactivated org (see the module
     docstring)."""
     if request.method in SAFE_METHODS or request.url.path.endswith(LIFECYCLE_PATHS):
+        return
+    if getattr(request.scope.get("route"), "endpoint", None) in _CHECKING_THEMSELVES:
         return
     org_id, namespace = request.path_params.get("org_id"), request.path_params.get("namespace")
     if org_id is None and namespace is None:

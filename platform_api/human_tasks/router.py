@@ -25,6 +25,7 @@ from fastapi.responses import JSONResponse, Response
 from humanwork_core.resources import Verdict
 from platform_api.access.capabilities import DECIDE
 from platform_api.access.principal import Principal
+from platform_api.activity.guard import checks_activity_itself
 from platform_api.auth.dependencies import require
 from platform_api.bounds import Limit, Offset
 from platform_api.db import Session
@@ -207,6 +208,7 @@ async def get_human_task(
     "`idempotency_conflict`." + DECIDE_DESCRIPTION,
     responses=error_responses(401, 403, 404, 409, 410, 422, 503, codes=DECIDE_CODES),
 )
+@checks_activity_itself
 async def resume(
     namespace: Namespace,
     name: Name,

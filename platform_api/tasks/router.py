@@ -16,6 +16,7 @@ from fastapi import APIRouter, Depends, Header, Path, Query, Request, status
 from humanwork_core.resources import Verdict
 from platform_api.access.capabilities import DECIDE
 from platform_api.access.principal import Principal
+from platform_api.activity.guard import checks_activity_itself
 from platform_api.activity.repository import ensure_active
 from platform_api.auth.dependencies import CurrentPrincipal, ensure_capability, require
 from platform_api.bounds import Limit, Offset
@@ -196,6 +197,7 @@ DECIDE_DESCRIPTION = (
     "distinct experts (409 `duplicate_approver`)." + DECIDE_DESCRIPTION,
     responses=error_responses(401, 403, 404, 409, 410, 422, 503, codes=DECIDE_CODES),
 )
+@checks_activity_itself
 async def approve_step(
     namespace: Namespace,
     name: Name,
@@ -229,6 +231,7 @@ async def approve_step(
     "task and the feedback goes back to the agent." + DECIDE_DESCRIPTION,
     responses=error_responses(401, 403, 404, 409, 410, 422, 503, codes=DECIDE_CODES),
 )
+@checks_activity_itself
 async def reject_step(
     namespace: Namespace,
     name: Name,

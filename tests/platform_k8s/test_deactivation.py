@@ -150,6 +150,15 @@ async def test_a_deactivated_orgs_agent_users_and_decisions_are_all_refused(
         # the users: every mutating path answers 409 org_deactivated
         answers = await refused_work(client, orgs, task["id"], conversation)
         assert [a for a in answers if a[1:] != (409, "org_deactivated")] == []
+        # another org's expert learns nothing of the deactivation from a decision (the
+        # decision endpoints check the org themselves, after membership: issue 17)
+        ns, name = task["id"].split("/")
+        for url, body in (
+            (f"/agentic/tasks/{task['id']}/steps/read/approve", {}),
+            (f"/human-tasks/{ns}/{name}/read/resume", {"action": "approve"}),
+        ):
+            stranger = await client.post(url, json=body, headers=orgs.expert_b.headers)
+            assert stranger.status_code == 404, stranger.text
         bulk = await client.post(
             "/human-tasks/bulk-resume",
             json={"ids": [f"{task['id']}/read"], "action": "approve"},
