@@ -22,6 +22,9 @@ Each figure is printed with the load average at that moment (the machine may be 
 Run by hand or with `make bench`; it prints and asserts nothing.
 
     .venv/bin/python bench/provision.py [--orgs 200] [--others 0] [--steady 0 --rate 20]
+
+Where the memory goes: `--snapshots` with the hook of bench/heap_hook writes, at each
+point, what tracemalloc sees live in the operator (see bench/heap_hook/sitecustomize.py).
 """
 
 from __future__ import annotations
@@ -223,8 +226,9 @@ def main() -> None:
     parser.add_argument(
         "--snapshots",
         action="store_true",
-        help="send the operator SIGUSR1 idle, at ORGS orgs and after the others' orgs "
-        "(a profiling hook given with --operator-env answers it)",
+        help="send the operator SIGUSR1 idle, at ORGS orgs and after the others' orgs; "
+        "bench/heap_hook answers it (--operator-env PYTHONPATH=bench/heap_hook "
+        "--operator-env HUMANWORK_HEAP_DIR=DIR)",
     )
     args = parser.parse_args()
 
