@@ -475,10 +475,14 @@ async def namespace_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo
     the operator from serving them)."""
     state = _state(memo)
     ns = body["metadata"]["name"]
-    if event.get("type") == "DELETED":
+    kind = event.get("type")
+    if kind == "DELETED" and body["metadata"].get("deletionTimestamp"):
         state.namespaces.learn(ns, None)
         state.forget_namespace(ns)
         return
+    # a deletion without deletionTimestamp is the namespace leaving the watch's label
+    # selector (its org label was taken away), an addition without a listing one joining
+    # it: both are label changes, handled below like any other
     before = state.namespaces.learn(ns, shard_of(body))
     served = state.namespaces.serves(state.namespaces.known(ns))
     if not served:
@@ -490,8 +494,8 @@ async def namespace_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo
         LOG.info("namespace %s joined this shard", ns)
         await _adopt(state, ns)
         return
-    if event.get("type") != "MODIFIED":
-        return
+    if kind is None:
+        return  # the initial listing: the instances' own listing reconciles them
     for owner_ns, name in [key for key in state.due if key[0] == ns]:
         await _reconcile(state, {"metadata": {"namespace": owner_ns, "name": name}}, "namespace")
 

@@ -441,6 +441,24 @@ def test_an_org_label_change_stops_the_operator_from_serving_the_instance(
     assert (ready["status"], ready["reason"]) == ("False", "OrgMismatch")
 
 
+def test_an_org_label_taken_away_stops_the_operator_from_serving_the_instance_at_once(
+    cluster: Cluster, ready_agent: tuple[str, str]
+) -> None:
+    """The namespace watch is filtered by the org label on the API server's side (issue
+    17), so taking the label away reaches the operator as the namespace leaving the watch:
+    it reconciles the namespace's instances then, without waiting for the resync."""
+    ns, _org_id = ready_agent
+    client.CoreV1Api(cluster.api).patch_namespace(
+        ns, [{"op": "remove", "path": "/metadata/labels/humanwork.io~1org-id"}]
+    )
+    failed = eventually(
+        lambda: (s := get_instance(cluster, ns)["status"])["phase"] == "Failed" and s,
+        timeout=20,
+    )
+    ready = next(c for c in failed["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "False"
+
+
 def test_a_killed_operator_converges_after_restart(
     cluster: Cluster, operator: OperatorProcess, org: tuple[str, str]
 ) -> None:
