@@ -19,6 +19,7 @@ import collections
 import gc
 import os
 import signal
+import sys
 import tracemalloc
 from pathlib import Path
 
@@ -32,25 +33,62 @@ def _rss_mib() -> float:
     return 0.0
 
 
+def _mappings() -> list[str]:
+    """Resident memory by kind of mapping: the C heap (brk), anonymous mappings (pymalloc's
+    arenas, large buffers, thread stacks) and files (code)."""
+    rss: collections.Counter[str] = collections.Counter()
+    kind = "other"
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and len(head) >= 5:
+            name = head[5] if len(head) > 5 else ""
+            kind = "[heap]" if name == "[heap]" else ("file" if name.startswith("/") else "anon")
+        elif head and head[0] == "Rss:":
+            rss[kind] += int(head[1])
+    return [f"  {kind:8} {kib / 1024:7.1f} MiB" for kind, kib in rss.most_common()]
+
+
+def _pymalloc() -> list[str]:
+    """pymalloc's arenas: how many, and how full (sys._debugmallocstats writes to fd 2)."""
+    out = Path(_DIR or ".") / "pymalloc.tmp"
+    saved = os.dup(2)
+    try:
+        with out.open("wb") as sink:
+            os.dup2(sink.fileno(), 2)
+            sys._debugmallocstats()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+    wanted = ("# arenas allocated current", "# bytes in allocated blocks",
+              "# bytes in available blocks", "# bytes lost to")  # fmt: skip
+    found = [f"  {line}" for line in out.read_text().splitlines() if line.startswith(wanted)]
+    out.unlink()
+    return found
+
+
 def _dump(_signum: int, _frame: object) -> None:
     assert _DIR is not None
     folder = Path(_DIR)
     folder.mkdir(parents=True, exist_ok=True)
     n = len(list(folder.glob("*.txt")))
     gc.collect()
-    snapshot = tracemalloc.take_snapshot()
-    current, peak = tracemalloc.get_traced_memory()
+    lines = [f"RSS {_rss_mib():.0f} MiB", "resident by mapping:", *_mappings(), "pymalloc:"]
+    lines += _pymalloc()
     types = collections.Counter(type(o).__name__ for o in gc.get_objects())
-    lines = [f"RSS {_rss_mib():.0f} MiB; traced {current / 2**20:.1f} MiB "
-             f"(peak {peak / 2**20:.1f} MiB)", "", "top allocation sites:"]  # fmt: skip
-    for stat in snapshot.statistics("traceback")[:25]:
-        lines.append(f"{stat.size / 2**20:8.2f} MiB {stat.count:9d} blocks")
-        lines.extend(f"    {frame}" for frame in stat.traceback.format()[-6:])
+    if tracemalloc.is_tracing():
+        snapshot = tracemalloc.take_snapshot()
+        current, peak = tracemalloc.get_traced_memory()
+        lines += [f"traced {current / 2**20:.1f} MiB (peak {peak / 2**20:.1f} MiB)", "",
+                  "top allocation sites:"]  # fmt: skip
+        for stat in snapshot.statistics("traceback")[:25]:
+            lines.append(f"{stat.size / 2**20:8.2f} MiB {stat.count:9d} blocks")
+            lines.extend(f"    {frame}" for frame in stat.traceback.format()[-6:])
     lines += ["", "live objects by type (gc-tracked):"]
     lines += [f"{count:9d} {name}" for name, count in types.most_common(25)]
     (folder / f"{n}.txt").write_text("\n".join(lines) + "\n")
 
 
 if _DIR:
-    tracemalloc.start(10)
+    if os.environ.get("HUMANWORK_HEAP_TRACE", "1") != "0":  # 0: no tracemalloc (full speed)
+        tracemalloc.start(10)
     signal.signal(signal.SIGUSR1, _dump)

@@ -72,8 +72,13 @@ KOPF_PREFIX = f"kopf.{GROUP}"
 RESYNC_SECONDS = 300.0
 SCHEDULER_TICK_SECONDS = 1.0
 KEYRING_SECONDS = 60.0
+WORKERS = 200
+"""kopf's per-object workers running at once (a reconcile makes a dozen API calls)."""
+IDLE_SECONDS = 0.5
+"""How long an object's kopf worker waits for its next event before leaving its slot."""
 QUIET_SECONDS = 5.0
-"""After a reconcile, how long without another before the freed heap is trimmed."""
+"""After the last event or reconcile, how long without another before the freed heap is
+trimmed."""
 LOG = logging.getLogger("humanwork.operator")
 
 
@@ -102,9 +107,15 @@ class State:
         self.open_tasks = autoscale.OpenTasks()
         self.low_since: dict[tuple[str, str], datetime] = {}
         self.scale_due: dict[tuple[str, str], datetime] = {}
-        # when the last reconcile ended, and whether the heap was trimmed since
-        self.last_reconcile = 0.0
+        # when the operator last did anything, and whether the heap was trimmed since
+        self.last_active = 0.0
         self.trimmed = True
+
+    def active(self) -> None:
+        """Note work just done (an event handled, a reconcile ended): the heap is trimmed
+        once the operator has then been quiet for QUIET_SECONDS. Issue 17: events of other
+        shards' orgs, dropped without a reconcile, left their burst's memory untrimmed."""
+        self.last_active, self.trimmed = time.monotonic(), False
 
     async def serves(self, namespace: str) -> bool:
         """Whether `namespace` belongs to this operator's shard (read once, then from the
@@ -155,7 +166,11 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=KOPF_PREFIX)
     settings.posting.level = logging.WARNING  # our own Events, plus kopf's warnings/errors
     settings.watching.server_timeout = 300
-    settings.batching.worker_limit = 200
+    # at most WORKERS objects' events handled at once; a worker leaves its slot once its
+    # object has been quiet for IDLE_SECONDS (kopf's 5 s let a burst of 9,000 other shards'
+    # objects wait minutes for a slot, holding their events: issue 17)
+    settings.queueing.worker_limit = WORKERS
+    settings.queueing.idle_timeout = IDLE_SECONDS
     for kind, selector in watch_selectors().items():
         settings.watching.label_selectors[kind] = selector
     op_settings = OperatorSettings.from_env(os.environ)
@@ -207,7 +222,7 @@ async def _reconcile(state: State, body: dict[str, Any], trigger: str) -> None:
             raise kopf.TemporaryError(str(exc), delay=5) from exc
         finally:
             metrics.DURATION.observe(time.monotonic() - started)
-            state.last_reconcile, state.trimmed = time.monotonic(), False
+            state.active()
     metrics.RECONCILES.labels(trigger=trigger, result="ok").inc()
     counts = (outcome.status.get("replicas", 0), outcome.status.get("readyReplicas", 0))
     state.reported[(ns, name)] = counts
@@ -278,6 +293,7 @@ async def instance_event(
 ) -> None:
     """An AgentInstance of this shard appeared, changed what it declares, or went away."""
     state = _state(memo)
+    state.active()
     key = (body["metadata"]["namespace"], body["metadata"]["name"])
     if not await state.serves(key[0]):
         return
@@ -341,7 +357,7 @@ async def _schedule(state: State) -> None:
             except Exception as exc:  # one instance's trouble must not stop the others
                 LOG.warning("reconcile of %s/%s (%s) failed: %s", key[0], key[1], trigger, exc)
                 state.due.setdefault(key, (now + timedelta(seconds=5), trigger))
-        if not state.trimmed and time.monotonic() - state.last_reconcile > QUIET_SECONDS:
+        if not state.trimmed and time.monotonic() - state.last_active > QUIET_SECONDS:
             heap.trim()  # a burst is over: give its memory back
             state.trimmed = True
         await asyncio.sleep(SCHEDULER_TICK_SECONDS)
@@ -407,6 +423,7 @@ async def task_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_
     and the operator's start: tick it. The operator's own writes echo back as a no-op."""
     key = (body["metadata"]["namespace"], body["metadata"]["name"])
     state = _state(memo)
+    state.active()
     if not await state.serves(key[0]):
         return
     if event.get("type") == "DELETED":
@@ -448,6 +465,7 @@ async def child_event(
         return
     ns, name = owner
     state = _state(memo)
+    state.active()
     if not await state.serves(ns):
         return
     strangers = foreign_writers(dict(body)) if kind == "MODIFIED" else set()
@@ -474,6 +492,7 @@ async def namespace_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo
     reconcile the instances it holds at once (an org label that no longer matches stops
     the operator from serving them)."""
     state = _state(memo)
+    state.active()
     ns = body["metadata"]["name"]
     kind = event.get("type")
     if kind == "DELETED" and body["metadata"].get("deletionTimestamp"):
