@@ -17,13 +17,14 @@ operator's and the platform's (`humanwork_agent_*`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from humanwork_core import catalog
+from humanwork_core.metrics import OwnRegistry
 
 OTHER = "other"
 """The label value of anything outside a label's set."""
@@ -90,11 +91,11 @@ class _Live(Collector):
         yield running
 
 
-class AgentMetrics:
+class AgentMetrics(OwnRegistry):
     """One agent's metrics (see the module's description)."""
 
     def __init__(self) -> None:
-        self.registry = CollectorRegistry()
+        super().__init__()
         self.plans = Counter(
             "humanwork_agent_plans_total",
             "Plans made into AgenticTasks, by planner (llm, offline).",
@@ -133,7 +134,6 @@ class AgentMetrics:
         )
         self.live = _Live()
         self.registry.register(self.live)
-        self._server: Any = None
 
     # --- what the agent's parts report ------------------------------------------------------
 
@@ -153,16 +153,3 @@ class AgentMetrics:
 
     def reloaded(self, source: str) -> None:
         self.reloads.labels(bounded(source, RELOAD_SOURCES)).inc()
-
-    # --- serving ----------------------------------------------------------------------------
-
-    def serve(self, port: int, address: str) -> None:
-        """Serve /metrics on a background thread (never on the event loop)."""
-        self._server, _thread = start_http_server(port, addr=address, registry=self.registry)
-
-    def close(self) -> None:
-        """Stop serving /metrics."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None

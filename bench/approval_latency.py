@@ -27,6 +27,7 @@ import uuid
 from pathlib import Path
 
 import httpx
+from _kit import JWT_SECRET, PASSWORD
 from kubernetes import client, config, watch
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,7 +38,6 @@ from humanwork_dev.fakes.shopify import FakeShopify  # noqa: E402
 from humanwork_dev.postgres import PostgresServer  # noqa: E402
 from humanwork_dev.processes import AgentProcess, OperatorProcess, PlatformProcess  # noqa: E402
 
-PASSWORD = "bench-password-0123456789"
 CREDENTIALS_KEY = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="  # 32 bytes, bench only
 STEP = {
     "id": "read",
@@ -137,7 +137,7 @@ def main() -> None:
                 env={
                     "HUMANWORK_DATABASE_URL": url,
                     "HUMANWORK_ADMIN_PASSWORD": PASSWORD,
-                    "HUMANWORK_JWT_SECRET": "bench-jwt-secret-0123456789-0123456789",
+                    "HUMANWORK_JWT_SECRET": JWT_SECRET,
                     "HUMANWORK_CREDENTIALS_KEYS": json.dumps({"k1": CREDENTIALS_KEY}),
                     "HUMANWORK_CREDENTIALS_ACTIVE_KEY": "k1",
                     # the fake Shopify below listens on loopback

@@ -41,7 +41,6 @@ import ssl
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -52,6 +51,7 @@ from pathlib import Path
 
 import httpx
 import yaml
+from _kit import PASSWORD, scratch_platform
 from kubernetes import client, config
 
 from humanwork_core import taskflow
@@ -59,11 +59,8 @@ from humanwork_core.kube_body import APPLY_CONTENT_TYPE, encode_body
 from humanwork_core.policy import STRICT
 from humanwork_core.resources import AgenticTask, Verdict
 from humanwork_dev import cluster
-from humanwork_dev.postgres import PostgresServer
 from humanwork_dev.processes import PlatformProcess
 
-REPO = Path(__file__).resolve().parents[1]
-PASSWORD = "bench-password-0123456789"
 STEP = {
     "id": "read",
     "description": "Fetch October orders",
@@ -131,45 +128,8 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory(prefix="hw-bench-decisions-") as tmp:
-        state = Path(tmp)
-        info = cluster.up(state / "cluster")
-        postgres = PostgresServer()
-        postgres.start()
-        platform: PlatformProcess | None = None
-        try:
-            for path in ("crds", "manifests/base/policies", "manifests/base/platform"):
-                subprocess.run(
-                    [
-                        info.kubectl,
-                        "--kubeconfig",
-                        info.kubeconfig,
-                        "apply",
-                        "-k",
-                        str(REPO / path),
-                    ],
-                    check=True,
-                    capture_output=True,
-                )
-            time.sleep(2)  # admission policies become active
-            database_url = asyncio.run(postgres.create_database("bench"))
-            platform = PlatformProcess(
-                info.kubeconfig,
-                info.kubectl,
-                state / "platform",
-                env={
-                    "HUMANWORK_DATABASE_URL": database_url,
-                    "HUMANWORK_ADMIN_PASSWORD": PASSWORD,
-                    "HUMANWORK_JWT_SECRET": "bench-jwt-secret-0123456789-0123456789",
-                },
-            )
-            platform.start()
-            _run(args, info, platform)
-        finally:
-            if platform is not None:
-                platform.stop()
-            postgres.stop()
-            cluster.down(state / "cluster")
+    with scratch_platform("hw-bench-decisions-") as scratch:
+        _run(args, scratch.info, scratch.platform)
 
 
 def _profile(out: str | None, pid: int) -> subprocess.Popen[bytes] | None:

@@ -35,13 +35,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _kit import GROUP, INSTANCES, REPO, VERSION, agent_instance
 from kubernetes import client, config
 
 from humanwork_dev import cluster
 from humanwork_dev.processes import PLATFORM_NS, OperatorProcess
 
-REPO = Path(__file__).resolve().parents[1]
-GROUP, VERSION, PLURAL = "humanwork.io", "v1alpha1", "agentinstances"
 SHARD = "bench"
 LEASE = f"humanwork-operator-{SHARD}"
 
@@ -106,32 +105,15 @@ class Bench:
             ),
         )
         self.objects.create_namespaced_custom_object(
-            GROUP, VERSION, ns, PLURAL, _instance(ns, org_id)
+            GROUP, VERSION, ns, INSTANCES, agent_instance(ns, org_id)
         )
         return ns
 
     def ready(self, ns: str) -> bool:
         found: dict[str, Any] = self.objects.get_namespaced_custom_object(
-            GROUP, VERSION, ns, PLURAL, "agent"
+            GROUP, VERSION, ns, INSTANCES, "agent"
         )
         return (found.get("status") or {}).get("phase") == "Ready"
-
-
-def _instance(ns: str, org_id: str) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "AgentInstance",
-        "metadata": {"name": "agent", "namespace": ns},
-        "spec": {
-            "orgId": org_id,
-            "specialist": {"name": "Bob", "systemPrompt": "You reconcile orders."},
-            "model": "openai/gpt-4o",
-            "llm": {
-                "baseURL": "https://llm.example/v1",
-                "apiKeySecretRef": {"name": "llm", "key": "api-key"},
-            },
-        },
-    }
 
 
 def _round(bench: Bench, how: str) -> dict[str, float]:

@@ -42,14 +42,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from _kit import GROUP, INSTANCES, REPO, VERSION, agent_instance
 from kubernetes import client, config, watch
 from plain_provision import PlainClient
 
 from humanwork_dev import cluster
 from humanwork_dev.processes import OperatorProcess
 
-REPO = Path(__file__).resolve().parents[1]
-GROUP, VERSION, PLURAL = "humanwork.io", "v1alpha1", "agentinstances"
 SHARD_LABEL = "humanwork.io/shard"
 REQUESTS = "humanwork_operator_api_requests_total"
 WRITE_VERBS = ("PATCH", "POST", "PUT", "DELETE")
@@ -71,7 +70,11 @@ class ReadyWatch:
             w = watch.Watch()
             try:
                 for event in w.stream(
-                    objects.list_cluster_custom_object, GROUP, VERSION, PLURAL, timeout_seconds=30
+                    objects.list_cluster_custom_object,
+                    GROUP,
+                    VERSION,
+                    INSTANCES,
+                    timeout_seconds=30,
                 ):
                     obj = event["object"]
                     key = f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"
@@ -109,23 +112,6 @@ def _namespace(core: client.CoreV1Api, ns: str, shard: str) -> str:
         labels[SHARD_LABEL] = shard
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns, labels=labels)))
     return org_id
-
-
-def _instance(ns: str, org_id: str) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "AgentInstance",
-        "metadata": {"name": "agent", "namespace": ns},
-        "spec": {
-            "orgId": org_id,
-            "specialist": {"name": "Bob", "systemPrompt": "You reconcile orders."},
-            "model": "openai/gpt-4o",
-            "llm": {
-                "baseURL": "https://llm.example/v1",
-                "apiKeySecretRef": {"name": "llm", "key": "api-key"},
-            },
-        },
-    }
 
 
 def _wait_all(ready: dict[str, float], keys: list[str], timeout: float) -> None:
@@ -285,7 +271,7 @@ class Bench:
     def create(self, ns: str, org_id: str, created: dict[str, float]) -> dict[str, Any]:
         created[f"{ns}/agent"] = time.monotonic()
         body: dict[str, Any] = self.objects.create_namespaced_custom_object(
-            GROUP, VERSION, ns, PLURAL, _instance(ns, org_id)
+            GROUP, VERSION, ns, INSTANCES, agent_instance(ns, org_id)
         )
         return body
 

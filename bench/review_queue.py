@@ -37,7 +37,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -48,13 +47,11 @@ from pathlib import Path
 
 import asyncpg  # type: ignore[import-untyped]
 import httpx
+from _kit import PASSWORD, scratch_platform
 
 from humanwork_dev import cluster
-from humanwork_dev.postgres import PostgresServer
 from humanwork_dev.processes import PlatformProcess
 
-REPO = Path(__file__).resolve().parents[1]
-PASSWORD = "bench-password-0123456789"
 ETCD_QUOTA = 4 * 1024**3  # humanwork_dev.cluster's --quota-backend-bytes
 STEP = {
     "id": "refund",
@@ -396,39 +393,9 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory(prefix="hw-bench-queue-") as tmp:
-        state = Path(tmp)
-        info = cluster.up(state / "cluster")
-        postgres = PostgresServer()
-        postgres.start()
-        platform: PlatformProcess | None = None
-        try:
-            for path in ("crds", "manifests/base/policies", "manifests/base/platform"):
-                kubectl = [info.kubectl, "--kubeconfig", info.kubeconfig]
-                subprocess.run(
-                    [*kubectl, "apply", "-k", str(REPO / path)],
-                    check=True,
-                    capture_output=True,
-                )
-            time.sleep(2)  # admission policies become active
-            database_url = asyncio.run(postgres.create_database("bench"))
-            platform = PlatformProcess(
-                info.kubeconfig,
-                info.kubectl,
-                state / "platform",
-                env={
-                    "HUMANWORK_DATABASE_URL": database_url,
-                    "HUMANWORK_ADMIN_PASSWORD": PASSWORD,
-                    "HUMANWORK_JWT_SECRET": "bench-jwt-secret-0123456789-0123456789",
-                },
-            )
-            platform.start()
-            measure(args, state / "cluster", info, platform, postgres.dsn("bench"))
-        finally:
-            if platform is not None:
-                platform.stop()
-            postgres.stop()
-            cluster.down(state / "cluster")
+    with scratch_platform("hw-bench-queue-") as scratch:
+        state, info, platform = scratch.state, scratch.info, scratch.platform
+        measure(args, state / "cluster", info, platform, scratch.postgres.dsn("bench"))
 
 
 if __name__ == "__main__":

@@ -16,10 +16,12 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from humanwork_core.metrics import OwnRegistry
 
 QueueSummary = Callable[[datetime], tuple[int, datetime | None]]
 """The open decisions at a time, and the nearest deadline (`DecisionIndex.summary`)."""
@@ -48,11 +50,11 @@ class _Queue(Collector):
         yield nearest
 
 
-class PlatformMetrics:
+class PlatformMetrics(OwnRegistry):
     """One app's metrics."""
 
     def __init__(self) -> None:
-        self.registry = CollectorRegistry()
+        super().__init__()
         self.requests = Counter(
             "humanwork_platform_requests_total",
             "HTTP requests answered, by method, route template and status code.",
@@ -86,18 +88,6 @@ class PlatformMetrics:
         )
         self.queue = _Queue()
         self.registry.register(self.queue)
-        self._server: Any = None
-
-    def serve(self, port: int, address: str) -> None:
-        """Serve /metrics on a background thread (never on the event loop)."""
-        self._server, _thread = start_http_server(port, addr=address, registry=self.registry)
-
-    def close(self) -> None:
-        """Stop serving /metrics."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
 
 
 def _route(scope: Scope) -> str:

@@ -138,19 +138,9 @@ class AuditRepository:
 
     async def _append_in_one_statement(self, record: AuditRecord) -> AuditRecord:
         """`APPEND_SQL`; a chain without a head yet gets one first (its first append)."""
-        p0, p1, p2, p3 = hash_pieces(
-            chain=record.chain,
-            org_id=str(record.org_id) if record.org_id else None,
-            actor=record.actor,
-            action=record.action,
-            target=record.target,
-            outcome=record.outcome,
-            details=record.details,
-        )
-        params: dict[str, Any] = {"chain": record.chain, "org_id": record.org_id}
-        params |= {"actor": record.actor, "action": record.action, "target": record.target}
-        params |= {"outcome": record.outcome, "details": record.details}
-        params |= {"p0": p0, "p1": p1, "p2": p2, "p3": p3}
+        fields = _fields(record)
+        p0, p1, p2, p3 = hash_pieces(**fields)
+        params = {**fields, "org_id": record.org_id, "p0": p0, "p1": p1, "p2": p2, "p3": p3}
         row = (await self.session.execute(APPEND_SQL, params)).one_or_none()
         if row is None:
             await self._ensure_head(record.chain)
@@ -208,16 +198,20 @@ class AuditRepository:
         return out
 
 
+def _fields(record: AuditRecord) -> dict[str, Any]:
+    """The hashed fields of a row that its writer decides (the chain's head decides `seq`
+    and `at`), as `chain.content_of` and `chain.hash_pieces` take them."""
+    return {
+        "chain": record.chain,
+        "org_id": str(record.org_id) if record.org_id else None,
+        "actor": record.actor,
+        "action": record.action,
+        "target": record.target,
+        "outcome": record.outcome,
+        "details": record.details,
+    }
+
+
 def _content(record: AuditRecord) -> dict[str, Any]:
     """The hashed content of a row (`chain.content_of`)."""
-    return content_of(
-        chain=record.chain,
-        seq=record.seq,
-        org_id=str(record.org_id) if record.org_id else None,
-        at=record.at,
-        actor=record.actor,
-        action=record.action,
-        target=record.target,
-        outcome=record.outcome,
-        details=record.details,
-    )
+    return content_of(seq=record.seq, at=record.at, **_fields(record))

@@ -1,0 +1,93 @@
+"""What the bench scripts set up the same way: the platform on a scratch control plane and
+a throwaway PostgreSQL, the bench users' password, and the AgentInstance of a bench org.
+
+Imported by the scripts beside it (each runs as `python bench/<script>.py`, which puts
+this folder on the import path).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from humanwork_dev import cluster
+from humanwork_dev.postgres import PostgresServer
+from humanwork_dev.processes import PlatformProcess
+
+REPO = Path(__file__).resolve().parents[1]
+PASSWORD = "bench-password-0123456789"
+"""The password of the platform's admin and of every user a bench makes."""
+JWT_SECRET = "bench-jwt-secret-0123456789-0123456789"
+GROUP, VERSION, INSTANCES = "humanwork.io", "v1alpha1", "agentinstances"
+
+
+@dataclass(frozen=True)
+class Scratch:
+    """A scratch control plane, its state folder, a PostgreSQL and the platform serving."""
+
+    state: Path
+    info: cluster.ClusterInfo
+    postgres: PostgresServer
+    platform: PlatformProcess
+
+
+@contextmanager
+def scratch_platform(prefix: str) -> Iterator[Scratch]:
+    """A scratch control plane (CRDs, admission policies and the platform's RBAC applied),
+    a PostgreSQL with database `bench`, and the platform as a real server under its
+    ServiceAccount; all stopped and removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        state = Path(tmp)
+        info = cluster.up(state / "cluster")
+        postgres = PostgresServer()
+        postgres.start()
+        platform: PlatformProcess | None = None
+        try:
+            kubectl = [info.kubectl, "--kubeconfig", info.kubeconfig]
+            for path in ("crds", "manifests/base/policies", "manifests/base/platform"):
+                apply = [*kubectl, "apply", "-k", str(REPO / path)]
+                subprocess.run(apply, check=True, capture_output=True)
+            time.sleep(2)  # admission policies become active
+            database_url = asyncio.run(postgres.create_database("bench"))
+            platform = PlatformProcess(
+                info.kubeconfig,
+                info.kubectl,
+                state / "platform",
+                env={
+                    "HUMANWORK_DATABASE_URL": database_url,
+                    "HUMANWORK_ADMIN_PASSWORD": PASSWORD,
+                    "HUMANWORK_JWT_SECRET": JWT_SECRET,
+                },
+            )
+            platform.start()
+            yield Scratch(state, info, postgres, platform)
+        finally:
+            if platform is not None:
+                platform.stop()
+            postgres.stop()
+            cluster.down(state / "cluster")
+
+
+def agent_instance(ns: str, org_id: str) -> dict[str, Any]:
+    """The AgentInstance `agent` of a bench org (its LLM key in Secret `llm`)."""
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "AgentInstance",
+        "metadata": {"name": "agent", "namespace": ns},
+        "spec": {
+            "orgId": org_id,
+            "specialist": {"name": "Bob", "systemPrompt": "You reconcile orders."},
+            "model": "openai/gpt-4o",
+            "llm": {
+                "baseURL": "https://llm.example/v1",
+                "apiKeySecretRef": {"name": "llm", "key": "api-key"},
+            },
+        },
+    }
