@@ -1,5 +1,6 @@
 """What the bench scripts set up the same way: the platform on a scratch control plane and
-a throwaway PostgreSQL, the bench users' password, and the AgentInstance of a bench org.
+a throwaway PostgreSQL, py-spy on a process, the bench users' password, and the
+AgentInstance of a bench org.
 
 Imported by the scripts beside it (each runs as `python bench/<script>.py`, which puts
 this folder on the import path).
@@ -8,7 +9,9 @@ this folder on the import path).
 from __future__ import annotations
 
 import asyncio
+import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -73,6 +76,21 @@ def scratch_platform(prefix: str) -> Iterator[Scratch]:
                 platform.stop()
             postgres.stop()
             cluster.down(state / "cluster")
+
+
+def py_spy(out: str | None, pid: int) -> subprocess.Popen[bytes] | None:
+    """py-spy recording process `pid` (collapsed stacks into `out`) until interrupted with
+    SIGINT; None without `out`."""
+    if not out:
+        return None
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    proc = subprocess.Popen(
+        [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "200", "-o", out],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(1)
+    return proc
 
 
 def agent_instance(ns: str, org_id: str) -> dict[str, Any]:

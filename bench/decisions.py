@@ -35,12 +35,9 @@ import asyncio
 import base64
 import os
 import queue
-import shutil
 import signal
 import ssl
 import statistics
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -51,7 +48,7 @@ from pathlib import Path
 
 import httpx
 import yaml
-from _kit import PASSWORD, scratch_platform
+from _kit import PASSWORD, py_spy, scratch_platform
 from kubernetes import client, config
 
 from humanwork_core import taskflow
@@ -130,20 +127,6 @@ def main() -> None:
 
     with scratch_platform("hw-bench-decisions-") as scratch:
         _run(args, scratch.info, scratch.platform)
-
-
-def _profile(out: str | None, pid: int) -> subprocess.Popen[bytes] | None:
-    """py-spy recording the platform process (collapsed stacks) until interrupted."""
-    if not out:
-        return None
-    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-    proc = subprocess.Popen(
-        [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "200", "-o", out],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    time.sleep(1)
-    return proc
 
 
 @dataclass
@@ -370,7 +353,7 @@ def _run(
         print(phases[-1].line(), flush=True)
     task_ids = _create_tasks(http, requester, org_id, args.tasks)
     time.sleep(1)  # the platform's watch has seen them
-    profiler = _profile(args.profile, platform_pid)
+    profiler = py_spy(args.profile, platform_pid)
     meter.start()
     elapsed, latencies, failed = asyncio.run(_approve_all(base, experts, task_ids))
     spent = meter.per_write(len(latencies))

@@ -33,10 +33,7 @@ import argparse
 import asyncio
 import os
 import random
-import shutil
 import signal
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -47,7 +44,7 @@ from pathlib import Path
 
 import asyncpg  # type: ignore[import-untyped]
 import httpx
-from _kit import PASSWORD, scratch_platform
+from _kit import PASSWORD, py_spy, scratch_platform
 
 from humanwork_dev import cluster
 from humanwork_dev.processes import PlatformProcess
@@ -349,7 +346,7 @@ def time_pages(
         "queue: the count (limit 1)": get("/human-tasks", limit=1),
     }
     sizes = {name: len(call().content) for name, call in kinds.items()}
-    profiler = _profile(args.profile, pid)
+    profiler = py_spy(args.profile, pid)
     timings = time_requests(http, kinds, args.samples)
     if profiler is not None:
         profiler.send_signal(signal.SIGINT)
@@ -357,20 +354,6 @@ def time_pages(
         print(f"py-spy profile of the platform during the timings in {args.profile}")
     print(f"timings, {args.samples} of each, interleaved, one client ({_load()}):")
     print_timings(timings, sizes)
-
-
-def _profile(out: str | None, pid: int) -> subprocess.Popen[bytes] | None:
-    """py-spy recording the platform process (collapsed stacks) until interrupted."""
-    if not out:
-        return None
-    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-    proc = subprocess.Popen(
-        [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "200", "-o", out],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    time.sleep(1)
-    return proc
 
 
 def main() -> None:
