@@ -4,14 +4,20 @@ Encoded as `scrypt$n=<N>,r=<r>,p=<p>$<salt b64>$<key b64>` so that the parameter
 raised later without invalidating stored hashes. Verification is constant-time, and
 `verify_password(None, ...)` spends the same work so unknown users cannot be told apart
 by timing.
+
+`PasswordChecker` runs the hashing in a bounded thread pool of its own: a burst of
+sign-ins queues for its threads (never on the event loop, never holding a database
+connection), so the rest of the API keeps answering while an attacker guesses.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 N, R, P = 2**15, 8, 1
 KEY_LENGTH = 32
@@ -55,3 +61,19 @@ def verify_password(encoded: str | None, password: str) -> bool:
         return False
     candidate = _derive(password, salt, n, r, p, len(key))
     return hmac.compare_digest(candidate, key) and encoded is not None
+
+
+class PasswordChecker:
+    """Password hashing and verification on `workers` threads of its own."""
+
+    def __init__(self, workers: int) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="password")
+
+    async def verify(self, encoded: str | None, password: str) -> bool:
+        """`verify_password` on one of the checker's threads."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, verify_password, encoded, password)
+
+    def close(self) -> None:
+        """Stop the threads; hashes queued but not started are dropped."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
