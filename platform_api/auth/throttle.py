@@ -17,7 +17,8 @@ its own), reads the keys' counts, and counts the attempt before its password is
 verified. N parallel guesses therefore see each other: exactly the limit get through.
 The counted rows are written in the caller's transaction, which commits (releasing the
 connection) before the password is hashed; `succeeded` then forgets the pair's failures
-and the attempt's own rows, in a transaction of its own. Every replica counts the same
+(and those attempts' rows of the other two keys) and the attempt's own rows, in a
+transaction of its own. Every replica counts the same
 rows; rows older than the window are deleted as new attempts come.
 """
 
@@ -38,6 +39,7 @@ from platform_api.models import LoginFailure
 PAIR, USERNAME, CLIENT = "pair", "username", "client"
 KEY_LENGTH = 320
 MAX_DOUBLINGS = 30
+CLEANUP_BATCH = 500
 
 
 class LoginThrottled(PlatformError):
@@ -147,6 +149,17 @@ class LoginThrottle:
         )
         return {(scope, key): (count, newest) for scope, key, count, newest in rows}
 
+    async def _forget_old(self, session: AsyncSession, since: datetime) -> None:
+        """Delete up to CLEANUP_BATCH rows older than the window, skipping rows another
+        attempt is deleting: the cleanup never waits, so it never deadlocks."""
+        old = (
+            select(LoginFailure.id)
+            .where(LoginFailure.at <= since)
+            .limit(CLEANUP_BATCH)
+            .with_for_update(skip_locked=True)
+        )
+        await session.execute(delete(LoginFailure).where(LoginFailure.id.in_(old)))
+
     async def begin(self, session: AsyncSession, username: str, client: str) -> Attempt:
         """Check the attempt's keys and count it, in `session`'s transaction (committed by
         the caller before the password is checked); `LoginThrottled` when a key must
@@ -155,7 +168,7 @@ class LoginThrottle:
         keys = _keys(username, client)
         await self._lock(session, keys)
         since = now - timedelta(seconds=self.limits.window)
-        await session.execute(delete(LoginFailure).where(LoginFailure.at <= since))
+        await self._forget_old(session, since)
         counts = await self._counts(session, keys, since)
         clean = keys[0] not in counts  # no failure of this username from this address
         for scope, key in (keys[0], keys[2], keys[1]):
@@ -176,14 +189,23 @@ class LoginThrottle:
         return Attempt(username, client, tuple(r.id for r in rows), reaches)
 
     async def succeeded(self, session: AsyncSession, attempt: Attempt) -> None:
-        """A right password: the pair's failures and the attempt's own rows are
-        forgotten (the address's and the username's other failures stay)."""
-        pair = _keys(attempt.username, attempt.client)[0]
+        """A right password: the failures of this username from this address are
+        forgotten (their rows of all three keys, matched by the instant they share) and
+        the attempt's own rows; the username's and the address's other failures stay."""
+        pair, user, client = _keys(attempt.username, attempt.client)
+        of_pair = and_(LoginFailure.scope == pair[0], LoginFailure.key == pair[1])
+        instants = select(LoginFailure.at).where(of_pair).scalar_subquery()
         await session.execute(
             delete(LoginFailure).where(
                 or_(
-                    LoginFailure.id.in_(attempt.ids),
-                    and_(LoginFailure.scope == pair[0], LoginFailure.key == pair[1]),
-                )
+                    *(
+                        and_(LoginFailure.scope == s, LoginFailure.key == k)
+                        for s, k in (user, client)
+                    )
+                ),
+                LoginFailure.at.in_(instants),
             )
+        )
+        await session.execute(
+            delete(LoginFailure).where(or_(LoginFailure.id.in_(attempt.ids), of_pair))
         )
