@@ -4,7 +4,8 @@ The sign-in never holds a database connection while it waits for anything else: 
 transaction checks and counts the attempt and reads the user, and commits; the password
 is then verified on the password threads with no connection held; a second transaction
 forgets the failures after a right password. A guess costs the guesser its back-off and
-a place in the password threads' queue, not a connection of the pool.
+a place in the password threads' queue (behind the attempts of addresses without
+failures lately), not a connection of the pool.
 
 A failed attempt is logged (never with the password) but not audited one by one: an
 attacker's guesses would otherwise fill the audit log. The audit log gets one
@@ -53,7 +54,8 @@ async def login(
         user = await UserRepository(session).by_username(username)
     # committed: the attempt is counted and the connection is back in the pool
     stored = user.password_hash if user else None
-    if await signin.passwords.verify(stored, password) and user is not None:
+    right = await signin.passwords.verify(stored, password, priority=int(attempt.suspect))
+    if right and user is not None:
         async with sessions() as session, session.begin():
             await signin.throttle.succeeded(session, attempt)
         return tokens.issue(user.username, user.role)

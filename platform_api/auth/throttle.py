@@ -81,6 +81,9 @@ class Attempt:
     client: str
     ids: tuple[int, ...]
     reaches: tuple[str, ...]
+    suspect: bool = False
+    """Whether this username from this address, or this address, failed lately: its
+    password is checked after the others waiting."""
 
 
 def _utcnow() -> datetime:
@@ -186,7 +189,8 @@ class LoginThrottle:
             for scope, key in keys
             if counts.get((scope, key), (0, now))[0] + 1 == self._limit(scope)
         )
-        return Attempt(username, client, tuple(r.id for r in rows), reaches)
+        suspect = not clean or keys[2] in counts
+        return Attempt(username, client, tuple(r.id for r in rows), reaches, suspect)
 
     async def succeeded(self, session: AsyncSession, attempt: Attempt) -> None:
         """A right password: the failures of this username from this address are
