@@ -12,6 +12,7 @@ starve the pool run on two connections without overflow.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
@@ -23,6 +24,9 @@ from fastapi import FastAPI
 from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from platform_api.app import create_app
+from platform_api.settings import Settings
+from tests.fuzz.serve import served
 from tests.platform.conftest import ADMIN_PASSWORD, TwoOrgs, make_settings
 
 GUESSERS, GUESSES = 16, 3
@@ -73,7 +77,7 @@ def pool_size() -> int:
 
 
 @pytest.fixture
-def settings(database_url: str, pool_size: int) -> Any:
+def settings(database_url: str, pool_size: int) -> Settings:
     return make_settings(
         database_url,
         database_pool_size=pool_size,
@@ -265,3 +269,31 @@ async def test_a_refused_request_holds_one_connection(
         )
     assert denied == 8
     assert watch.worst() == 1, "a refused request held two pooled connections at once"
+
+
+@pytest.mark.parametrize("pool_size", [2])
+async def test_open_event_streams_leave_the_pool_answering(
+    settings: Settings, two_orgs: TwoOrgs
+) -> None:
+    """Each live event stream used to hold its request's connection while its own
+    session took a second: two streams on a pool of two starved it."""
+    served_app = create_app(settings.model_copy(update={"events_heartbeat_seconds": 0.2}))
+    headers = two_orgs.viewer_a.headers
+    with served(served_app) as url:
+        watch = PoolWatch(served_app.state.platform.engine)
+        try:
+            async with (
+                httpx.AsyncClient(base_url=url, timeout=60) as http,
+                contextlib.AsyncExitStack() as streams,
+            ):
+                for _ in range(3):
+                    opened = await streams.enter_async_context(
+                        http.stream("GET", "/human-tasks/events", headers=headers)
+                    )
+                    assert opened.status_code == 200
+                    assert await anext(opened.aiter_bytes())  # a heartbeat at least
+                me = await http.get("/users/me", headers=headers)
+                assert me.status_code == 200, me.text
+        finally:
+            watch.close()
+    assert watch.worst() == 1, "a stream held two pooled connections at once"
