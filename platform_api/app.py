@@ -28,7 +28,7 @@ from platform_api.agents.router import router as agents_router
 from platform_api.audit.service import record
 from platform_api.audit_api.router import router as audit_router
 from platform_api.auth.router import router as auth_router
-from platform_api.auth.throttle import Limits, LoginThrottle
+from platform_api.auth.signin import SignIn
 from platform_api.auth.tokens import TokenService
 from platform_api.conversations.router import router as conversations_router
 from platform_api.corrections import service as corrections_service
@@ -176,11 +176,6 @@ def _platform(
     decisions = DecisionIndex() if kube is not None else None
     cipher = CredentialCipher.from_settings(settings)
     upstreams = EgressClient(egress, timeout=settings.upstream_timeout_seconds)
-    limits = Limits(
-        settings.login_max_failures_per_user,
-        settings.login_max_failures_per_client,
-        settings.login_failure_window_seconds,
-    )
     metrics = PlatformMetrics()
     if decisions is not None:
         metrics.queue.source = decisions.summary
@@ -208,7 +203,7 @@ def _platform(
             on_called=lambda tool, outcome: metrics.proxy_calls.labels(tool, outcome).inc(),
         ),
         metrics=metrics,
-        logins=LoginThrottle(limits, sessions),
+        logins=SignIn.from_settings(settings),
         kube=kube,
         decisions=decisions,
         http=httpx.AsyncClient(timeout=settings.agent_timeout_seconds),
@@ -284,6 +279,7 @@ async def _shutdown(
     platform = getattr(app.state, "platform", None)
     if isinstance(platform, Platform):
         await asyncio.to_thread(platform.metrics.close)
+        platform.logins.close()
     for client in (
         getattr(getattr(app.state, "platform", None), name, None) for name in ("http", "upstreams")
     ):

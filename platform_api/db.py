@@ -2,7 +2,9 @@
 upgrade, and the request session dependency that owns the transaction.
 
 A request gets one `AsyncSession` inside one transaction: committed when the endpoint
-returns, rolled back when it raises. Services flush, they never commit.
+returns, rolled back when it raises. Services flush, they never commit; a request that
+needs a second connection (a detached write) `release`s its session's first, so no
+request holds a pooled connection while it waits for another.
 """
 
 from __future__ import annotations
@@ -167,10 +169,36 @@ async def downgrade(engine: AsyncEngine, revision: str, *, app_role: str | None 
 
 
 async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
-    """The request's session, inside a transaction committed when the endpoint succeeds."""
+    """The request's session: its transaction is committed when the endpoint succeeds,
+    rolled back when it raises. It takes a pooled connection at its first statement and
+    holds it to the end, so a request that must wait for another connection (a detached
+    audit write, a session of its own) first gives this one back with `release`."""
     factory: async_sessionmaker[AsyncSession] = request.app.state.platform.sessions
-    async with factory() as session, session.begin():
-        yield session
+    async with factory() as session:
+        request.state.session = session  # for `abandon`
+        try:
+            yield session
+        except BaseException:
+            await session.rollback()
+            raise
+        await session.commit()
+
+
+async def release(session: AsyncSession) -> None:
+    """Commit the request session's work so far and give its connection back to the pool
+    (a later statement takes one again, in a new transaction). A request calls it before
+    it waits for another connection: one that holds a connection while waiting for a
+    second starves the pool as soon as the pool's size of them wait at once."""
+    await session.commit()
+
+
+async def abandon(request: Request) -> None:
+    """Roll back the request session's transaction, if it has one, and give its
+    connection back: for a request about to fail that first writes elsewhere (a refusal
+    audited in a transaction of its own)."""
+    session: AsyncSession | None = getattr(request.state, "session", None)
+    if session is not None:
+        await session.rollback()
 
 
 Session = Annotated[AsyncSession, Depends(get_session, scope="function")]

@@ -7,9 +7,10 @@ a repr or a log line.
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./humanwork-platform.db"
@@ -72,21 +73,51 @@ class Settings(BaseSettings):
     oidc_audience: str | None = None
     oidc_algorithms: list[str] = ["RS256", "ES256", "EdDSA"]
 
-    login_max_failures_per_user: int = Field(
+    login_max_failures: int = Field(
         default=5,
         ge=1,
-        description="failed logins of one username within `login_failure_window_seconds` "
-        "after which its logins answer 429 login_throttled until the oldest failure ages out",
+        description="failed sign-ins of one username from one client address within "
+        "`login_failure_window_seconds` before that pair backs off: its next attempt waits "
+        "`login_backoff_seconds`, doubled after each further failure (429 login_throttled "
+        "with Retry-After). The same user from another address is not held back by it",
+    )
+    login_max_failures_per_user: int = Field(
+        default=50,
+        ge=1,
+        description="failed sign-ins of one username from all addresses within the window "
+        "before it backs off too (the ceiling against guessing from many addresses); an "
+        "address without a failure for that username lately is never held back by it",
     )
     login_max_failures_per_client: int = Field(
-        default=20,
+        default=100,
         ge=1,
-        description="failed logins from one client address (the peer, or the address "
-        "uvicorn's --forwarded-allow-ips takes from a trusted proxy) within the window "
-        "after which logins from it answer 429 login_throttled",
+        description="failed sign-ins from one client address (any username) within the window "
+        "before that address backs off (the ceiling against spraying usernames)",
     )
     login_failure_window_seconds: int = Field(
-        default=900, gt=0, le=86400, description="the window the failed logins are counted in"
+        default=900, gt=0, le=86400, description="the window the failed sign-ins are counted in"
+    )
+    login_backoff_seconds: int = Field(
+        default=30,
+        gt=0,
+        le=86400,
+        description="the wait after a key (user and address, user, address) reached its "
+        "limit; doubled after each further failure, at most the window",
+    )
+    password_hash_workers: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description="threads that verify passwords (scrypt, 32 MiB and about 0.1 s each): "
+        "sign-ins beyond them wait for a thread, never holding a database connection, and "
+        "the event loop keeps serving the rest of the API",
+    )
+    trusted_proxies: list[str] = Field(
+        default_factory=list,
+        description="JSON list of CIDRs of the reverse proxies (ingress controller, load "
+        "balancer) whose `X-Forwarded-For` is believed: the client address is the "
+        "right-most hop not in these ranges, read from the right through trusted hops only. "
+        "Empty (the default): the socket peer is the client and `X-Forwarded-For` is ignored",
     )
 
     access_map: dict[str, list[str]] | None = Field(
@@ -256,3 +287,13 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = 8000
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _cidrs(cls, value: list[str]) -> list[str]:
+        for cidr in value:
+            try:
+                ipaddress.ip_network(cidr, strict=False)
+            except ValueError as exc:
+                raise ValueError(f"{cidr!r} is not an IP address or CIDR") from exc
+        return value

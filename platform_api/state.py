@@ -15,7 +15,7 @@ from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from platform_api.agent_api.rotations import TokenRotations  # issue 14
-from platform_api.auth.throttle import LoginThrottle
+from platform_api.auth.signin import SignIn
 from platform_api.auth.tokens import TokenService
 from platform_api.human_tasks.index import DecisionIndex
 from platform_api.integrations.crypto import CredentialCipher
@@ -49,8 +49,9 @@ class Platform:
     """The decision service (built once, with the sessions, retries and decision index)."""
     tools: ToolProxy
     """The tool proxy (built once, with the sessions, cipher, clients and its ledger)."""
-    logins: LoginThrottle
-    """The failed-login counters (in the database, shared by every replica)."""
+    logins: SignIn
+    """The sign-in's failure throttle (in the database, shared by every replica),
+    password threads and trusted proxies."""
     metrics: PlatformMetrics
     """This app's Prometheus metrics."""
     kube: KubeClient | None = None

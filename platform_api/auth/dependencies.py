@@ -4,7 +4,9 @@
 (from the access map) and org memberships fresh for each request, in one query. Every endpoint names
 its capability with `require("cap")` or, under `/orgs/{org_id}`, `require_in_org("cap")`;
 the latter answers 404 for an org the caller is not a member of before looking at the
-capability, so existence never leaks. Refusals are audited in a transaction of their own.
+capability, so existence never leaks. Refusals are audited in a transaction of their own,
+after the request's own transaction is rolled back (so its connection is back in the pool
+before the audit takes one: a refused request never holds two).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from platform_api.access.capabilities import declare
 from platform_api.access.principal import OrgScope, Principal
 from platform_api.accounts.repository import UserRepository
 from platform_api.audit.service import record_detached
-from platform_api.db import Session
+from platform_api.db import Session, abandon
 from platform_api.errors import Forbidden, NotFound, Unauthenticated
 from platform_api.models import User
 from platform_api.state import PlatformDep
@@ -58,6 +60,7 @@ async def _deny(
     capability: str,
     org_id: uuid.UUID | None,
 ) -> Forbidden:
+    await abandon(request)
     await record_detached(
         platform.sessions,
         actor=principal.username,
@@ -93,6 +96,7 @@ def require_in_org(capability: str) -> Any:
         request: Request, org_id: uuid.UUID, principal: CurrentPrincipal, platform: PlatformDep
     ) -> OrgScope:
         if org_id not in principal.org_ids:
+            await abandon(request)
             await record_detached(
                 platform.sessions,
                 actor=principal.username,

@@ -4,14 +4,22 @@ Encoded as `scrypt$n=<N>,r=<r>,p=<p>$<salt b64>$<key b64>` so that the parameter
 raised later without invalidating stored hashes. Verification is constant-time, and
 `verify_password(None, ...)` spends the same work so unknown users cannot be told apart
 by timing.
+
+`PasswordChecker` runs the hashing in a bounded thread pool of its own: a burst of
+sign-ins queues for its threads (never on the event loop, never holding a database
+connection), so the rest of the API keeps answering while an attacker guesses.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
+import heapq
 import hmac
+import itertools
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 N, R, P = 2**15, 8, 1
 KEY_LENGTH = 32
@@ -55,3 +63,50 @@ def verify_password(encoded: str | None, password: str) -> bool:
         return False
     candidate = _derive(password, salt, n, r, p, len(key))
     return hmac.compare_digest(candidate, key) and encoded is not None
+
+
+class PasswordChecker:
+    """Password hashing and verification on `workers` threads of its own, at most
+    `workers` at once; waiting callers take turns by priority (0 before 1), first come
+    first served within one: a sign-in from an address without failures lately passes
+    the queue of a guesser's attempts."""
+
+    def __init__(self, workers: int) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="password")
+        self._free = workers
+        self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()
+
+    async def verify(self, encoded: str | None, password: str, priority: int = 0) -> bool:
+        """`verify_password` on one of the checker's threads, once it is this call's turn."""
+        await self._turn(priority)
+        try:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._pool, verify_password, encoded, password)
+        finally:
+            self._pass_on()
+
+    async def _turn(self, priority: int) -> None:
+        if self._free > 0 and not self._waiting:
+            self._free -= 1
+            return
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiting, (priority, next(self._order), turn))
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():
+                self._pass_on()  # given the turn as it was cancelled: hand it on
+            raise
+
+    def _pass_on(self) -> None:
+        while self._waiting:
+            _, _, turn = heapq.heappop(self._waiting)
+            if not turn.done():
+                turn.set_result(None)
+                return
+        self._free += 1
+
+    def close(self) -> None:
+        """Stop the threads; hashes queued but not started are dropped."""
+        self._pool.shutdown(wait=False, cancel_futures=True)

@@ -6,7 +6,6 @@ from fastapi import APIRouter, Request
 
 from platform_api.auth import service
 from platform_api.auth.schemas import TokenRequest, TokenResponse
-from platform_api.db import Session
 from platform_api.errors import error_responses
 from platform_api.state import PlatformDep
 
@@ -20,22 +19,23 @@ router = APIRouter(prefix="/auth", tags=["auth"])
     description="Exchange a local user's username and password for a signed bearer JWT "
     "(claims sub, role, iat, nbf, exp, iss, aud, jti). Org memberships and capabilities "
     "are looked up on every request, not carried in the token. Failed logins are "
-    "throttled per username and per client address (`HUMANWORK_LOGIN_*`): over the limit, "
-    "429 `login_throttled` with `Retry-After`, before the password is checked.",
+    "throttled per username and client address together, with looser ceilings per "
+    "username and per address (`HUMANWORK_LOGIN_*`); a key over its limit backs off: "
+    "429 `login_throttled` with `Retry-After` (growing with each further failure), "
+    "before the password is checked. The client address is the peer's, or the one a "
+    "trusted proxy (`HUMANWORK_TRUSTED_PROXIES`) put in `X-Forwarded-For`.",
     responses=error_responses(
         401, 422, 429, codes={429: ("login_throttled", "too many failed logins")}
     ),
 )
-async def issue_token(
-    body: TokenRequest, request: Request, session: Session, platform: PlatformDep
-) -> TokenResponse:
+async def issue_token(body: TokenRequest, request: Request, platform: PlatformDep) -> TokenResponse:
+    # no request session: the sign-in takes one connection at a time (auth.service)
     issued = await service.login(
-        session,
+        platform.logins,
         platform.sessions,
         platform.tokens,
-        platform.logins,
         body.username,
         body.password.get_secret_value(),
-        request.client.host if request.client else "unknown",
+        platform.logins.proxies.client_of(request),
     )
     return TokenResponse(access_token=issued.token, expires_at=issued.expires_at)

@@ -1,40 +1,51 @@
-"""Failed-login throttling, per username and per client address, in the database.
+"""Failed-sign-in throttling in the database: per username and client address together,
+with looser ceilings per username and per address, backing off rather than locking.
 
-`LoginThrottle.check` runs before the password is verified: a username with
-`login_max_failures_per_user` failures inside the window, or a client address with
-`login_max_failures_per_client`, is refused (429 `login_throttled` with `Retry-After`:
-the seconds until its oldest counted failure ages out) without spending a password
-hash. Only failures count, so another user signing in from the same address is
-refused only once that address itself is over its own limit. A success clears the
-username's failures. `failed` answers which limits the failure has just reached, so
-the caller can write one audit entry when a lockout starts instead of one per guess.
+Three keys count every attempt: the pair (username, address), the username and the
+address. A key with its limit of failures inside the window backs off: its next attempt
+must wait `backoff` seconds after its newest failure, doubled for each failure past the
+limit (at most the window), or is refused with 429 `login_throttled` and `Retry-After`,
+before any password is checked. So a guesser slows down exponentially while the owner of
+the account, signing in from another address, is not held back by the guesser's pair;
+the per-username ceiling (against guessing from many addresses) does not hold back an
+address that has no failure for that username lately, and the per-address ceiling
+stops one address spraying many usernames.
 
-The failures are rows of `login_failures`, written in a transaction of their own (a
-failed login's request rolls back, the failure stays), so every replica of the platform
-counts the same failures and a restart forgets none. Rows older than the window are
-deleted as new failures come.
+`LoginThrottle.begin` is the check and the count in one transaction: it takes a
+transaction-scoped advisory lock on each key (PostgreSQL; SQLite serialises writers on
+its own), reads the keys' counts, and counts the attempt before its password is
+verified. N parallel guesses therefore see each other: exactly the limit get through.
+The counted rows are written in the caller's transaction, which commits (releasing the
+connection) before the password is hashed; `succeeded` then forgets the pair's failures
+(and those attempts' rows of the other two keys) and the attempt's own rows, in a
+transaction of its own. Every replica counts the same
+rows; rows older than the window are deleted as new attempts come.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import delete, select
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy import and_, delete, func, or_, select, text
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from platform_api.errors import PlatformError
 from platform_api.models import LoginFailure
 
-USERNAME, CLIENT = "username", "client"
+PAIR, USERNAME, CLIENT = "pair", "username", "client"
 KEY_LENGTH = 320
+MAX_DOUBLINGS = 30
+CLEANUP_BATCH = 500
 
 
 class LoginThrottled(PlatformError):
-    """Too many failed logins for this username or from this client; retry after
-    `details.retryAfterSeconds` (also the `Retry-After` header)."""
+    """Too many failed sign-ins for this username from this client (or for this username,
+    or from this client, overall); retry after `details.retryAfterSeconds` (also the
+    `Retry-After` header)."""
 
     code = "login_throttled"
     status_code = 429
@@ -51,94 +62,154 @@ class LoginThrottled(PlatformError):
 
 @dataclass(frozen=True)
 class Limits:
-    """How many failures per key within `window` seconds."""
+    """How many failures per key within `window` seconds before it backs off, and the
+    first back-off in seconds."""
 
+    per_pair: int
     per_user: int
     per_client: int
     window: float
+    backoff: float
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """A sign-in attempt counted before its password is checked: its rows, and the
+    scopes whose limit it reaches should it fail."""
+
+    username: str
+    client: str
+    ids: tuple[int, ...]
+    reaches: tuple[str, ...]
+    suspect: bool = False
+    """Whether this username from this address, or this address, failed lately: its
+    password is checked after the others waiting."""
 
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class LoginThrottle:
-    """The per-username and per-client failure counts, shared by every replica."""
+def _keys(username: str, client: str) -> list[tuple[str, str]]:
+    """The attempt's keys: the pair (the address never holds a space), the username and
+    the address."""
+    return [
+        (PAIR, f"{client} {username}"[:KEY_LENGTH]),
+        (USERNAME, username[:KEY_LENGTH]),
+        (CLIENT, client[:KEY_LENGTH]),
+    ]
 
-    def __init__(
-        self,
-        limits: Limits,
-        sessions: async_sessionmaker[AsyncSession],
-        clock: Callable[[], datetime] = _utcnow,
-    ) -> None:
+
+def _lock_id(scope: str, key: str) -> int:
+    digest = hashlib.blake2b(f"{scope}\0{key}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+Counts = dict[tuple[str, str], tuple[int, datetime]]
+
+
+class LoginThrottle:
+    """The failure counts of the three keys, shared by every replica."""
+
+    def __init__(self, limits: Limits, clock: Callable[[], datetime] = _utcnow) -> None:
         self.limits = limits
-        self.sessions = sessions
         self.clock = clock
 
     def _limit(self, scope: str) -> int:
-        return self.limits.per_user if scope == USERNAME else self.limits.per_client
+        return {PAIR: self.limits.per_pair, USERNAME: self.limits.per_user}.get(
+            scope, self.limits.per_client
+        )
 
-    async def _recent(
-        self, session: AsyncSession, scope: str, key: str, now: datetime, extra: int = 0
-    ) -> list[datetime]:
-        """The key's failures inside the window, newest first, at most its limit (plus
-        `extra`)."""
-        since = now - timedelta(seconds=self.limits.window)
-        rows = await session.scalars(
-            select(LoginFailure.at)
+    def wait(self, scope: str, count: int, newest: datetime, now: datetime) -> int | None:
+        """Seconds a key with `count` failures (the newest at `newest`) must still wait;
+        None when it may try now."""
+        limit = self._limit(scope)
+        if count < limit:
+            return None
+        delay = min(
+            self.limits.backoff * 2 ** min(count - limit, MAX_DOUBLINGS), self.limits.window
+        )
+        remaining = (newest + timedelta(seconds=delay) - now).total_seconds()
+        return math.ceil(remaining) if remaining > 0 else None
+
+    async def _lock(self, session: AsyncSession, keys: list[tuple[str, str]]) -> None:
+        """Serialise the attempts sharing a key (one lock order: no deadlock)."""
+        if session.get_bind().dialect.name != "postgresql":
+            return
+        for lock in sorted({_lock_id(scope, key) for scope, key in keys}):
+            await session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock})
+
+    async def _counts(
+        self, session: AsyncSession, keys: list[tuple[str, str]], since: datetime
+    ) -> Counts:
+        rows = await session.execute(
+            select(LoginFailure.scope, LoginFailure.key, func.count(), func.max(LoginFailure.at))
             .where(
-                LoginFailure.scope == scope,
-                LoginFailure.key == key[:KEY_LENGTH],
+                or_(*(and_(LoginFailure.scope == s, LoginFailure.key == k) for s, k in keys)),
                 LoginFailure.at > since,
             )
-            .order_by(LoginFailure.at.desc())
-            .limit(self._limit(scope) + extra)
+            .group_by(LoginFailure.scope, LoginFailure.key)
         )
-        return list(rows)
+        return {(scope, key): (count, newest) for scope, key, count, newest in rows}
 
-    async def _retry_after(
-        self, session: AsyncSession, scope: str, key: str, now: datetime
-    ) -> int | None:
-        recent = await self._recent(session, scope, key, now)
-        if len(recent) < self._limit(scope):
-            return None
-        ages_out = recent[-1] + timedelta(seconds=self.limits.window)
-        return max(1, math.ceil((ages_out - now).total_seconds()))
+    async def _forget_old(self, session: AsyncSession, since: datetime) -> None:
+        """Delete up to CLEANUP_BATCH rows older than the window, skipping rows another
+        attempt is deleting: the cleanup never waits, so it never deadlocks."""
+        old = (
+            select(LoginFailure.id)
+            .where(LoginFailure.at <= since)
+            .limit(CLEANUP_BATCH)
+            .with_for_update(skip_locked=True)
+        )
+        await session.execute(delete(LoginFailure).where(LoginFailure.id.in_(old)))
 
-    async def check(self, username: str, client: str) -> None:
-        """Raise `LoginThrottled` when the client or the username is over its limit."""
+    async def begin(self, session: AsyncSession, username: str, client: str) -> Attempt:
+        """Check the attempt's keys and count it, in `session`'s transaction (committed by
+        the caller before the password is checked); `LoginThrottled` when a key must
+        still wait, and then nothing is counted."""
         now = self.clock()
-        async with self.sessions() as session:
-            for scope, key in ((CLIENT, client), (USERNAME, username)):
-                wait = await self._retry_after(session, scope, key, now)
-                if wait is not None:
-                    raise LoginThrottled(wait, scope)
+        keys = _keys(username, client)
+        await self._lock(session, keys)
+        since = now - timedelta(seconds=self.limits.window)
+        await self._forget_old(session, since)
+        counts = await self._counts(session, keys, since)
+        clean = keys[0] not in counts  # no failure of this username from this address
+        for scope, key in (keys[0], keys[2], keys[1]):
+            if scope == USERNAME and clean:
+                continue
+            count, newest = counts.get((scope, key), (0, now))
+            wait = self.wait(scope, count, newest, now)
+            if wait is not None:
+                raise LoginThrottled(wait, scope)
+        rows = [LoginFailure(scope=scope, key=key, at=now) for scope, key in keys]
+        session.add_all(rows)
+        await session.flush()
+        reaches = tuple(
+            scope
+            for scope, key in keys
+            if counts.get((scope, key), (0, now))[0] + 1 == self._limit(scope)
+        )
+        suspect = not clean or keys[2] in counts
+        return Attempt(username, client, tuple(r.id for r in rows), reaches, suspect)
 
-    async def failed(self, username: str, client: str) -> list[str]:
-        """Count a failure of both keys; the scopes whose lockout it starts."""
-        now = self.clock()
-        started = []
-        async with self.sessions() as session, session.begin():
-            cutoff = now - timedelta(seconds=self.limits.window)
-            await session.execute(delete(LoginFailure).where(LoginFailure.at <= cutoff))
-            session.add_all(
-                [
-                    LoginFailure(scope=USERNAME, key=username[:KEY_LENGTH], at=now),
-                    LoginFailure(scope=CLIENT, key=client[:KEY_LENGTH], at=now),
-                ]
+    async def succeeded(self, session: AsyncSession, attempt: Attempt) -> None:
+        """A right password: the failures of this username from this address are
+        forgotten (their rows of all three keys, matched by the instant they share) and
+        the attempt's own rows; the username's and the address's other failures stay."""
+        pair, user, client = _keys(attempt.username, attempt.client)
+        of_pair = and_(LoginFailure.scope == pair[0], LoginFailure.key == pair[1])
+        instants = select(LoginFailure.at).where(of_pair).scalar_subquery()
+        await session.execute(
+            delete(LoginFailure).where(
+                or_(
+                    *(
+                        and_(LoginFailure.scope == s, LoginFailure.key == k)
+                        for s, k in (user, client)
+                    )
+                ),
+                LoginFailure.at.in_(instants),
             )
-            await session.flush()
-            for scope, key in ((USERNAME, username), (CLIENT, client)):
-                counted = await self._recent(session, scope, key, now, extra=1)
-                if len(counted) == self._limit(scope):
-                    started.append(scope)
-        return started
-
-    async def succeeded(self, username: str) -> None:
-        """A right password: the username's failures are forgotten."""
-        async with self.sessions() as session, session.begin():
-            await session.execute(
-                delete(LoginFailure).where(
-                    LoginFailure.scope == USERNAME, LoginFailure.key == username[:KEY_LENGTH]
-                )
-            )
+        )
+        await session.execute(
+            delete(LoginFailure).where(or_(LoginFailure.id.in_(attempt.ids), of_pair))
+        )

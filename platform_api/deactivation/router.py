@@ -12,7 +12,7 @@ from platform_api.access.principal import OrgScope
 from platform_api.agents.commands import require_kube
 from platform_api.agents.manage import org_of
 from platform_api.auth.dependencies import require_in_org
-from platform_api.db import Session
+from platform_api.db import Session, release
 from platform_api.deactivation import service
 from platform_api.deactivation.schemas import DeactivateBody, OrgLifecycle, ReactivateBody
 from platform_api.errors import error_responses
@@ -42,6 +42,7 @@ async def deactivate(
     kube = require_kube(platform, "deactivating an org")
     org = await org_of(session, scope.org_id)
     reason = (body or DeactivateBody()).reason
+    await release(session)  # the mark takes a transaction of its own: hold none meanwhile
     return await service.deactivate(
         session, platform.sessions, kube, org, scope.principal.username, reason
     )

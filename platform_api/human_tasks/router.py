@@ -28,7 +28,7 @@ from platform_api.access.principal import Principal
 from platform_api.activity.guard import checks_activity_itself
 from platform_api.auth.dependencies import require
 from platform_api.bounds import Limit, Offset
-from platform_api.db import Session
+from platform_api.db import Session, release
 from platform_api.errors import KubernetesUnavailable, NotFound, error_responses
 from platform_api.human_tasks import reply_items
 from platform_api.human_tasks import service as human_tasks
@@ -149,6 +149,7 @@ async def list_human_tasks(
 )
 async def bulk_resume(
     body: BulkResumeBody,
+    session: Session,
     platform: PlatformDep,
     principal: Annotated[Principal, require(DECIDE)],
     kube: Kube,
@@ -156,6 +157,7 @@ async def bulk_resume(
         str | None, Header(alias="Idempotency-Key", min_length=1, max_length=128)
     ] = None,
 ) -> JSONResponse:
+    await release(session)  # each item takes a session of its own: hold none meanwhile
     answer = await human_tasks.bulk_resume(platform, kube, principal, body, idempotency_key)
     return JSONResponse(answer)
 

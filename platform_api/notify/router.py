@@ -12,7 +12,7 @@ from fastapi.responses import StreamingResponse
 from platform_api.access.principal import OrgScope, Principal
 from platform_api.auth.dependencies import require, require_in_org
 from platform_api.bounds import Limit, Offset
-from platform_api.db import Session
+from platform_api.db import Session, release
 from platform_api.errors import error_responses
 from platform_api.notify import service
 from platform_api.notify.schemas import DeliveryPage, WebhookPut, WebhookRead, WebhookSet
@@ -107,10 +107,12 @@ async def list_deliveries(
 )
 async def event_stream(
     request: Request,
+    session: Session,
     platform: PlatformDep,
     principal: Annotated[Principal, require("tasks.read")],
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=64)] = None,
 ) -> StreamingResponse:
+    await release(session)  # the stream reads in sessions of its own: hold none meanwhile
     stream = EventStream(platform.sessions, platform.settings, principal.org_ids)
     start = await stream.start(last_event_id)
 

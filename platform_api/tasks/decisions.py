@@ -182,6 +182,7 @@ class DecisionService:
         if ballot.verdict.positive and await is_requester(
             session, org.id, task, principal.username
         ):
+            await session.rollback()  # the request fails: its connection back before the audit's
             await self._refuse_self_approval(principal, ballot, org)
         request = taskflow.DecisionRequest(
             verdict=ballot.verdict,

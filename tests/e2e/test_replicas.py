@@ -100,7 +100,7 @@ async def test_decisions_race_and_replay_across_replicas(
 async def test_failed_sign_ins_count_on_every_replica_together(
     replicas: list[PlatformProcess],
 ) -> None:
-    limit = 5  # HUMANWORK_LOGIN_MAX_FAILURES_PER_USER's default
+    limit = 5  # HUMANWORK_LOGIN_MAX_FAILURES's default (the username from one address)
     username = f"nobody-{time.monotonic_ns()}"
     async with httpx.AsyncClient(timeout=30) as http:
         for n in range(limit):
@@ -114,7 +114,7 @@ async def test_failed_sign_ins_count_on_every_replica_together(
                 f"{proc.url}/auth/token", json={"username": username, "password": "one more"}
             )
             assert r.status_code == 429, r.text
-            assert r.json()["details"]["scope"] == "username"
+            assert r.json()["details"]["scope"] == "pair"
 
 
 async def test_a_replica_killed_mid_decision_loses_nothing(

@@ -1,8 +1,8 @@
-"""Password guessing from the attacker's side (issue 12, item 8): failed logins are
-throttled per username and per client address (429 `login_throttled` with
-`Retry-After`), a guess is not an audit write (the lockout is, once), and another user
-signing in from the same address is not refused until that address is over its own
-limit."""
+"""Password guessing from the attacker's side: failed logins back off per username and
+client address together, with ceilings per address (spraying usernames) and per
+username (guessing from many addresses, never holding back an address without a failure
+for that username); a guess is not an audit write (the lockout is, once); the back-off
+grows and failures age out of the window."""
 
 from __future__ import annotations
 
@@ -20,13 +20,14 @@ from platform_api.db import make_sessionmaker
 from platform_api.settings import Settings
 from tests.platform.conftest import ADMIN_PASSWORD, TwoOrgs, make_settings
 
-PER_USER, PER_CLIENT, WINDOW = 3, 5, 600
+PER_PAIR, PER_USER, PER_CLIENT, WINDOW = 3, 3, 5, 600
 
 
 @pytest.fixture
 def settings(database_url: str) -> Settings:
     return make_settings(
         database_url,
+        login_max_failures=PER_PAIR,
         login_max_failures_per_user=PER_USER,
         login_max_failures_per_client=PER_CLIENT,
         login_failure_window_seconds=WINDOW,
@@ -65,23 +66,6 @@ def _throttled(r: httpx.Response, scope: str) -> None:
     assert body["details"]["retryAfterSeconds"] == str(retry_after)
 
 
-async def test_guessing_a_users_password_is_throttled_without_an_audit_row_per_guess(
-    app: FastAPI, attacker: httpx.AsyncClient, two_orgs: TwoOrgs, db: AsyncEngine
-) -> None:
-    victim = two_orgs.expert_a
-    for guess in range(PER_USER):
-        r = await _login(attacker, victim.username, f"guess-{guess}-0123456789")
-        assert r.status_code == 401, r.text
-    # now even the right password is refused for this username, from anywhere
-    _throttled(await _login(attacker, victim.username, victim.password), "username")
-    async with _from(app, "203.0.113.50") as elsewhere:
-        _throttled(await _login(elsewhere, victim.username, victim.password), "username")
-        # another user from that address and from the attacker's is not affected
-        assert (await _login(elsewhere, "viewer-a", two_orgs.viewer_a.password)).status_code == 200
-    assert (await _login(attacker, "viewer-a", two_orgs.viewer_a.password)).status_code == 200
-    assert await _auth_audit(db) == [("auth.lockout", f"user:{victim.username}")]
-
-
 async def test_a_client_spraying_usernames_is_throttled_per_address(
     app: FastAPI, attacker: httpx.AsyncClient, two_orgs: TwoOrgs, db: AsyncEngine
 ) -> None:
@@ -97,33 +81,59 @@ async def test_a_client_spraying_usernames_is_throttled_per_address(
     assert await _auth_audit(db) == [("auth.lockout", "client:198.51.100.7")]
 
 
-async def test_a_success_clears_the_users_failures(
+async def test_guessing_from_many_addresses_meets_the_users_ceiling_not_its_owner(
+    app: FastAPI, two_orgs: TwoOrgs, db: AsyncEngine
+) -> None:
+    victim = two_orgs.expert_a
+    for n in range(PER_USER):
+        async with _from(app, f"198.51.100.{n + 1}") as bot:
+            assert (await _login(bot, victim.username, f"guess-{n}-0123")).status_code == 401
+    # every guessing address backs off for this username, the right password included
+    async with _from(app, "198.51.100.1") as bot:
+        _throttled(await _login(bot, victim.username, victim.password), "username")
+        # another user from a guessing address is not held back
+        assert (await _login(bot, "viewer-a", two_orgs.viewer_a.password)).status_code == 200
+    # an address without a failure for this username is not held back by the ceiling
+    async with _from(app, "203.0.113.50") as home:
+        assert (await _login(home, victim.username, victim.password)).status_code == 200
+    assert await _auth_audit(db) == [("auth.lockout", f"user:{victim.username}")]
+
+
+async def test_a_success_clears_the_pairs_failures(
     attacker: httpx.AsyncClient, two_orgs: TwoOrgs
 ) -> None:
     viewer = two_orgs.viewer_a
     for _ in range(2):
-        for _ in range(PER_USER - 1):
+        for _ in range(PER_PAIR - 1):
             assert (await _login(attacker, viewer.username, "wrong-0123456789")).status_code == 401
         assert (await _login(attacker, viewer.username, viewer.password)).status_code == 200
 
 
-async def test_failures_age_out_of_the_window(db: AsyncEngine) -> None:
+async def _attempt(throttle: LoginThrottle, db: AsyncEngine, user: str, client: str) -> list[str]:
+    """One failed attempt; the scopes whose limit it reached."""
+    async with make_sessionmaker(db)() as session, session.begin():
+        return list((await throttle.begin(session, user, client)).reaches)
+
+
+async def test_the_back_off_grows_and_failures_age_out(db: AsyncEngine) -> None:
     start = datetime(2026, 12, 1, tzinfo=UTC)
     now = [start]
     throttle = LoginThrottle(
-        Limits(per_user=2, per_client=10, window=60), make_sessionmaker(db), clock=lambda: now[0]
+        Limits(per_pair=2, per_user=10, per_client=10, window=300, backoff=10),
+        clock=lambda: now[0],
     )
-    assert await throttle.failed("bob", "c") == []
-    now[0] += timedelta(seconds=30)
-    assert await throttle.failed("bob", "c") == ["username"]
+    assert await _attempt(throttle, db, "bob", "c") == []
+    now[0] += timedelta(seconds=5)
+    assert await _attempt(throttle, db, "bob", "c") == ["pair"]
     with pytest.raises(LoginThrottled) as caught:
-        await throttle.check("bob", "c")
-    assert caught.value.details["retryAfterSeconds"] == "30"
-    now[0] += timedelta(seconds=30.5)
-    await throttle.check("bob", "c")  # the first failure aged out: one more try
-    assert await throttle.failed("bob", "c") == ["username"]
-    with pytest.raises(LoginThrottled):
-        await throttle.check("bob", "c")
-    # past the limit, a failure starts no second lockout
-    assert await throttle.failed("bob", "c") == []
-    await throttle.check("alice", "c")  # another user from the same client
+        await _attempt(throttle, db, "bob", "c")
+    assert caught.value.details == {"retryAfterSeconds": "10", "scope": "pair"}
+    now[0] += timedelta(seconds=10)
+    assert await _attempt(throttle, db, "bob", "c") == []  # past the limit: no second lockout
+    with pytest.raises(LoginThrottled) as caught:
+        await _attempt(throttle, db, "bob", "c")
+    assert caught.value.details["retryAfterSeconds"] == "20"
+    assert await _attempt(throttle, db, "alice", "c") == []  # another user from that client
+    assert await _attempt(throttle, db, "bob", "d") == []  # that user from another client
+    now[0] += timedelta(seconds=300)  # every failure of bob from c aged out
+    assert await _attempt(throttle, db, "bob", "c") == []
