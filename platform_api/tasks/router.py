@@ -1,7 +1,10 @@
 """`/agentic/tasks`: create a task from a plan, list and read the caller's tasks, approve
 or reject a step.
 
-A task's id is `<namespace>/<name>`, so its URL is `/agentic/tasks/<namespace>/<name>`.
+A task's id is `<namespace>/<name>`, so its URL is `/agentic/tasks/<namespace>/<name>`;
+its UID (`metadata.uid`, seed 000's task id) addresses it too: `/agentic/tasks/<uid>` and
+`/agentic/tasks/<uid>/steps/<step>/approve|reject` (resolved within the caller's orgs, see
+`lookup`).
 Every endpoint answers 503 `kubernetes_unavailable` when the platform has no Kubernetes
 API configured, and 404 for a task of an org the caller is not a member of.
 """
@@ -24,7 +27,7 @@ from platform_api.db import Session
 from platform_api.errors import KubernetesUnavailable, NotFound, error_responses
 from platform_api.kube.client import KubeClient
 from platform_api.state import PlatformDep
-from platform_api.tasks import service
+from platform_api.tasks import lookup, service
 from platform_api.tasks.decisions import Ballot
 from platform_api.tasks.schemas import (
     ApproveBody,
@@ -65,6 +68,9 @@ Namespace = Annotated[
     str, Path(max_length=63, pattern=NAMESPACE, description="the org's namespace")
 ]
 Name = Annotated[str, Path(max_length=253, pattern=NAME, description="the task's name")]
+TaskUid = Annotated[
+    uuid.UUID, Path(description="the task's UID (`metadata.uid`, the `uid` of its read model)")
+]
 StepId = Annotated[str, Path(max_length=63, description="the step's id in the plan")]
 IdempotencyKey = Annotated[
     str | None,
@@ -243,6 +249,99 @@ async def reject_step(
     kube: Kube,
     idempotency_key: IdempotencyKey = None,
 ) -> DecisionRead:
+    return await _decide(
+        session,
+        kube,
+        principal,
+        platform,
+        namespace,
+        name,
+        step_id,
+        Verdict.REJECT,
+        body,
+        idempotency_key,
+    )
+
+
+# --- the same, by the task's UID (seed 000's `/agentic/tasks/:id`) ---------------------------
+
+BY_UID = (
+    " The task is named by its UID (`metadata.uid`), as seed 000's clients hold it; a UID "
+    "of no task of the caller's orgs answers 404 `not_found`, exactly like an unknown one."
+)
+
+
+@router.get(
+    "/{task_uid}",
+    response_model=TaskRead,
+    summary="Read a task by its UID",
+    description="Capability `tasks.read`. The same answer as "
+    "`GET /agentic/tasks/{namespace}/{name}`." + BY_UID,
+    responses=error_responses(401, 403, 404, 422, 503, codes=UNAVAILABLE),
+)
+async def get_task_by_uid(
+    task_uid: TaskUid,
+    session: Session,
+    principal: Annotated[Principal, require("tasks.read")],
+    kube: Kube,
+) -> TaskRead:
+    return await lookup.get_task_by_uid(session, kube, principal, task_uid)
+
+
+@router.post(
+    "/{task_uid}/steps/{step_id}/approve",
+    response_model=DecisionRead,
+    summary="Approve a step of a task named by its UID",
+    description="Capability `run.control`. The same rules and answers as "
+    "`POST /agentic/tasks/{namespace}/{name}/steps/{step_id}/approve`." + BY_UID,
+    responses=error_responses(401, 403, 404, 409, 410, 422, 503, codes=DECIDE_CODES),
+)
+@checks_activity_itself
+async def approve_step_by_uid(
+    task_uid: TaskUid,
+    step_id: StepId,
+    session: Session,
+    platform: PlatformDep,
+    principal: Annotated[Principal, require(DECIDE)],
+    kube: Kube,
+    idempotency_key: IdempotencyKey = None,
+    body: ApproveBody | None = None,
+) -> DecisionRead:
+    namespace, name = await lookup.name_of_uid(session, kube, principal, task_uid)
+    return await _decide(
+        session,
+        kube,
+        principal,
+        platform,
+        namespace,
+        name,
+        step_id,
+        Verdict.APPROVE,
+        body or ApproveBody(),
+        idempotency_key,
+    )
+
+
+@router.post(
+    "/{task_uid}/steps/{step_id}/reject",
+    response_model=DecisionRead,
+    summary="Reject a step of a task named by its UID",
+    description="Capability `run.control`. The same rules and answers as "
+    "`POST /agentic/tasks/{namespace}/{name}/steps/{step_id}/reject`." + BY_UID,
+    responses=error_responses(401, 403, 404, 409, 410, 422, 503, codes=DECIDE_CODES),
+)
+@checks_activity_itself
+async def reject_step_by_uid(
+    task_uid: TaskUid,
+    step_id: StepId,
+    body: RejectBody,
+    session: Session,
+    platform: PlatformDep,
+    principal: Annotated[Principal, require(DECIDE)],
+    kube: Kube,
+    idempotency_key: IdempotencyKey = None,
+) -> DecisionRead:
+    namespace, name = await lookup.name_of_uid(session, kube, principal, task_uid)
     return await _decide(
         session,
         kube,

@@ -2,7 +2,9 @@
 
 The plan (steps, policy) uses the resource contract's own models, so what the API accepts
 is exactly what the AgenticTask schema accepts; a task's `spec` and `status` are shown as
-the API server stores them (camelCase). A task's `id` is `<namespace>/<name>`.
+the API server stores them (camelCase). A task's `id` is `<namespace>/<name>`; its `uid`
+(`metadata.uid`) addresses it too. Seed 000's view sits beside them: `seed_status` and
+`steps` (each step's `order` and status; see `seedview`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from humanwork_core.resources import Step, TaskPhase, TaskPolicy
+from platform_api.tasks.seedview import SeedStep, SeedTaskStatus
 
 PLAN_EXAMPLE: dict[str, Any] = {
     "orgId": "6f1c2b9e-2d8a-4c55-9a57-0e4f3d2b1a90",
@@ -62,6 +65,7 @@ TASK_EXAMPLE: dict[str, Any] = {
     "description": "Reconcile all Amazon orders for October and update Shopify",
     "requested_by": "ops-lead",
     "phase": "PendingApproval",
+    "seed_status": "pending_approval",
     "current_step": "read",
     "highest_pending_risk": "high",
     "next_deadline": "2026-01-01T13:00:00Z",
@@ -124,7 +128,10 @@ class TaskSummary(BaseModel):
     model_config = ConfigDict(json_schema_extra={"examples": [TASK_EXAMPLE]})
 
     id: str = Field(description="`<namespace>/<name>`, the task's id in every URL")
-    uid: str
+    uid: str = Field(
+        description="the resource's `metadata.uid` (a UUID): seed 000's task id, accepted "
+        "in the URLs too (`/agentic/tasks/{uid}`)"
+    )
     namespace: str
     name: str
     org_id: uuid.UUID
@@ -138,6 +145,11 @@ class TaskSummary(BaseModel):
     phase: TaskPhase = Field(
         description="the phase the operator recorded, or the one derived from the status "
         "before the operator's first pass"
+    )
+    seed_status: SeedTaskStatus = Field(
+        description="the phase in seed 000's words: `pending_approval`, `approved` (in "
+        "progress, the step ahead approved and not started yet), `in_progress`, "
+        "`completed`, `rejected`, `failed`, and beyond the seed `cancelled`, `expired`"
     )
     current_step: str | None
     highest_pending_risk: str | None
@@ -161,6 +173,10 @@ class TaskRead(TaskSummary):
                     **TASK_EXAMPLE,
                     "spec": {**PLAN_EXAMPLE, "requestedBy": "ops-lead"},
                     "status": {"phase": "PendingApproval", "currentStep": "read"},
+                    "steps": [
+                        {"step_id": "read", "order": 1, "status": "pending", "state": "Pending"},
+                        {"step_id": "write", "order": 2, "status": "pending", "state": "Pending"},
+                    ],
                 }
             ]
         }
@@ -170,6 +186,10 @@ class TaskRead(TaskSummary):
     status: dict[str, Any]
     step_hashes: dict[str, str] = Field(
         description="step id -> the hash a decision on that version of the step carries"
+    )
+    steps: list[SeedStep] = Field(
+        description="seed 000's view of each step, in plan order: its `order` (from 1), "
+        "its seed status and the project's state"
     )
 
 
@@ -233,7 +253,7 @@ class DecisionRead(BaseModel):
                     "required_approvals": 1,
                     "replayed": False,
                     "idempotency_key": "6c1f0f0e2b7a4c59",
-                    "task": {**TASK_EXAMPLE, "spec": {}, "status": {}},
+                    "task": {**TASK_EXAMPLE, "spec": {}, "status": {}, "steps": []},
                 }
             ]
         }

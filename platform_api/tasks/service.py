@@ -40,6 +40,7 @@ from platform_api.kube.client import (
 from platform_api.models import Org
 from platform_api.tasks.orgs import OrgDirectory, OrgRef
 from platform_api.tasks.schemas import PhaseFilter, TaskCreate, TaskRead, TaskSummary
+from platform_api.tasks.seedview import seed_status, seed_steps
 
 if TYPE_CHECKING:
     pass
@@ -118,6 +119,7 @@ def phase_of(task: AgenticTask, now: datetime) -> TaskPhase:
 def summary(task: AgenticTask, now: datetime, archived: bool = False) -> TaskSummary:
     status = task.current_status()
     meta = task.metadata
+    phase = phase_of(task, now)
     return TaskSummary(
         id=f"{meta.namespace}/{meta.name}",
         uid=meta.uid or "",
@@ -127,7 +129,8 @@ def summary(task: AgenticTask, now: datetime, archived: bool = False) -> TaskSum
         agent=task.spec.agent_ref.name,
         description=task.spec.description,
         requested_by=requester_of(task),
-        phase=phase_of(task, now),
+        phase=phase,
+        seed_status=seed_status(task, phase, now),
         current_step=status.current_step,
         highest_pending_risk=status.highest_pending_risk,
         next_deadline=status.next_deadline,
@@ -143,6 +146,7 @@ def read_model(task: AgenticTask, now: datetime, archived: bool = False) -> Task
         spec=task.spec.to_wire(),
         status=task.current_status().to_wire(),
         step_hashes={step.id: taskflow.step_hash(step) for step in task.spec.steps},
+        steps=seed_steps(task, now),
     )
 
 
