@@ -44,19 +44,20 @@ def agent_a(cluster: Cluster, orgs: Orgs) -> tuple[str, str]:
     return agent_credentials(cluster, orgs.ns_a)
 
 
-def people_routes(orgs: Orgs) -> list[tuple[str, str, dict[str, Any] | None]]:
+def people_routes(orgs: Orgs) -> list[tuple[str, str, dict[str, Any] | None, str]]:
+    """(method, path, body, who reads it as the positive control: root or the org admin)."""
     org = orgs.org_a
     return [
-        ("GET", "/orgs", None),
-        ("POST", "/orgs", {"slug": f"x-{uuid.uuid4().hex[:6]}", "name": "X"}),
-        ("GET", "/users", None),
-        ("POST", "/users", {"username": "mole", "password": "p" * 16, "role": "admin"}),
-        ("GET", "/access-map", None),
-        ("GET", "/audit", None),
-        ("GET", f"/orgs/{org}/policy", None),
-        ("PUT", f"/orgs/{org}/tool-permissions/web", {"enabled": True}),
-        ("PATCH", f"/orgs/{org}/agents/agent", {"spec": {"enabledTools": ["web"]}}),
-        ("GET", "/human-tasks", None),
+        ("GET", "/orgs", None, "root"),
+        ("POST", "/orgs", {"slug": f"x-{uuid.uuid4().hex[:6]}", "name": "X"}, ""),
+        ("GET", "/users", None, "root"),
+        ("POST", "/users", {"username": "mole", "password": "p" * 16, "role": "admin"}, ""),
+        ("GET", "/access-map", None, "root"),
+        ("GET", "/audit", None, "root"),
+        ("GET", f"/orgs/{org}/policy", None, "admin"),
+        ("PUT", f"/orgs/{org}/tool-permissions/web", {"enabled": True}, ""),
+        ("PATCH", f"/orgs/{org}/agents/agent", {"spec": {"enabledTools": ["web"]}}, ""),
+        ("GET", "/human-tasks", None, "admin"),
     ]
 
 
@@ -67,12 +68,13 @@ async def test_an_agents_token_opens_no_admin_endpoint(
     as_agent = {"Authorization": f"Bearer {token}"}
     assert (await client.get(WHOAMI, headers=as_agent)).status_code == 200  # a valid token
     root = await api.admin()
-    for method, path, body in people_routes(orgs):
+    for method, path, body, control in people_routes(orgs):
         r = await client.request(method, path, json=body, headers=as_agent)
         assert r.status_code in (401, 403, 404), (method, path, r.status_code, r.text)
         assert r.json()["code"] in ("unauthenticated", "forbidden", "not_found"), (path, r.text)
-        if method == "GET":  # the positive control: the admin's token reads it
-            ok = await client.get(path, headers=root.headers)
+        if control:  # the positive control: a person's token reads it
+            caller = root if control == "root" else orgs.admin_a
+            ok = await client.get(path, headers=caller.headers)
             assert ok.status_code == 200, (path, ok.text)
     # and nothing the agent sent changed anything
     users = (await client.get("/users", headers=root.headers)).json()

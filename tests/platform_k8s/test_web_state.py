@@ -70,7 +70,7 @@ def settings(database_url: str, platform_kubeconfig: Path, site: CookieSite) -> 
     return make_settings(
         database_url,
         kubeconfig=str(platform_kubeconfig),
-        upstream_allowed_endpoints=[f"{DOCS}:{site.server.port}"],
+        upstream_allowed_endpoints=["127.0.0.1/32", f"{DOCS}:{site.server.port}"],
     )
 
 
