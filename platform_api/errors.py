@@ -172,6 +172,22 @@ class SelfApproval(PlatformError):
     status_code = 403
 
 
+class TaskCancelRequested(PlatformError):
+    """A tool call for a task someone asked to cancel: refused at once, before the
+    operator has moved the task to `Cancelled`."""
+
+    code = "task_cancel_requested"
+    status_code = 409
+
+
+class PayloadTooLarge(PlatformError):
+    """A request body over its documented limit, refused before it is parsed or stored;
+    `details.limit` is the limit in bytes."""
+
+    code = "payload_too_large"
+    status_code = 413
+
+
 class DuplicateApprover(PlatformError):
     """This expert already approved the step; the next approval must come from another."""
 
@@ -361,6 +377,7 @@ _HTTP_CODES = {
     405: "method_not_allowed",
     409: "conflict",
     410: "gone",
+    413: "payload_too_large",
     415: "unsupported_media_type",
     422: "validation_failed",
 }

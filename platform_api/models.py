@@ -440,3 +440,22 @@ class WebhookDelivery(Base):
     next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class PlanBinding(Base):
+    """Who asked an agent for a plan (or for a revision of one), written in a committed
+    transaction of its own BEFORE the agent is asked: keyed by the plan request's id, so
+    the task the agent files for it has this requester whatever the agent writes, answers
+    late, or fails. `task` is the task the platform bound it to (null: never bound)."""
+
+    __tablename__ = "plan_bindings"
+    __table_args__ = (Index("ix_plan_bindings_org_agent", "org_id", "agent", "created_at"),)
+
+    request_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    org_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"))
+    agent: Mapped[str] = mapped_column(String(253))
+    requester: Mapped[str] = mapped_column(String(200))
+    kind: Mapped[str] = mapped_column(String(20))
+    """`plan` or `revision`."""
+    task: Mapped[str | None] = mapped_column(String(253))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -13,12 +13,19 @@ the window is answered `duplicate: true` and audited no second time. A `config.a
 event also records the hash the agent applied on its AgentInstance (annotation
 `humanwork.io/config-applied`), which the operator turns into the `ConfigApplied`
 condition.
+
+A body is at most `MAX_EVENT_BYTES` (256 KiB): a larger one answers 413
+`payload_too_large` before it is parsed, verified or stored, and is never read whole
+(`read_bounded`: a `Content-Length` over the limit is refused before any byte is read, a
+body that streams past it as soon as it does). JSON nested too deep for the parser is
+422 `validation_failed`.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -31,7 +38,12 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from humanwork_core import keys, signing
 from platform_api.activity.repository import deactivated_now
 from platform_api.audit.service import record
-from platform_api.errors import KubernetesUnavailable, SignatureRefused, ValidationFailed
+from platform_api.errors import (
+    KubernetesUnavailable,
+    PayloadTooLarge,
+    SignatureRefused,
+    ValidationFailed,
+)
 from platform_api.kube.client import KubeClient, KubeNotFound
 from platform_api.kube.published import CallbackKey
 from platform_api.models import AgentEvent, Org
@@ -111,10 +123,26 @@ class VerifiedAgent:
     uid: str
 
 
+async def read_bounded(
+    headers: Mapping[str, str], stream: AsyncIterator[bytes], limit: int = MAX_EVENT_BYTES
+) -> bytes:
+    """The request body, or PayloadTooLarge as soon as it is known to exceed `limit`."""
+    declared = headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge("the event is too large", limit=str(limit))
+    chunks, size = [], 0
+    async for chunk in stream:
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge("the event is too large", limit=str(limit))
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def _claimed_agent(body: bytes) -> str:
     try:
         claimed = json.loads(body).get("agent_id")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         claimed = None
     if not isinstance(claimed, str) or "/" not in claimed:
         raise ValidationFailed("the event must be a JSON object naming its agent_id")
@@ -175,7 +203,7 @@ async def receive(
     """Verify, store once and audit one event."""
     now = now or datetime.now(UTC)
     if len(body) > MAX_EVENT_BYTES:
-        raise ValidationFailed("the event is too large", limit=str(MAX_EVENT_BYTES))
+        raise PayloadTooLarge("the event is too large", limit=str(MAX_EVENT_BYTES))
     agent = await verify_signed(kube, callback_key, _claimed_agent(body), body, header, now)
     try:
         event = AgentEventIn.model_validate_json(body)

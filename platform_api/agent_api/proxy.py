@@ -7,9 +7,11 @@ enabled it and the AgentInstance lists it; the org's config of the tool allows t
 named step of the named AgenticTask (read from the API server now, never from a cache)
 has a decision approving exactly this step, this tool and these parameters
 (`taskflow.authorize_tool_call`, edited parameters included), earlier steps have executed
-and the step has not finished; then one call of the org's hourly allowance of the tool
-(`ratePerHour`, counted in the database: `limits.take`; else 429 `tool_rate_limited`
-with Retry-After).
+and the step has not finished, and nobody asked to cancel the task (its annotation
+`humanwork.io/cancel-requested`: 409 `task_cancel_requested` at once, whether or not the
+operator has moved it to `Cancelled` yet; audited as a refused `tool.called`); then one
+call of the org's hourly allowance of the tool (`ratePerHour`, counted in the database:
+`limits.take`; else 429 `tool_rate_limited` with Retry-After).
 
 Then the idempotency record (`ledger.ToolCallLedger`): the first call with a key claims it
 (a row committed before the upstream is called, so two concurrent calls with one key
@@ -56,7 +58,7 @@ from typing import Any
 import httpx
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from humanwork_core import catalog, taskflow
+from humanwork_core import catalog, keys, taskflow
 from humanwork_core.resources import AgenticTask
 from platform_api.agent_api import limits, readback
 from platform_api.agent_api.identity import Agent
@@ -69,6 +71,7 @@ from platform_api.errors import (
     PlatformError,
     ScopeMissing,
     StepNotApproved,
+    TaskCancelRequested,
     ToolNotPermitted,
     Unavailable,
 )
@@ -138,7 +141,11 @@ class ToolProxy:
         """Run one tool call for `agent`, as the module docstring says."""
         if self.http is None:
             raise Unavailable("the tool proxy is not running")
-        call = await self._authorise(agent, tool, body)
+        try:
+            call = await self._authorise(agent, tool, body)
+        except TaskCancelRequested as refused:
+            await self._audit_refusal(agent, tool, body, refused)
+            raise
         claim = None
         if call.key is not None:
             claim = Claim(
@@ -230,6 +237,12 @@ class ToolProxy:
         task = AgenticTask.from_wire(raw)
         if task.spec.agent_ref.name != agent.name or task.spec.org_id != agent.org_id:
             raise StepNotApproved("the task belongs to another agent", reason="not_this_agent")
+        if keys.CANCEL_REQUESTED in task.metadata.annotations:
+            raise TaskCancelRequested(
+                "a cancel of the task was requested: no further tool call runs",
+                task=body.task,
+                step=body.step,
+            )
         try:
             approved = taskflow.authorize_tool_call(
                 task,
@@ -297,6 +310,29 @@ class ToolProxy:
         )
         loaded: dict[str, Any] = json.loads(plaintext)
         return loaded
+
+    async def _audit_refusal(
+        self, agent: Agent, tool: str, body: ToolCallIn, refused: PlatformError
+    ) -> None:
+        """A call refused before any upstream: `tool.called`, outcome failure."""
+        async with self.sessions() as session, session.begin():
+            await record(
+                session,
+                actor=f"agent:{agent.agent_id}",
+                action="tool.called",
+                target=f"tool:{tool}.{body.action}",
+                org_id=uuid.UUID(agent.org_id),
+                outcome="failure",
+                details={
+                    "tool": tool,
+                    "action": body.action,
+                    "task": body.task,
+                    "step": body.step,
+                    "agent_idempotency_key": body.idempotencyKey,
+                    "error": refused.code,
+                    "upstream_error": None,
+                },
+            )
 
     async def _finish(
         self,

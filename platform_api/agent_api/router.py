@@ -146,6 +146,7 @@ async def call_tool(
 
 EVENT_CODES = {
     401: ("signature_refused", "the signature was refused"),
+    413: ("payload_too_large", "the event is over 262144 bytes"),
     503: ("kubernetes_unavailable", "no Kubernetes API is configured"),
 }
 
@@ -159,8 +160,9 @@ EVENT_CODES = {
     "`signature_refused` (details.reason `signature_expired`). The body is the seed's "
     "event envelope (see the example). Deduplicated by `(org, idempotency_key)`: a "
     "repeat answers `duplicate: true` and is not audited again. `config.applied` with "
-    "`payload.configHash` records the applied configuration on the AgentInstance.",
-    responses=error_responses(401, 422, 503, codes=EVENT_CODES),
+    "`payload.configHash` records the applied configuration on the AgentInstance. A body "
+    "over 262144 bytes answers 413 `payload_too_large` before it is parsed or stored.",
+    responses=error_responses(401, 413, 422, 503, codes=EVENT_CODES),
     openapi_extra={
         "requestBody": {
             "required": True,
@@ -176,7 +178,7 @@ async def agent_event(
     ] = None,
 ) -> events.EventAccepted:
     """Verify, store once and audit the event."""
-    body = await request.body()
+    body = await events.read_bounded(request.headers, request.stream())
     return await events.receive(
         platform.sessions, platform.kube, platform.callback_key, body, signature
     )

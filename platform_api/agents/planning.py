@@ -14,6 +14,12 @@ together with any annotations of the caller's path (the router's `humanwork.io/r
 and `humanwork.io/routing-reason`, equally the platform's alone). The caller therefore
 cannot approve the plan's steps; an agent that names another task, or none, leaves the task
 requested by `agent:<name>`. Audited as `task.plan_requested`, with `requesterBound`.
+
+Before the agent is asked at all, the request is bound to the caller
+(`agents.bindings.bind_before_asking`, committed in a transaction of its own), so an agent
+that answers late, fails or lies cannot leave the caller free to approve their own request:
+the task carrying the request's id is theirs whatever it says, and a request never bound
+makes them a requester of the agent's unvouched tasks (`tasks.requester.is_requester`).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from humanwork_core.requester import REQUESTER_ANNOTATION, may_bind, plan_request_id
 from humanwork_core.resources import AgenticTask
 from platform_api.access.principal import OrgScope
+from platform_api.agents.bindings import bind_before_asking, mark_bound
 from platform_api.agents.commands import AgentCommands, AgentTarget, require_kube
 from platform_api.audit.service import record
 from platform_api.db import Session
@@ -83,6 +90,7 @@ async def request_plan(
     org, name = target.org, target.name
     requester = scope.principal.username
     request_id = plan_request_id(str(org.id), name, requester, idempotency_key)
+    await bind_before_asking(platform.sessions, org.id, name, requester, request_id)
     command = plan_command(body, requester, request_id)
     if platform.org_corrections is not None:  # issue 14: plans learn from corrections too
         command["corrections"] = await platform.org_corrections(session, org.id)
@@ -97,6 +105,8 @@ async def request_plan(
         requester,
         annotations,
     )
+    if bound:
+        await mark_bound(session, request_id, str(planned.get("name")))
     await record(
         session,
         actor=scope.principal.username,

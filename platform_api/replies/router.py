@@ -142,9 +142,18 @@ async def get_reply(
     "appended to the conversation as the agent's message (`reply.sent`); the decision is "
     "audited as `reply.approve`, `reply.edit` or `reply.reject`. An edit or a rejection "
     "becomes a correction of the org (`GET /orgs/{id}/corrections`), pushed to its "
-    "agents. 409 `run_state_conflict` when the draft was decided already; 404 for a "
-    "draft of an org the caller is not a member of.",
-    responses=error_responses(401, 403, 404, 409, 422),
+    "agents. 403 `self_approval_forbidden` when the caller asked for the draft and "
+    "approves or edits it (rejecting stays open to them). 409 `run_state_conflict` when "
+    "the draft was decided already; 404 for a draft of an org the caller is not a member "
+    "of.",
+    responses=error_responses(
+        401,
+        403,
+        404,
+        409,
+        422,
+        codes={403: ("self_approval_forbidden", "the caller asked for this draft")},
+    ),
 )
 async def decide_reply(
     reply_id: uuid.UUID,

@@ -11,7 +11,10 @@ draft is audited as `reply.drafted` with the client message and the draft redact
 review queue redacts them), and every message sent as `reply.sent`. An expert approves
 (the draft is sent), edits (the edited text is sent, and a `reply_edit` correction is kept)
 or rejects with feedback (nothing is sent; a `reply_rejected` correction is kept); audited
-as `reply.approve`, `reply.edit`, `reply.reject`, like a step's decisions.
+as `reply.approve`, `reply.edit`, `reply.reject`, like a step's decisions. As with a
+step, the person who asked for the draft (`requested_by`, the caller the platform
+recorded, never a name the agent gave) cannot approve or edit it (403
+`self_approval_forbidden`); they may reject it.
 """
 
 from __future__ import annotations
@@ -29,7 +32,13 @@ from platform_api.agents.commands import AgentTarget, org_agent, require_kube
 from platform_api.audit.service import record
 from platform_api.conversations.repository import ConversationRepository
 from platform_api.corrections import service as corrections
-from platform_api.errors import AgentRefused, NotFound, RunStateConflict, ValidationFailed
+from platform_api.errors import (
+    AgentRefused,
+    NotFound,
+    RunStateConflict,
+    SelfApproval,
+    ValidationFailed,
+)
 from platform_api.human_tasks.redact import redact
 from platform_api.models import ExpertCorrection, Message, ReplyDraft
 from platform_api.replies.repository import ReplyRepository
@@ -241,6 +250,8 @@ async def decide(
         raise NotFound("no such human task")
     if draft.state != "pending":
         raise RunStateConflict("the draft was already decided", state=draft.state)
+    if body.action != "reject" and draft.requested_by == principal.username:
+        raise SelfApproval("the requester of a draft cannot send it", reply=str(draft.id))
     draft.decided_by, draft.decided_at = principal.username, datetime.now(UTC)
     await record(
         session,

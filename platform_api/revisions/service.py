@@ -5,8 +5,11 @@ A task rejected with feedback (the rejected step's decision carries it) is sent 
 its agent through the signed plan command (`POST /v1/tasks` with `revises`, `feedback`,
 the request, the conversation and the task's policy), with an idempotency key derived
 from the rejected task's uid: a second replica, or a retry after a restart, names the
-same revised task. The platform then vouches for the revised task's requester (the
-rejected task's), as for any plan it asked for. The chain of `revisionOf` is followed
+same revised task. The revised task's requester is the rejected task's, as the platform
+bound it (`tasks.requester.bound_requester`: the person bound to the plan request the
+rejected task carries, whatever the task says), bound to the revision request before the
+agent is asked (`agents.bindings.bind_before_asking`) and then vouched for on the revised
+task, as for any plan the platform asks for. The chain of `revisionOf` is followed
 (the API server, then the archive) to count the revisions already made; at
 `revision_limit` no further one is asked for and the request ends rejected.
 """
@@ -21,14 +24,16 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from humanwork_core.plandiff import PlanDiff, plan_diff
-from humanwork_core.requester import plan_request_id, requester_of
+from humanwork_core.requester import plan_request_id
 from humanwork_core.resources import AgenticTask, Verdict
+from platform_api.agents.bindings import bind_before_asking, mark_bound
 from platform_api.agents.commands import AgentCommands, org_agent
 from platform_api.agents.planning import bind_requester
 from platform_api.archive.repository import ArchiveRepository, task_of
 from platform_api.audit.service import record
 from platform_api.kube.client import KubeClient, KubeNotFound
 from platform_api.state import Platform
+from platform_api.tasks.requester import bound_requester
 
 log = logging.getLogger(__name__)
 
@@ -113,9 +118,12 @@ class Reviser:
                 await self._audit(session, task, "task.revision_limit", {"revisions": made})
                 return Revised.LIMIT
             target = await org_agent(session, kube, org_id, task.spec.agent_ref.name)
-        requester = requester_of(task)
+            requester = await bound_requester(session, org_id, task)
         key = f"revision-{task.metadata.uid}"
         request_id = plan_request_id(str(org_id), target.name, requester, key)
+        await bind_before_asking(
+            platform.sessions, org_id, target.name, requester, request_id, "revision"
+        )
         planned = await AgentCommands(platform).send(
             target, "/v1/tasks", _command(task, feedback, requester, request_id), key
         )
@@ -124,6 +132,8 @@ class Reviser:
             kube, target.org.namespace, name, target.name, request_id, requester
         )
         async with platform.sessions() as session, session.begin():
+            if bound:
+                await mark_bound(session, request_id, name)
             details = {"revision": name, "revisions": made + 1, "requesterBound": bound}
             await self._audit(session, task, "task.revision_requested", details)
         return Revised.REQUESTED

@@ -4,7 +4,9 @@ for good.
 Only the operator writes a task's phase, so the platform records the request as the
 annotation `humanwork.io/cancel-requested` (who and when) and the operator moves the task
 to `Cancelled` at once; the agent, seeing a terminal task, runs none of its remaining
-steps, and a step already running may still report how it ended. Audited as
+steps, and a step already running may still report how it ended. From the moment the
+annotation is written the tool proxy refuses every side-effecting call for the task (409
+`task_cancel_requested`), whether or not the operator has acted yet. Audited as
 `task.cancel_requested`. A task that already ended answers 409 `run_state_conflict`.
 """
 
@@ -43,7 +45,8 @@ class CancelRequested(BaseModel):
     status_code=202,
     summary="Cancel a task",
     description="Capability `run.control`. The operator moves the task to `Cancelled` "
-    "(phase written by the operator only); no further step runs. 409 `run_state_conflict` "
+    "(phase written by the operator only); no further step runs, and the tool proxy refuses "
+    "the task's calls at once (`task_cancel_requested`). 409 `run_state_conflict` "
     "when the task already ended; 404 for another org's task.",
     responses=error_responses(
         401,

@@ -20,8 +20,13 @@ import httpx
 import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
 
 from humanwork_dev.fakes import FakeShopify
+from humanwork_dev.fakes.server import BackgroundServer
 from platform_api.app import create_app
 from platform_api.tools.upstreams import ShopifyAdapter, UpstreamError
 from platform_api.tools.upstreams.egress import (
@@ -288,3 +293,34 @@ def test_the_setting_is_parsed_strictly() -> None:
         with pytest.raises(ValueError):
             EgressPolicy.parse([bad])
     assert json.dumps(sorted(EgressPolicy().endpoints)) == "[]"
+
+
+class CookieSite:
+    """Sets a cookie on `/login`; records the Cookie header every request carried."""
+
+    def __init__(self) -> None:
+        self.cookies: list[str | None] = []
+        self.server = BackgroundServer(Starlette(routes=[Route("/{path:path}", self.page)]))
+
+    async def page(self, request: Request) -> Response:
+        self.cookies.append(request.headers.get("cookie"))
+        response = PlainTextResponse("ok")
+        if request.url.path == "/login":
+            response.set_cookie("session", "org-a-secret", path="/")
+        return response
+
+
+async def test_the_client_keeps_no_cookie_and_no_connection_between_calls() -> None:
+    site = CookieSite()
+    with site.server:
+        port = site.server.port
+        assert port is not None
+        backend = RecordingBackend()
+        policy = EgressPolicy.parse([f"127.0.0.1:{port}"])
+        async with EgressClient(Egress(policy, StaticResolver()), timeout=5, inner=backend) as c:
+            for path in ("/login", "/again", "/other"):
+                r = await c.get(f"http://127.0.0.1:{port}{path}")
+                assert r.status_code == 200 and r.text == "ok"  # each call was served
+            assert dict(c.cookies) == {}
+    assert site.cookies == [None, None, None]
+    assert backend.connects == [("127.0.0.1", port)] * 3  # a connection per call

@@ -49,6 +49,7 @@ TABLES = {
     "webhooks",
     "notify_events",
     "webhook_deliveries",
+    "plan_bindings",  # who asked an agent, bound before it is asked
     "alembic_version",
 }
 

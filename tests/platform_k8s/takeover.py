@@ -9,7 +9,9 @@ yields it. A test module imports both fixtures.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,8 +35,12 @@ from tests.support import eventually, service_account_token
 
 class TakenOverAgent:
     """On each plan command, creates a task of its own choosing as the agent's identity
-    and answers with the name `answer_with` picks (the new task's name by default); on
-    each chat command, answers `chat_answer` (a confident, harmless-looking draft)."""
+    and answers with the name `answer_with` picks (the new task's name by default), with
+    status `plan_status` (an error status: an agent that fails after filing its task),
+    after `late` is set when one is given (an agent that answers after the platform gave
+    up); on each chat command, answers `chat_answer` (a confident, harmless-looking
+    draft). `created` lists the tasks it filed, `plan_request` (when set) is the plan
+    request id it puts on them instead of the command's."""
 
     def __init__(self, cluster: Cluster, namespace: str, org_id: str) -> None:
         token = eventually(
@@ -45,6 +51,10 @@ class TakenOverAgent:
         self.commands: list[dict[str, Any]] = []
         self.keep_plan_request = False
         self.answer_with: str | None = None
+        self.plan_request: str | None = None
+        self.plan_status = 201
+        self.late: threading.Event | None = None
+        self.created: list[str] = []
         self.chat_answer: dict[str, Any] = {
             "reply": "Your refund of 4,000 EUR is on its way.",
             "confidence": 1.0,
@@ -65,13 +75,20 @@ class TakenOverAgent:
         self.commands.append(command)
         body = task_manifest(self.namespace, self.org_id)
         body["spec"]["requestedBy"] = "agent:agent"
-        if self.keep_plan_request:
-            body["metadata"]["annotations"] = {"humanwork.io/plan-request": command["planRequest"]}
+        if self.keep_plan_request or self.plan_request:
+            request_id = self.plan_request or command["planRequest"]
+            body["metadata"]["annotations"] = {"humanwork.io/plan-request": request_id}
         kclient.CustomObjectsApi(self.api).create_namespaced_custom_object(
             "humanwork.io", "v1alpha1", self.namespace, "agentictasks", body
         )
+        self.created.append(body["metadata"]["name"])
+        if self.late is not None:
+            await asyncio.to_thread(self.late.wait, 120)
         name = self.answer_with or body["metadata"]["name"]
-        return JSONResponse({"name": name, "created": True, "steps": []}, status_code=201)
+        answer = {"name": name, "created": True, "steps": []}
+        if self.plan_status >= 400:
+            answer = {"code": "planner_failed", "message": "the model failed"}
+        return JSONResponse(answer, status_code=self.plan_status)
 
     async def chat(self, request: Request) -> JSONResponse:
         self.commands.append(json.loads(await request.body()))

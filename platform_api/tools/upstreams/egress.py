@@ -17,6 +17,10 @@ metadata service, the Kubernetes API or a database in the cluster (SSRF). So:
   and connects to the checked address (never resolving the name again), so a name that
   re-resolves to an internal address after the store-time check (DNS rebinding) is
   refused before any packet is sent to it. It never uses proxies from the environment.
+- `EgressClient` keeps no state between calls, so one org's call leaves nothing another
+  org's (or its own next) call could see or send: no cookie jar (`NoCookieJar`: a
+  `Set-Cookie` is never stored, so never sent again) and no connection kept alive (each
+  call opens its own connection and closes it after the answer).
 
 The exception for local fakes is `HUMANWORK_UPSTREAM_ALLOWED_ENDPOINTS` (`EgressPolicy`):
 `host:port` pairs and CIDRs, for development and tests only.
@@ -32,6 +36,7 @@ import socket
 import ssl
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from http.cookiejar import Cookie, CookieJar
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
@@ -396,8 +401,8 @@ class EgressTransport(httpx.AsyncHTTPTransport):
         self._pool = httpcore.AsyncConnectionPool(
             ssl_context=httpx.create_ssl_context(verify=verify, trust_env=False),
             max_connections=100,
-            max_keepalive_connections=20,
-            keepalive_expiry=5.0,
+            max_keepalive_connections=0,  # no connection outlives its call
+            keepalive_expiry=0.0,
             network_backend=GuardedBackend(policy, resolver, inner),
         )
 
@@ -425,9 +430,21 @@ class Egress:
     resolver: Resolver = system_resolver
 
 
+class NoCookieJar(CookieJar):
+    """A cookie jar that never stores a cookie: what one upstream sets on one org's call
+    never reaches another call."""
+
+    def set_cookie(self, cookie: Cookie) -> None:
+        return None
+
+    def extract_cookies(self, response: Any, request: Any) -> None:
+        return None
+
+
 class EgressClient(httpx.AsyncClient):
     """An httpx client whose every connection goes through an `EgressTransport`; the
-    adapters read its policy for their call-time URL checks."""
+    adapters read its policy for their call-time URL checks. It shares nothing between
+    calls: no cookies (`NoCookieJar`), no kept-alive connection."""
 
     def __init__(
         self,
@@ -442,5 +459,6 @@ class EgressClient(httpx.AsyncClient):
             timeout=timeout,
             trust_env=False,
             follow_redirects=False,
+            cookies=NoCookieJar(),
         )
         self.egress = egress
