@@ -36,7 +36,7 @@ from platform_api.access.principal import OrgScope
 from platform_api.agents.bindings import bind_before_asking, mark_bound
 from platform_api.agents.commands import AgentCommands, AgentTarget, require_kube
 from platform_api.audit.service import record
-from platform_api.db import Session
+from platform_api.db import Session, release
 from platform_api.kube.client import KubeClient, KubeError, KubeNotFound
 from platform_api.state import Platform
 
@@ -90,6 +90,7 @@ async def request_plan(
     org, name = target.org, target.name
     requester = scope.principal.username
     request_id = plan_request_id(str(org.id), name, requester, idempotency_key)
+    await release(session)  # the binding takes a transaction of its own: hold none meanwhile
     await bind_before_asking(platform.sessions, org.id, name, requester, request_id)
     command = plan_command(body, requester, request_id)
     if platform.org_corrections is not None:  # issue 14: plans learn from corrections too
