@@ -41,7 +41,7 @@ DEFAULTS: Mapping[str, str] = {
     IMAGES: "humanwork/agent:*,humanwork/agent@*",
     EGRESS_DENIED: (
         "0.0.0.0/8,10.0.0.0/8,100.64.0.0/10,127.0.0.0/8,169.254.0.0/16,172.16.0.0/12,"
-        "192.168.0.0/16,::/128,::1/128,fc00::/7,fe80::/10"
+        "192.168.0.0/16,::/128,::1/128,::ffff:0:0/96,fc00::/7,fe80::/10"
     ),
     EGRESS_ALLOWED: "",
     TOLERATION_KEYS: "",
