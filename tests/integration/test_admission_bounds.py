@@ -138,7 +138,8 @@ def test_a_stolen_operator_token_writes_in_humanwork_system_only_its_own(
         "humanwork-agent-jwks", PLATFORM_NS, {"metadata": {"labels": {"x": "y"}}}, dry_run="All"
     )
     event = client.CoreV1Event(
-        metadata=meta, involved_object=client.V1ObjectReference(kind="Pod", name="x")
+        metadata=meta,
+        involved_object=client.V1ObjectReference(kind="Pod", name="x", namespace=PLATFORM_NS),
     )
     core.create_namespaced_event(PLATFORM_NS, event, dry_run="All")
 
