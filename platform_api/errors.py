@@ -333,6 +333,23 @@ class AgentSpecInvalid(PlatformError):
         return {**self.details, **extra}
 
 
+class AgentBoundsExceeded(PlatformError):
+    """An AgentInstance spec holds something beyond the bounds the platform team set for
+    every agent (image, egress CIDR, toleration, node selector, runtime class, resources):
+    `details.field` names the field, `details.bound` the bound (a key of the admission
+    parameters), `details.violations` every one found; nothing was written."""
+
+    code = "agent_bounds_exceeded"
+    status_code = 422
+
+    def __init__(self, message: str, violations: list[dict[str, str]], **details: str) -> None:
+        super().__init__(message, **details)
+        self.violations = list(violations)
+
+    def public_details(self) -> dict[str, Any]:
+        return {**self.details, "violations": self.violations}
+
+
 class AgentNotReady(PlatformError):
     """The org's agent exists but is not provisioned yet (no endpoint): try again once it
     is Ready."""

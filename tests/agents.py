@@ -4,6 +4,8 @@ real control plane (the `org` and `ready_agent` fixtures are in tests/fixtures/s
 from __future__ import annotations
 
 import base64
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from kubernetes import client
@@ -112,3 +114,22 @@ def agent_credentials(cluster: Cluster, ns: str) -> tuple[str, str]:
         secret_value(cluster, ns, "agent-agent-token", "token"),
         secret_value(cluster, ns, "agent-agent-callback", "secret"),
     )
+
+
+PARAMS = ("humanwork-system", "humanwork-admission")
+"""The admission parameters: the identities and the agent bounds (params.yaml)."""
+
+
+@contextlib.contextmanager
+def widened_bounds(cluster: Cluster, **data: str) -> Iterator[None]:
+    """The platform team's part: the agent bounds widened (keys of the admission parameters,
+    e.g. agentTolerationKeys) as a cluster admin, put back afterwards."""
+    core = client.CoreV1Api(cluster.api)
+    before = dict(core.read_namespaced_config_map(PARAMS[1], PARAMS[0]).data or {})
+    core.patch_namespaced_config_map(PARAMS[1], PARAMS[0], {"data": data})
+    try:
+        yield
+    finally:
+        core.patch_namespaced_config_map(
+            PARAMS[1], PARAMS[0], {"data": {k: before.get(k) for k in data}}
+        )

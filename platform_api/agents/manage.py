@@ -4,8 +4,11 @@ AgentInstances through the platform, audited, with each agent's health.
 A spec is validated by the CRD's own model before Kubernetes sees it (422
 `agent_spec_invalid`, `details.errors`); what the API server still refuses (its schema,
 CEL rules, admission policies) is a 422 `agent_spec_invalid` too, with its reason and
-message. `spec.orgId` is always the org's id. A change is a JSON merge patch of the spec
-under a resourceVersion precondition (409 `conflict` when the agent changed meanwhile).
+message. A spec beyond the bounds the platform team set for every agent (images, egress,
+scheduling, resources: `manage_bounds`) is a 422 `agent_bounds_exceeded` naming the field
+and the bound, before the API server sees it. `spec.orgId` is always the org's id. A change
+is a JSON merge patch of the spec under a resourceVersion precondition (409 `conflict` when
+the agent changed meanwhile).
 Audited as `agent.created`, `agent.updated` (before and after of each changed spec field)
 and `agent.deleted`.
 """
@@ -18,6 +21,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from humanwork_core.kube_errors import KubeConflict, KubeInvalid, KubeNotFound
+from platform_api.agents.manage_bounds import check_bounds
 from platform_api.agents.repository import last_heartbeats
 from platform_api.agents.schemas import AgentCreate, AgentPatch, AgentRead
 from platform_api.agents.status import (
@@ -81,6 +85,7 @@ async def create_agent(
 ) -> AgentRead:
     """Create the AgentInstance; 409 `conflict` when the org has an agent of that name."""
     manifest = instance_body(org.id, org.namespace, body.name, body.spec)
+    await check_bounds(kube, manifest["spec"])
     try:
         made = await kube.create_agent_instance(org.namespace, manifest)
     except KubeConflict:
@@ -106,7 +111,8 @@ async def update_agent(
     current = await _read(kube, org, name)
     before: dict[str, Any] = dict(current.get("spec") or {})
     change = own_patch(body.spec)
-    instance_body(org.id, org.namespace, name, merge_patch(before, change))  # validates
+    wanted = instance_body(org.id, org.namespace, name, merge_patch(before, change))
+    await check_bounds(kube, wanted["spec"])
     version = body.resourceVersion or str(current["metadata"]["resourceVersion"])
     try:
         patched = await kube.patch_agent_instance_spec(org.namespace, name, version, change)

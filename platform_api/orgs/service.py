@@ -10,6 +10,7 @@ from humanwork_core.policy import OrgPolicy
 from platform_api.access.principal import OrgScope, Principal
 from platform_api.accounts.repository import UserRepository
 from platform_api.agents.manage import create_agent
+from platform_api.agents.manage_bounds import check_bounds
 from platform_api.agents.status import instance_body
 from platform_api.audit.service import record
 from platform_api.errors import Conflict, Forbidden, KubernetesUnavailable, NotFound
@@ -36,7 +37,7 @@ async def create_org(
     # adopting a namespace labelled with this id (issue 15 item 6)
     if body.id is not None and await orgs.get_in(body.id, [body.id]) is not None:
         raise Conflict("an org with this id exists", id=str(body.id))
-    first_agent = _first_agent(principal, body, kube, org_id, namespace)
+    first_agent = await _first_agent(principal, body, kube, org_id, namespace)
     org = await orgs.add(Org(id=org_id, slug=body.slug, name=body.name, namespace=namespace))
     await UserRepository(session).add_memberships(principal.user_id, [org.id])
     await namespaces.ensure(org.namespace, org.id)
@@ -53,7 +54,7 @@ async def create_org(
     return org
 
 
-def _first_agent(
+async def _first_agent(
     principal: Principal,
     body: OrgCreate,
     kube: KubeClient | None,
@@ -61,14 +62,16 @@ def _first_agent(
     namespace: str,
 ) -> KubeClient | None:
     """Check the first agent's template before the org exists: the capability, the
-    Kubernetes API, the spec (the CRD's model). The client to create it with, or None."""
+    Kubernetes API, the spec (the CRD's model) and the agent bounds. The client to create it
+    with, or None."""
     if body.agent is None:
         return None
     if not principal.can("agents.manage"):
         raise Forbidden("capability agents.manage required", capability="agents.manage")
     if kube is None:
         raise KubernetesUnavailable("creating an agent needs the Kubernetes API")
-    instance_body(org_id, namespace, body.agent.name, body.agent.spec)
+    manifest = instance_body(org_id, namespace, body.agent.name, body.agent.spec)
+    await check_bounds(kube, manifest["spec"])
     return kube
 
 

@@ -15,8 +15,9 @@ import pytest
 from kubernetes import client
 
 from humanwork_dev.processes import OperatorProcess
-from tests.agents import create_instance, wait_phase
+from tests.agents import create_instance, wait_phase, widened_bounds
 from tests.conftest import Cluster
+from tests.support import eventually
 
 
 def _api_server(cluster: Cluster) -> tuple[set[str], set[int]]:
@@ -70,20 +71,30 @@ def test_scheduling_fields_reach_the_agent_pods(
 ) -> None:
     ns, org_id = org
     toleration = {"key": "humanwork.dev/sandbox", "operator": "Exists", "effect": "NoSchedule"}
-    create_instance(
+    # the platform team allows them (the agent bounds, manifests/base/policies/params.yaml)
+    with widened_bounds(
         cluster,
-        ns,
-        org_id,
-        nodeSelector={"type": "kwok"},
-        tolerations=[toleration],
-        runtimeClassName=runtime_class,
-    )
-    wait_phase(cluster, ns, "Ready")
-    pods = (
-        client.CoreV1Api(cluster.api)
-        .list_namespaced_pod(ns, label_selector="app.kubernetes.io/instance=agent")
-        .items
-    )
+        agentTolerationKeys="humanwork.dev/sandbox",
+        agentNodeSelectors="type=kwok",
+        agentRuntimeClasses=runtime_class,
+    ):
+        eventually(
+            lambda: create_instance(
+                cluster,
+                ns,
+                org_id,
+                nodeSelector={"type": "kwok"},
+                tolerations=[toleration],
+                runtimeClassName=runtime_class,
+            ),
+            timeout=30,
+        )
+        wait_phase(cluster, ns, "Ready")
+        pods = (
+            client.CoreV1Api(cluster.api)
+            .list_namespaced_pod(ns, label_selector="app.kubernetes.io/instance=agent")
+            .items
+        )
     assert [p.status.phase for p in pods] == ["Running"]
     spec = pods[0].spec
     assert spec.node_selector == {"type": "kwok"}

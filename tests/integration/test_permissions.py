@@ -75,7 +75,10 @@ PLATFORM_EVERYWHERE = (
     | grant("", ["namespaces"], ["get", "create"])
 )
 PLATFORM_IN_SYSTEM = grant(
-    "", ["configmaps"], ["get"], ["humanwork-agent-jwks", "humanwork-agent-revocations"]
+    "",
+    ["configmaps"],
+    ["get"],
+    ["humanwork-agent-jwks", "humanwork-agent-revocations", "humanwork-admission"],
 ) | grant("", ["secrets"], ["get"], ["humanwork-callback-key"])
 AGENT_AT_HOME = grant(HW, ["agentictasks"], ["get", "list", "watch", "create"]) | grant(
     HW, ["agentictasks/status"], ["get", "patch"]
