@@ -45,6 +45,7 @@ INSTALLABLE = [
     "manifests/overlays/production",
 ]
 OVERLAYS = ["manifests/overlays/dev", "manifests/overlays/node", "manifests/overlays/production"]
+DEV_OVERLAYS = ["manifests/overlays/dev", "manifests/overlays/node"]
 PLATFORM = "humanwork-platform-api"
 OPERATOR = "humanwork-operator"
 Doc = dict[str, Any]
@@ -282,11 +283,14 @@ def test_the_dev_overlay_is_one_replica_on_sqlite_on_a_claim_with_marked_dev_sec
 @pytest.mark.parametrize("path", INSTALLABLE)
 def test_the_api_server_accepts_it(cluster: Cluster, installed: None, path: str) -> None:
     # (a dry run of namespaced objects needs their namespace to exist: `installed` made it)
+    # The dev overlays turn the platform's strategy into Recreate: a server-side apply would
+    # keep the rollingUpdate that `installed` (a client-side apply of the base) owns, so they
+    # are applied as their install instructions say, client-side (`kubectl apply -k`).
+    server_side = [] if path in DEV_OVERLAYS else ["--server-side", "--force-conflicts"]
     done = cluster.kubectl(
         "apply",
         "--dry-run=server",
-        "--server-side",
-        "--force-conflicts",
+        *server_side,
         "--field-manager=humanwork-test",
         "-k",
         str(REPO / path),
