@@ -334,17 +334,41 @@ def replaced(cluster: Cluster, old: dict[str, Any], timeout: float = 240) -> dic
     return platform_pod(cluster)
 
 
+def database_file(cluster: Cluster, pod: dict[str, Any]) -> Path:
+    """The platform's SQLite file on the host, wherever the pod's `data` volume is: the
+    node's local PersistentVolume behind its claim, or the kubelet's folder of an emptyDir
+    (a path through /proc/PID/root would not do: SQLite resolves that link to the host's
+    root)."""
+    data = next(v for v in pod["spec"]["volumes"] if v["name"] == "data")
+    if "persistentVolumeClaim" in data:
+        claim = data["persistentVolumeClaim"]["claimName"]
+        pvc = json.loads(cluster.kubectl("-n", "humanwork-system", "get", "pvc", claim,
+                                         "-o", "json").stdout)  # fmt: skip
+        pv = json.loads(
+            cluster.kubectl("get", "pv", pvc["spec"]["volumeName"], "-o", "json").stdout
+        )
+        return Path(pv["spec"]["local"]["path"]) / "platform.db"
+    pods = node.node_dir(NODE_STATE) / "kubelet" / "pods"
+    return (
+        pods
+        / pod["metadata"]["uid"]
+        / "volumes"
+        / "kubernetes.io~empty-dir"
+        / "data"
+        / "platform.db"
+    )
+
+
 @dataclass
 class AuditCli:
     """`python -m platform_api.audit` from the host, on the SQLite file the platform pod
-    has open (through its container's root: wherever its volume is), with checkpoints in a
-    directory of the test's own and a signing key no database holds."""
+    has open, with checkpoints in a directory of the test's own and a signing key no
+    database holds."""
 
     directory: Path
     key: Path
 
-    def __call__(self, command: str, pod: dict[str, Any]) -> subprocess.CompletedProcess[str]:
-        db = f"/proc/{container_pid(pod)}/root/var/lib/humanwork/platform.db"
+    def __call__(self, command: str, db: Path) -> subprocess.CompletedProcess[str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("HUMANWORK_")}
         env |= {"HUMANWORK_AUDIT_CHECKPOINT_DIR": str(self.directory),
                 "HUMANWORK_AUDIT_CHECKPOINT_KEY_FILE": str(self.key)}  # fmt: skip
@@ -381,7 +405,7 @@ def test_the_platform_keeps_its_data_when_its_pod_is_replaced(
     before = audit_ids(http, org.id, admin)
     assert len(before) >= 6, before
     pod = platform_pod(cluster)
-    signed = audit("checkpoint", pod)
+    signed = audit("checkpoint", database_file(cluster, pod))
     assert signed.returncode == 0 and "signed" in signed.stdout, signed
 
     for how in (["--wait=true"], ["--grace-period=0", "--force"]):
@@ -394,7 +418,7 @@ def test_the_platform_keeps_its_data_when_its_pod_is_replaced(
         admin = incluster.login(http, "admin", incluster.DEV_ADMIN_PASSWORD)
         after = audit_ids(http, org.id, admin)
         assert set(before) <= set(after), (how, sorted(set(before) - set(after)))
-        verified = audit("verify", pod)
+        verified = audit("verify", database_file(cluster, pod))
         assert verified.returncode == 0, (how, verified.stdout, verified.stderr)
         assert "matching their checkpoint" in verified.stdout, verified.stdout
 
@@ -408,10 +432,7 @@ def test_the_platform_keeps_its_data_when_its_pod_is_replaced(
     org.until(name, lambda t: state_of(t, read["id"]) == "Succeeded")
 
     # where the data was: the node's local PersistentVolume, bound to the platform's claim
-    volume = pod["spec"]["volumes"]
-    claim = next(v["persistentVolumeClaim"]["claimName"] for v in volume if v["name"] == "data")
-    bound = json.loads(cluster.kubectl("-n", "humanwork-system", "get", "pvc", claim,
-                                       "-o", "json").stdout)  # fmt: skip
-    pv = json.loads(cluster.kubectl("get", "pv", bound["spec"]["volumeName"], "-o", "json").stdout)
-    assert pv["spec"]["local"]["path"] == str(node.volume_dir(NODE_STATE, "platform-data"))
-    assert (node.volume_dir(NODE_STATE, "platform-data") / "platform.db").is_file()
+    assert (
+        database_file(cluster, pod) == node.volume_dir(NODE_STATE, "platform-data") / "platform.db"
+    )
+    assert database_file(cluster, pod).is_file()
