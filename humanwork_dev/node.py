@@ -8,18 +8,26 @@ from the control plane's own Kubernetes module, CoreDNS for cluster DNS, and kub
 in firewall-only mode to enforce NetworkPolicy. Everything runs as host processes in
 their own sessions; state, configs and logs live under `<cluster state>/node/`.
 
-Network safety: before containerd starts, `guard_up` adds this module's own iptables
-chain, jumped to first from the host's FORWARD chains (mangle and filter), that drops
-whatever comes from the pod range and is not for the pod range, so no packet from a pod
-leaves the machine even when a NetworkPolicy does not drop it; and one from OUTPUT that
-drops host packets DNATed from a Service address to a non-local address (a Service whose
-endpoints are kwok's invented pod addresses). Nothing else of the host's iptables or
-routes is changed; `down` removes exactly what `up` added.
+Network safety: before containerd starts, `guard_up` adds this module's own nftables table
+(`inet humanwork_guard`, which nothing else on the machine writes): a base chain on the
+forward hook at priority -400, earlier than any chain iptables makes through either of
+its backends, drops whatever comes from the pod range and is not for the pod range or a
+local address, so no packet from a pod leaves the machine even when a NetworkPolicy does
+not drop it; a base chain on the output hook, after the DNAT of Service addresses, drops
+host packets DNATed from a Service address to a non-local address (a Service whose
+endpoints are kwok's invented pod addresses). A drop in any base chain is final, so no
+rule of kube-proxy, kube-router or anything else, in whatever chain, position or iptables
+backend, lets such a packet through, and no resync of theirs moves the guard. Nothing
+else of the host's firewall or routes is changed; `down` removes exactly what `up` added.
+
+The node offers local PersistentVolumes (directories under `<cluster state>/node/volumes/`,
+node affinity to the real node) for the claims named in VOLUMES: the platform's SQLite
+file outlives its pod.
 
 The node is tainted `humanwork.dev/real-node:NoSchedule`: only pods that tolerate it (and
 select `humanwork.dev/node=real`) run there; everything else stays on kwok.
 
-    humanwork-node up | down | status
+    humanwork-node up | down | status | restart COMPONENT
 """
 
 from __future__ import annotations
@@ -55,8 +63,6 @@ NODE_IP = cluster.REAL_NODE_IP
 # address, the tests' own listeners; whatever comes from there and is not for the pod
 # range or this machine is dropped
 GUARDED = "10.213.0.0/16"
-GUARD = "HUMANWORK-NODE-GUARD"
-OUT_GUARD = "HUMANWORK-NODE-OUT"
 TAINT_KEY = "humanwork.dev/real-node"
 LABEL = ("humanwork.dev/node", "real")
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
@@ -82,14 +88,38 @@ def node_dir(state: Path) -> Path:
 
 # --- network: the bridge and the guard ---------------------------------------------------
 
+GUARD_TABLE = ("inet", "humanwork_guard")
+"""The node's own nftables table: nothing else on the machine writes it."""
+FORWARD_PRIORITY = -400
+"""Before every base chain iptables makes on the forward hook, through either backend
+(mangle -150, filter 0, security 50; raw is -300 and not on this hook)."""
+OUTPUT_PRIORITY = -90
+"""After the DNAT of a Service address in the output hook (nat, -100), so that the packet's
+new destination is what is checked; before filter (0)."""
+FORWARD_RULE = f"ip saddr {GUARDED} ip daddr != {POD_CIDR} fib daddr type != local counter drop"
+OUTPUT_RULE = (
+    f"ct status dnat ct original ip daddr {cluster.SERVICE_CIDR} ip daddr != {POD_CIDR} "
+    "fib daddr type != local counter drop"
+)
 
-def _guard_rules() -> list[tuple[str, str, list[str]]]:
-    """(table, hook chain, rule) triples: jumps from the host's chains into ours."""
-    return [
-        ("mangle", "FORWARD", ["-s", GUARDED, "-j", GUARD]),
-        ("filter", "FORWARD", ["-s", GUARDED, "-j", GUARD]),
-        ("filter", "OUTPUT", ["-m", "conntrack", "--ctstate", "DNAT", "-j", OUT_GUARD]),
-    ]
+
+def _guard_ruleset() -> str:
+    """The table in one nft transaction: declared, deleted and made again, so that `up`
+    replaces an old copy atomically (the guard is never absent, never doubled)."""
+    family, name = GUARD_TABLE
+    return f"""table {family} {name}
+delete table {family} {name}
+table {family} {name} {{
+    chain forward {{
+        type filter hook forward priority {FORWARD_PRIORITY}; policy accept;
+        {FORWARD_RULE}
+    }}
+    chain output {{
+        type filter hook output priority {OUTPUT_PRIORITY}; policy accept;
+        {OUTPUT_RULE}
+    }}
+}}
+"""
 
 
 FORWARD_SYSCTL = Path("/proc/sys/net/ipv4/ip_forward")
@@ -97,72 +127,78 @@ FORWARD_SYSCTL = Path("/proc/sys/net/ipv4/ip_forward")
 
 def guard_up(saved: Path | None = None) -> None:
     """Create the bridge and the egress guard (idempotent). The CNI bridge turns on IPv4
-    forwarding; its value before is kept in `saved` so that `guard_down` restores it."""
+    forwarding; its value before is kept in `saved` so that `guard_down` restores it.
+
+    The guard is a base chain of its own nftables table on the forward hook, earlier than
+    any chain iptables makes (legacy or nft backend): a drop in any base chain is final
+    for the packet, so no rule of kube-proxy, kube-router or anything else, in whichever
+    chain, position or backend, can let through what it drops, and no resync moves it."""
     if saved is not None and not saved.exists():
         saved.write_text(FORWARD_SYSCTL.read_text())
     if _run("ip", "link", "show", BRIDGE, check=False, quiet=True).returncode != 0:
         _run("ip", "link", "add", BRIDGE, "type", "bridge")
         _run("ip", "addr", "add", f"{NODE_IP}/24", "dev", BRIDGE)
     _run("ip", "link", "set", BRIDGE, "up")
-    for table in ("mangle", "filter"):
-        _run("iptables", "-t", table, "-N", GUARD, check=False, quiet=True)
-        _run("iptables", "-t", table, "-F", GUARD)
-        _run("iptables", "-t", table, "-A", GUARD, "-d", POD_CIDR, "-j", "RETURN")
-        _run("iptables", "-t", table, "-A", GUARD, "-m", "addrtype", "--dst-type", "LOCAL",
-             "-j", "RETURN")  # fmt: skip
-        _run("iptables", "-t", table, "-A", GUARD, "-j", "DROP")
-    _run("iptables", "-N", OUT_GUARD, check=False, quiet=True)
-    _run("iptables", "-F", OUT_GUARD)
-    for rule in (
-        ["-m", "conntrack", "--ctstate", "DNAT", "--ctorigdst", cluster.SERVICE_CIDR,
-         "-m", "addrtype", "!", "--dst-type", "LOCAL", "!", "-d", POD_CIDR, "-j", "DROP"],
-    ):  # fmt: skip
-        _run("iptables", "-A", OUT_GUARD, *rule)
-    for table, hook, rule in _guard_rules():
-        _ensure_first(table, hook, rule)
+    _nft_apply(_guard_ruleset())
 
 
-def _ensure_first(table: str, hook: str, rule: list[str]) -> None:
-    """Put a jump at the top of a host chain (inserted before the old copies are removed,
-    so that the guard is never absent)."""
-
-    def positions() -> list[int]:
-        lines = _run("iptables", "-t", table, "-S", hook).stdout.splitlines()[1:]
-        target = rule[-1]
-        return [i + 1 for i, ln in enumerate(lines) if ln.endswith(f"-j {target}")
-                and all(w in ln.split() for w in rule if not w.startswith("-"))]  # fmt: skip
-
-    if positions()[:1] == [1]:
-        return
-    _run("iptables", "-t", table, "-I", hook, "1", *rule)
-    for pos in sorted(positions()[1:], reverse=True):
-        _run("iptables", "-t", table, "-D", hook, str(pos))
+def _nft_apply(ruleset: str) -> None:
+    done = subprocess.run(["nft", "-f", "-"], input=ruleset, capture_output=True, text=True,
+                          check=False)  # fmt: skip
+    if done.returncode != 0:
+        raise NodeError(f"nft -f failed ({done.returncode}): {done.stderr.strip()}")
 
 
-def guard_first() -> bool:
-    """Whether the guard is the first rule of the host's mangle FORWARD chain (which the
-    kernel runs before the filter FORWARD chain that kube-proxy and kube-router reorder)
-    and is jumped to from the filter FORWARD chain too."""
-    mangle = _run("iptables", "-t", "mangle", "-S", "FORWARD").stdout.splitlines()
-    filt = _run("iptables", "-t", "filter", "-S", "FORWARD").stdout
-    return len(mangle) > 1 and mangle[1].endswith(f"-j {GUARD}") and f"-j {GUARD}" in filt
+def _base_chains() -> list[dict[str, Any]]:
+    """Every nftables base chain of this network namespace (iptables-nft's included)."""
+    listed = json.loads(_run("nft", "-j", "list", "chains").stdout or "{}")
+    chains = [e["chain"] for e in listed.get("nftables", []) if "chain" in e]
+    return [c for c in chains if "hook" in c]
+
+
+def _guard_rules_listed() -> dict[str, list[str]]:
+    """The rules of the guard's chains as nft prints them (counters left out)."""
+    family, name = GUARD_TABLE
+    listed = _run("nft", "list", "table", family, name, check=False, quiet=True).stdout
+    rules: dict[str, list[str]] = {}
+    chain = ""
+    for line in (ln.strip() for ln in listed.splitlines()):
+        if line.startswith("chain "):
+            chain = line.split()[1]
+            rules[chain] = []
+        elif chain and line and not line.startswith(("type ", "}")):
+            words = line.split()
+            if "counter" in words:  # "counter packets N bytes M"
+                at = words.index("counter")
+                words[at + 1 : at + 5] = []
+            rules[chain].append(" ".join(words))
+    return rules
+
+
+def guard_holds() -> bool:
+    """Whether the guard is in place as `guard_up` made it: its table's forward chain is
+    the earliest base chain on the forward hook (no other table's is at or before its
+    priority), both chains accept by policy and hold exactly their drop rule."""
+    family, name = GUARD_TABLE
+    chains = _base_chains()
+    ours = {c["name"]: c for c in chains if (c["family"], c["table"]) == (family, name)}
+    expected = {"forward": ("forward", FORWARD_PRIORITY), "output": ("output", OUTPUT_PRIORITY)}
+    for chain, (hook, prio) in expected.items():
+        found = ours.get(chain)
+        if not found or (found["hook"], found["prio"], found["policy"]) != (hook, prio, "accept"):
+            return False
+    others = [c for c in chains if (c["family"], c["table"]) != (family, name)]
+    earlier = [c for c in others if c["hook"] == "forward" and c["prio"] <= FORWARD_PRIORITY]
+    return not earlier and _guard_rules_listed() == {
+        "forward": [FORWARD_RULE], "output": [OUTPUT_RULE]}  # fmt: skip
 
 
 def guard_down(saved: Path | None = None) -> None:
     if saved is not None and saved.exists():
         FORWARD_SYSCTL.write_text(saved.read_text())
         saved.unlink()
-    for table, hook, rule in _guard_rules():
-        while (
-            _run("iptables", "-t", table, "-D", hook, *rule, check=False, quiet=True).returncode
-            == 0
-        ):
-            pass
-    for table in ("mangle", "filter"):
-        _run("iptables", "-t", table, "-F", GUARD, check=False, quiet=True)
-        _run("iptables", "-t", table, "-X", GUARD, check=False, quiet=True)
-    _run("iptables", "-F", OUT_GUARD, check=False, quiet=True)
-    _run("iptables", "-X", OUT_GUARD, check=False, quiet=True)
+    family, name = GUARD_TABLE
+    _run("nft", "delete", "table", family, name, check=False, quiet=True)
     _run("ip", "link", "del", BRIDGE, check=False, quiet=True)
 
 
@@ -373,6 +409,67 @@ def product_archives(build: bool) -> list[Path]:
     return [folder / f"{n}.tar" for n in names]
 
 
+# --- storage: the local volumes the node offers ------------------------------------------
+
+STORAGE_CLASS = "humanwork-node-local"
+VOLUMES = {"platform-data": ("humanwork-system", "humanwork-platform-data", "1Gi", 10001)}
+"""name: (namespace, claim, capacity, owner uid/gid): each a directory under the node's
+state, offered as a local PersistentVolume bound to that claim only (the node overlay's
+claim names it). The platform's SQLite file lives there: it outlives the platform's pod,
+and the node's restarts (`down` leaves it; it goes with the cluster's state)."""
+
+
+def volume_dir(state: Path, name: str) -> Path:
+    return node_dir(state) / "volumes" / name
+
+
+def volume_manifests(state: Path) -> list[dict[str, Any]]:
+    """The StorageClass (no provisioner) and one local PersistentVolume per VOLUMES entry,
+    reachable only on the real node (node affinity) and pre-bound to its claim."""
+    affinity = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": LABEL[0], "operator": "In", "values": [LABEL[1]]}]}]}}  # fmt: skip
+    docs: list[dict[str, Any]] = [{
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": STORAGE_CLASS},
+        "provisioner": "kubernetes.io/no-provisioner",
+        "volumeBindingMode": "WaitForFirstConsumer", "reclaimPolicy": "Retain",
+    }]  # fmt: skip
+    for name, (namespace, claim, capacity, _) in VOLUMES.items():
+        docs.append({
+            "apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": f"{NODE_NAME}-{name}"},
+            "spec": {"capacity": {"storage": capacity}, "accessModes": ["ReadWriteOnce"],
+                     "persistentVolumeReclaimPolicy": "Retain",
+                     "storageClassName": STORAGE_CLASS,
+                     "claimRef": {"namespace": namespace, "name": claim},
+                     "local": {"path": str(volume_dir(state, name))},
+                     "nodeAffinity": affinity},
+        })  # fmt: skip
+    return docs
+
+
+def offer_volumes(state: Path) -> None:
+    """Make the volumes' directories (owned by their pod's user, mode 0700) and apply their
+    StorageClass and PersistentVolumes (server-side apply; idempotent)."""
+    for name, (_, _, _, owner) in VOLUMES.items():
+        path = volume_dir(state, name)
+        path.mkdir(parents=True, exist_ok=True)
+        os.chown(path, owner, owner)
+        path.chmod(0o700)
+    server = json.loads((state / "state.json").read_text())["server"]
+    with cluster.admin_http(state) as c:
+        for doc in volume_manifests(state):
+            plural = "storageclasses" if doc["kind"] == "StorageClass" else "persistentvolumes"
+            group = "apis/storage.k8s.io/v1" if plural == "storageclasses" else "api/v1"
+            r = c.patch(f"{server}/{group}/{plural}/{doc['metadata']['name']}",
+                        params={"fieldManager": "humanwork-node", "force": "true"},
+                        headers={"Content-Type": "application/apply-patch+yaml"},
+                        content=json.dumps(doc))  # fmt: skip
+            if not r.is_success:
+                what = f"{doc['kind']} {doc['metadata']['name']}"
+                raise NodeError(f"{what}: {r.status_code} {r.text}")
+
+
 # --- processes ------------------------------------------------------------------------------
 
 
@@ -464,6 +561,32 @@ def up(
         return _up(state, timeout, build_images)
 
 
+def _commands(state: Path, bin_dir: Path) -> dict[str, list[str]]:
+    """The argv of each process of the node, in start order (kept in node.json, so that
+    `restart` starts a component again exactly as `up` did)."""
+    d = node_dir(state)
+    api_port = int(json.loads((state / "state.json").read_text())["server"].rsplit(":", 1)[1])
+    return {
+        "containerd": ["containerd", "--config", str(d / "containerd.toml")],
+        "kubelet": [str(bin_dir / "kubelet"), f"--config={d / 'kubelet.yaml'}",
+                    f"--kubeconfig={d / 'kubelet.kubeconfig'}",
+                    f"--hostname-override={NODE_NAME}", f"--node-ip={NODE_IP}",
+                    f"--root-dir={d / 'kubelet'}", f"--cert-dir={d / 'kubelet-pki'}",
+                    f"--node-labels={LABEL[0]}={LABEL[1]}",
+                    f"--register-with-taints={TAINT_KEY}=true:NoSchedule", "--v=1"],
+        "api-forward": [sys.executable, "-m", "humanwork_dev.node", "forward",
+                        f"{NODE_IP}:{api_port}", f"127.0.0.1:{api_port}"],
+        "kube-proxy": [str(bin_dir / "kube-proxy"), f"--config={d / 'kube-proxy.yaml'}"],
+        "coredns": [str(bin_dir / "coredns"), "-conf", str(d / "Corefile")],
+        "kube-router": [str(bin_dir / "kube-router"), f"--kubeconfig={state / 'kubeconfig'}",
+                        "--run-firewall=true", "--run-router=false",
+                        "--run-service-proxy=false", "--enable-cni=false",
+                        f"--hostname-override={NODE_NAME}",
+                        f"--service-cluster-ip-range={cluster.SERVICE_CIDR}",
+                        "--health-port=0", "--metrics-port=0", "--v=1"],
+    }  # fmt: skip
+
+
 def _up(state: Path, timeout: float, build_images: bool) -> dict[str, Any]:
     started = time.monotonic()
     phases: dict[str, float] = {}
@@ -477,7 +600,6 @@ def _up(state: Path, timeout: float, build_images: bool) -> dict[str, Any]:
     names = ("kubelet", "kubelet-healthz", "proxy-healthz", "proxy-metrics")
     ports = {n: cluster.free_port() for n in names}
     d = write_configs(state, ports)
-    logs = d / "logs"
     guard_up(d / "ip_forward.saved")  # before any pod can run
     # let `ip netns` make /run/netns its shared mount now: made later (by a test's own
     # `ip netns add`), its bind mount would hide the pods' namespaces from `down`
@@ -485,58 +607,30 @@ def _up(state: Path, timeout: float, build_images: bool) -> dict[str, Any]:
     _run("ip", "netns", "delete", "hwnode-init")
     if not (d / "netns.before").exists():
         (d / "netns.before").write_text("\n".join(sorted(_cni_netns())))
+    argv = _commands(state, bin_dir)
     procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(*names: str) -> None:
+        for name in names:
+            procs[name] = cluster.spawn(name, argv[name], d / "logs")
+
     try:
-        procs["containerd"] = cluster.spawn(
-            "containerd", ["containerd", "--config", str(d / "containerd.toml")], logs
-        )
+        start("containerd")
         _wait("containerd", lambda: _ctr(d, "version").returncode == 0, 60, procs)
         images = import_images(state, archives)
         mark("containerd+import")
-        procs["kubelet"] = cluster.spawn(
-            "kubelet",
-            [str(bin_dir / "kubelet"), f"--config={d / 'kubelet.yaml'}",
-             f"--kubeconfig={d / 'kubelet.kubeconfig'}", f"--hostname-override={NODE_NAME}",
-             f"--node-ip={NODE_IP}", f"--root-dir={d / 'kubelet'}",
-             f"--cert-dir={d / 'kubelet-pki'}", f"--node-labels={LABEL[0]}={LABEL[1]}",
-             f"--register-with-taints={TAINT_KEY}=true:NoSchedule", "--v=1"],
-            logs,
-        )  # fmt: skip
+        start("kubelet")
         _wait("the real node to be Ready", lambda: _node_ready(state), timeout, procs)
+        offer_volumes(state)
         mark("kubelet")
-        api_port = int(json.loads((state / "state.json").read_text())["server"].rsplit(":", 1)[1])
-        procs["api-forward"] = cluster.spawn(
-            "api-forward",
-            [sys.executable, "-m", "humanwork_dev.node", "forward", f"{NODE_IP}:{api_port}",
-             f"127.0.0.1:{api_port}"],
-            logs,
-        )  # fmt: skip
-        procs["kube-proxy"] = cluster.spawn(
-            "kube-proxy", [str(bin_dir / "kube-proxy"), f"--config={d / 'kube-proxy.yaml'}"], logs
-        )
-        procs["coredns"] = cluster.spawn(
-            "coredns", [str(bin_dir / "coredns"), "-conf", str(d / "Corefile")], logs
-        )
-        procs["kube-router"] = cluster.spawn(
-            "kube-router",
-            [str(bin_dir / "kube-router"), f"--kubeconfig={state / 'kubeconfig'}",
-             "--run-firewall=true", "--run-router=false", "--run-service-proxy=false",
-             "--enable-cni=false", f"--hostname-override={NODE_NAME}",
-             f"--service-cluster-ip-range={cluster.SERVICE_CIDR}",
-             "--health-port=0", "--metrics-port=0", "--v=1"],
-            logs,
-        )  # fmt: skip
-        _wait(
-            "kube-proxy /healthz",
-            lambda: httpx.get(f"http://127.0.0.1:{ports['proxy-healthz']}/healthz").is_success,
-            60,
-            procs,
-        )
+        start("api-forward", "kube-proxy", "coredns", "kube-router")
+        healthz = f"http://127.0.0.1:{ports['proxy-healthz']}/healthz"
+        _wait("kube-proxy /healthz", lambda: httpx.get(healthz).is_success, 60, procs)
         _wait("kube-router's first sync", _router_synced, 60, procs)
         mark("proxy+dns+netpol")
-        guard_up()  # kube-proxy and kube-router insert at the top: put the guard back first
-        if not guard_first():
-            raise NodeError("the egress guard is not the first rule of the FORWARD chains")
+        if not guard_holds():
+            raise NodeError(f"the egress guard (nft table {' '.join(GUARD_TABLE)}) is not in "
+                            "place as made, or another base chain runs before it")  # fmt: skip
     except BaseException:
         _stop(state, {n: p.pid for n, p in procs.items()})
         raise
@@ -545,12 +639,27 @@ def _up(state: Path, timeout: float, build_images: bool) -> dict[str, Any]:
         "node_ip": NODE_IP,
         "pod_cidr": POD_CIDR,
         "pids": {n: p.pid for n, p in procs.items()},
+        "argv": argv,
         "images": images,
         "ready_seconds": round(time.monotonic() - started, 2),
         "phases": phases,
     }
     (d / "node.json").write_text(json.dumps(info, indent=2))
     return info
+
+
+def restart(state: Path, name: str) -> int:
+    """Stop one component of the running node and start it again with the same argv (what
+    a crash and its supervisor, or an upgrade, do); the new pid. kube-proxy and kube-router
+    resync their rules in full when they start."""
+    d = node_dir(state)
+    info = status(state)
+    if info is None or name not in info.get("argv", {}):
+        raise NodeError(f"no running node with a component {name!r}")
+    cluster.stop_process(info["pids"][name])
+    info["pids"][name] = cluster.spawn(name, info["argv"][name], d / "logs").pid
+    (d / "node.json").write_text(json.dumps(info, indent=2))
+    return int(info["pids"][name])
 
 
 def _shim_pids(d: Path) -> list[int]:
@@ -651,8 +760,13 @@ def _down(state: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="humanwork-node", description=__doc__.split("\n")[0])
-    parser.add_argument("command", choices=["up", "down", "status", "forward"])
-    parser.add_argument("args", nargs="*", help="forward: LISTEN-HOST:PORT TARGET-HOST:PORT")
+    parser.add_argument("command", choices=["up", "down", "status", "forward", "restart"])
+    parser.add_argument(
+        "args",
+        nargs="*",
+        help="forward: LISTEN-HOST:PORT TARGET-HOST:PORT; "
+        "restart: a component (kube-proxy, kube-router, ...)",
+    )
     parser.add_argument("--state-dir", type=Path, default=None)
     parser.add_argument("--build-images", action="store_true", help="rebuild the images first")
     args = parser.parse_args(argv)
@@ -668,6 +782,8 @@ def main(argv: list[str] | None = None) -> int:
             info = up(state, build_images=args.build_images)
             print(f"real node {NODE_NAME} ready ({info['ready_seconds']}s): {info['phases']}",
                   file=sys.stderr)  # fmt: skip
+        elif args.command == "restart":
+            print(f"{args.args[0]} restarted (pid {restart(state, args.args[0])})", file=sys.stderr)
         elif args.command == "down":
             down(state)
             print("real node stopped", file=sys.stderr)

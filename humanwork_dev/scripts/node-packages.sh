@@ -2,12 +2,13 @@
 # Install, from Debian's packages, what the image build and the real node need when it is
 # missing: buildah (daemonless image builder), debootstrap (the Debian base image), umoci
 # (the pause image's OCI layout), containerd + runc (the CRI runtime), the CNI plugins
-# (bridge + host-local), ipset/conntrack/iptables (kube-proxy and kube-router), gcc (the
+# (bridge + host-local), ipset/conntrack/iptables (kube-proxy and kube-router), nftables
+# (`nft`: the egress guard's own table, humanwork_dev.node), gcc (the
 # static pause binary). Idempotent; needs root (or sudo).
 set -euo pipefail
 
 need=(buildah debootstrap umoci containerd runc containernetworking-plugins ipset
-      conntrack iptables gcc libc6-dev)
+      conntrack iptables nftables gcc libc6-dev)
 missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

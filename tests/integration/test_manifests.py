@@ -45,6 +45,7 @@ INSTALLABLE = [
     "manifests/overlays/production",
 ]
 OVERLAYS = ["manifests/overlays/dev", "manifests/overlays/node", "manifests/overlays/production"]
+DEV_OVERLAYS = ["manifests/overlays/dev", "manifests/overlays/node"]
 PLATFORM = "humanwork-platform-api"
 OPERATOR = "humanwork-operator"
 Doc = dict[str, Any]
@@ -248,13 +249,14 @@ def test_the_production_overlay_is_highly_available(cluster: Cluster) -> None:
     assert budgets[OPERATOR]["spec"]["maxUnavailable"] < operator["spec"]["replicas"]
 
 
-def test_the_dev_overlay_is_one_replica_on_sqlite_with_marked_dev_secrets(
+def test_the_dev_overlay_is_one_replica_on_sqlite_on_a_claim_with_marked_dev_secrets(
     cluster: Cluster,
 ) -> None:
     docs = build(cluster, "manifests/overlays/dev")
     platform = one(docs, "Deployment", PLATFORM)
     assert platform["spec"]["replicas"] == 1
-    assert platform["spec"]["strategy"]["rollingUpdate"]["maxSurge"] == 0
+    # one pod at a time on the SQLite file: a rollout stops the old pod first
+    assert platform["spec"]["strategy"] == {"type": "Recreate"}
     secrets = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Secret"}
     assert secrets
     for secret in secrets.values():
@@ -267,8 +269,13 @@ def test_the_dev_overlay_is_one_replica_on_sqlite_with_marked_dev_secrets(
     url = base64.b64decode(secrets[name]["data"][key]).decode()
     assert url.startswith("sqlite+aiosqlite:////")
     database_dir = str(Path(url.removeprefix("sqlite+aiosqlite:///")).parent)
-    mounts = {m["mountPath"] for m in container(platform, "platform-api")["volumeMounts"]}
-    assert database_dir in mounts
+    mounts = {
+        m["mountPath"]: m["name"] for m in container(platform, "platform-api")["volumeMounts"]
+    }
+    volumes = {v["name"]: v for v in platform["spec"]["template"]["spec"]["volumes"]}
+    # the database outlives the pod: a claim, not an emptyDir
+    claim = volumes[mounts[database_dir]]["persistentVolumeClaim"]["claimName"]
+    assert one(docs, "PersistentVolumeClaim", claim)["spec"]["accessModes"] == ["ReadWriteOnce"]
     name, key, _ = refs["HUMANWORK_JWT_SECRET"]
     assert len(base64.b64decode(secrets[name]["data"][key])) >= 32
 
@@ -276,11 +283,14 @@ def test_the_dev_overlay_is_one_replica_on_sqlite_with_marked_dev_secrets(
 @pytest.mark.parametrize("path", INSTALLABLE)
 def test_the_api_server_accepts_it(cluster: Cluster, installed: None, path: str) -> None:
     # (a dry run of namespaced objects needs their namespace to exist: `installed` made it)
+    # The dev overlays turn the platform's strategy into Recreate: a server-side apply would
+    # keep the rollingUpdate that `installed` (a client-side apply of the base) owns, so they
+    # are applied as their install instructions say, client-side (`kubectl apply -k`).
+    server_side = [] if path in DEV_OVERLAYS else ["--server-side", "--force-conflicts"]
     done = cluster.kubectl(
         "apply",
         "--dry-run=server",
-        "--server-side",
-        "--force-conflicts",
+        *server_side,
         "--field-manager=humanwork-test",
         "-k",
         str(REPO / path),

@@ -17,20 +17,24 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from humanwork_dev import incluster
+from humanwork_core.tokens import generate_signing_key
+from humanwork_dev import incluster, node
 from humanwork_dev.fakes import catalog
 from tests.conftest import Cluster
-from tests.node.conftest import connects, container_pid, eventually
+from tests.node.conftest import NODE_STATE, connects, container_pid, eventually
 
 pytestmark = pytest.mark.cluster
 
@@ -57,6 +61,7 @@ class Org:
 
     def __init__(self, http: httpx.Client, made: incluster.Org) -> None:
         self.http, self.id, self.namespace = http, made.id, made.namespace
+        self.passwords = made.passwords
         self.expert, self.requester = made.headers["expert"], made.headers["requester"]
 
     def task(self, name: str) -> dict[str, Any]:
@@ -302,3 +307,132 @@ def test_from_inside_the_agent_the_operator_and_a_database_beside_the_platform_d
     finally:
         listener.kill()
         listener.wait()
+
+
+# --- the platform's data outlives its pod -------------------------------------------------
+
+
+def platform_pod(cluster: Cluster) -> dict[str, Any]:
+    """The one Ready platform pod (none other, terminating or not)."""
+    pods = pods_of(cluster, "humanwork-system", "humanwork-platform-api")
+    assert len(pods) == 1, [(p["metadata"]["name"], p["status"].get("phase")) for p in pods]
+    conds = {c["type"]: c["status"] for c in pods[0]["status"].get("conditions", [])}
+    assert conds.get("Ready") == "True", pods[0]["status"]
+    return pods[0]
+
+
+def replaced(cluster: Cluster, old: dict[str, Any], timeout: float = 240) -> dict[str, Any]:
+    """Wait until the pod `old` is gone and exactly one new platform pod is Ready."""
+
+    def one_new_ready() -> bool:
+        try:
+            return bool(platform_pod(cluster)["metadata"]["uid"] != old["metadata"]["uid"])
+        except AssertionError:
+            return False
+
+    assert eventually(one_new_ready, timeout=timeout), "no new platform pod became Ready"
+    return platform_pod(cluster)
+
+
+def database_file(cluster: Cluster, pod: dict[str, Any]) -> Path:
+    """The platform's SQLite file on the host, wherever the pod's `data` volume is: the
+    node's local PersistentVolume behind its claim, or the kubelet's folder of an emptyDir
+    (a path through /proc/PID/root would not do: SQLite resolves that link to the host's
+    root)."""
+    data = next(v for v in pod["spec"]["volumes"] if v["name"] == "data")
+    if "persistentVolumeClaim" in data:
+        claim = data["persistentVolumeClaim"]["claimName"]
+        pvc = json.loads(cluster.kubectl("-n", "humanwork-system", "get", "pvc", claim,
+                                         "-o", "json").stdout)  # fmt: skip
+        pv = json.loads(
+            cluster.kubectl("get", "pv", pvc["spec"]["volumeName"], "-o", "json").stdout
+        )
+        return Path(pv["spec"]["local"]["path"]) / "platform.db"
+    pods = node.node_dir(NODE_STATE) / "kubelet" / "pods"
+    return (
+        pods
+        / pod["metadata"]["uid"]
+        / "volumes"
+        / "kubernetes.io~empty-dir"
+        / "data"
+        / "platform.db"
+    )
+
+
+@dataclass
+class AuditCli:
+    """`python -m platform_api.audit` from the host, on the SQLite file the platform pod
+    has open, with checkpoints in a directory of the test's own and a signing key no
+    database holds."""
+
+    directory: Path
+    key: Path
+
+    def __call__(self, command: str, db: Path) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HUMANWORK_")}
+        env |= {"HUMANWORK_AUDIT_CHECKPOINT_DIR": str(self.directory),
+                "HUMANWORK_AUDIT_CHECKPOINT_KEY_FILE": str(self.key)}  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "platform_api.audit", command,
+             "--database-url", f"sqlite+aiosqlite:///{db}"],
+            env=env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+
+
+def audit_ids(http: httpx.Client, org_id: str, admin: dict[str, str]) -> list[str]:
+    r = http.get("/audit", params={"org": org_id, "limit": 500}, headers=admin)
+    assert r.status_code == 200, r.text
+    return [item["id"] for item in r.json()["items"]]
+
+
+def test_the_platform_keeps_its_data_when_its_pod_is_replaced(
+    cluster: Cluster, product: incluster.Deployed, org: Org, tmp_path: Path
+) -> None:
+    """The embedded default keeps its data: the org, its users (signing in with the same
+    passwords), its audit rows and the agent's registration survive the platform pod being
+    deleted, then force-deleted (no grace: its process killed), and the audit chain still
+    verifies against checkpoints signed before. On an emptyDir the new pod starts on an
+    empty database and the sign-in is refused."""
+    signing = generate_signing_key()
+    (tmp_path / "key.pem").write_bytes(signing.to_pem())
+    audit = AuditCli(tmp_path / "checkpoints", tmp_path / "key.pem")
+    http, expert = org.http, f"expert-{org.namespace.removeprefix('org-')}"
+    admin = incluster.login(http, "admin", incluster.DEV_ADMIN_PASSWORD)
+    for enabled in (False, True):  # audit rows of the org's own, beside its creation's
+        r = http.put(f"/orgs/{org.id}/tool-permissions/amazon", json={"enabled": enabled},
+                     headers=admin)  # fmt: skip
+        assert r.status_code == 200, r.text
+    before = audit_ids(http, org.id, admin)
+    assert len(before) >= 6, before
+    pod = platform_pod(cluster)
+    signed = audit("checkpoint", database_file(cluster, pod))
+    assert signed.returncode == 0 and "signed" in signed.stdout, signed
+
+    for how in (["--wait=true"], ["--grace-period=0", "--force"]):
+        cluster.kubectl("-n", "humanwork-system", "delete", "pod", pod["metadata"]["name"], *how)
+        pod = replaced(cluster, pod)
+        incluster._wait_http(f"{product.platform_url}/healthz", 120)
+        headers = incluster.login(http, expert, org.passwords["expert"])  # the same password
+        r = http.get(f"/orgs/{org.id}", headers=headers)
+        assert r.status_code == 200 and r.json()["id"] == org.id, (how, r.text)
+        admin = incluster.login(http, "admin", incluster.DEV_ADMIN_PASSWORD)
+        after = audit_ids(http, org.id, admin)
+        assert set(before) <= set(after), (how, sorted(set(before) - set(after)))
+        verified = audit("verify", database_file(cluster, pod))
+        assert verified.returncode == 0, (how, verified.stdout, verified.stderr)
+        assert "matching their checkpoint" in verified.stdout, verified.stdout
+
+    # the agent's org is still registered with the platform: a step plans, runs, succeeds
+    org.expert = headers
+    planned = org.plan()
+    name, read = planned["id"].rsplit("/", 1)[1], planned["steps"][0]
+    r = http.post(f"/agentic/tasks/{org.namespace}/{name}/steps/{read['id']}/approve",
+                  json={}, headers=headers)  # fmt: skip
+    assert r.status_code == 200, r.text
+    org.until(name, lambda t: state_of(t, read["id"]) == "Succeeded")
+
+    # where the data was: the node's local PersistentVolume, bound to the platform's claim
+    assert (
+        database_file(cluster, pod) == node.volume_dir(NODE_STATE, "platform-data") / "platform.db"
+    )
+    assert database_file(cluster, pod).is_file()

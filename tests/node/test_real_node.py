@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import shlex
 import subprocess
 import sys
 import uuid
@@ -18,7 +19,14 @@ import pytest
 
 from humanwork_dev import node
 from tests.conftest import Cluster
-from tests.node.conftest import connects, container_pid, eventually, pod_manifest, unique
+from tests.node.conftest import (
+    NODE_STATE,
+    connects,
+    container_pid,
+    eventually,
+    pod_manifest,
+    unique,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -135,7 +143,7 @@ def test_no_packet_from_a_pod_leaves_the_pod_range(
     run_pod: Callable[..., dict[str, Any]], outside_listener: tuple[str, int],
 ) -> None:  # fmt: skip
     addr, port = outside_listener
-    assert node.guard_first(), "the guard must be the first rule of the FORWARD chains"
+    assert node.guard_holds(), "the guard's table must be in place, before every other chain"
     # the CNI bridge turned forwarding on: the guard, not the sysctl, is what drops below
     assert Path("/proc/sys/net/ipv4/ip_forward").read_text().strip() == "1"
     ns = restricted_namespace("egress")
@@ -147,6 +155,64 @@ def test_no_packet_from_a_pod_leaves_the_pod_range(
     assert connects(pid, server["status"]["podIP"], 8080)
     # no NetworkPolicy here: only the node's guard stands between the pod and the listener
     assert not connects(pid, addr, port, timeout=3)
+
+
+BACKENDS = ("iptables-nft", "iptables-legacy")
+HOSTILE = ["FORWARD", "-s", node.GUARDED, "-j", "ACCEPT"]
+
+
+def forward_rules(backend: str = "iptables-nft", table: str = "filter") -> list[str]:
+    done = subprocess.run([backend, "-t", table, "-S", "FORWARD"], capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    return done.stdout.splitlines()[1:]
+
+
+def force_resync(component: str, chain: str) -> None:
+    """Take the component's jump out of the host's FORWARD chain, restart the component and
+    wait until its start-up sync has put the jump back (the same full resync it does after
+    a crash, an upgrade or a flush by someone else)."""
+    for line in forward_rules():
+        if line.endswith(f"-j {chain}"):
+            words = shlex.split(line)
+            subprocess.run(["iptables", "-D", *words[1:]], check=True, capture_output=True)
+    assert not any(ln.endswith(f"-j {chain}") for ln in forward_rules())
+    node.restart(NODE_STATE, component)
+    back = eventually(lambda: any(ln.endswith(f"-j {chain}") for ln in forward_rules()), 180)
+    assert back, f"{component} did not resync its {chain} jump"
+
+
+def test_the_guard_holds_after_resyncs_and_a_competing_accept_in_both_backends(
+    real_node: dict[str, Any], restricted_namespace: Callable[[str], str],
+    run_pod: Callable[..., dict[str, Any]], outside_listener: tuple[str, int],
+) -> None:  # fmt: skip
+    """kube-proxy and kube-router restarted (each rebuilds its chains and jumps), then an
+    ACCEPT of the pod range put first in mangle and filter FORWARD through both iptables
+    backends, as a hostile component would: the pod's packet to a listener outside the pod
+    range is still dropped and the node's guard check still passes. (Main's guard, a jump
+    from the iptables-nft FORWARD chains, is skipped by the ACCEPT before it.)"""
+    addr, port = outside_listener
+    ns = restricted_namespace("resync")
+    server = run_pod(ns, _server("server"))
+    client = run_pod(ns, pod_manifest(unique("client"), PAUSE))
+    pid = container_pid(client)
+    force_resync("kube-proxy", "KUBE-FORWARD")
+    force_resync("kube-router", "KUBE-ROUTER-FORWARD")
+    inserted: list[tuple[str, str]] = []
+    try:
+        for backend in BACKENDS:
+            for table in ("mangle", "filter"):
+                subprocess.run([backend, "-t", table, "-I", *HOSTILE[:1], "1", *HOSTILE[1:]],
+                               check=True, capture_output=True)  # fmt: skip
+                inserted.append((backend, table))
+                assert forward_rules(backend, table)[0] == "-A " + " ".join(HOSTILE)
+        assert node.guard_holds()
+        # positive controls: the host reaches the listener, the pod reaches its own range
+        assert connects(None, addr, port)
+        assert connects(pid, server["status"]["podIP"], 8080)
+        assert not connects(pid, addr, port, timeout=3), "a packet left the pod range"
+    finally:
+        for backend, table in inserted:
+            subprocess.run([backend, "-t", table, "-D", *HOSTILE], check=False)
 
 
 def test_inside_the_container_the_agent_writes_only_where_its_volumes_allow(
