@@ -103,7 +103,7 @@ def org(cluster: Cluster, product: incluster.Deployed) -> Iterator[Org]:
     pointed at the fakes' Service), and its AgentInstance on the real node (kubectl: the
     platform has no endpoint that creates one)."""
     kubectl = incluster.Kubectl(cluster.kubectl_path, cluster.kubeconfig)
-    with httpx.Client(base_url=product.platform_url, timeout=60) as http:
+    with httpx.Client(base_url=product.platform_url, timeout=60, verify=product.verify()) as http:
         made = incluster.create_org(http, f"node-{uuid.uuid4().hex[:6]}", product.credentials)
         incluster.provision_agent(kubectl, made)
         yield Org(http, made)
@@ -182,7 +182,7 @@ def secret_token(cluster: Cluster, namespace: str) -> str:
 
 
 def whoami(product: incluster.Deployed, token: str) -> int:
-    r = httpx.get(f"{product.platform_url}/v1/agent-api/whoami",
+    r = httpx.get(f"{product.platform_url}/v1/agent-api/whoami", verify=product.verify(),
                   headers={"Authorization": f"Bearer {token}"})  # fmt: skip
     return r.status_code
 
