@@ -99,6 +99,7 @@ def test_the_base_builds_with_every_part(cluster: Cluster) -> None:
     # operator's in default (the API server's endpoints)
     assert kinds["Role"] == kinds["RoleBinding"] == 3
     assert kinds["Deployment"] == 2 and kinds["Service"] == 1 and kinds["Namespace"] == 1
+    assert kinds["NetworkPolicy"] == 2  # the operator's and the platform's own
     # no Secret: the overlays (dev) or the users (production) make them, and the operator
     # generates its own key material
     assert kinds["Secret"] == 0

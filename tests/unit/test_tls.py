@@ -317,3 +317,30 @@ def test_the_platform_reads_its_secrets_from_files(
 def test_a_certificate_without_its_key_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="HUMANWORK_TLS_KEY_FILE"):
         Settings(tls_cert_file=tmp_path / "tls.crt")
+
+
+def test_the_operator_reapplies_every_agents_ca_when_its_file_changes(tmp_path: Path) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from agent_operator import handlers
+    from agent_operator.kube import KubeError
+    from agent_operator.reconcile import read_platform_ca
+
+    folder = tmp_path / "platform-ca"
+    ca = _kubelet_file(folder, "ca.crt", "-----BEGIN CERTIFICATE-----\nold\n", "v1")
+    settings = OperatorSettings(platform_ca_file=str(ca))
+    state = handlers.State(None, settings, None)  # type: ignore[arg-type]
+    later = datetime.now(UTC) + timedelta(seconds=300)
+    state.due = {("org-a", "agent"): (later, "resync"), ("org-b", "agent"): (later, "resync")}
+    now = datetime.now(UTC)
+    handlers._platform_ca_changed(state, now)  # unchanged: nothing moves
+    assert set(state.due.values()) == {(later, "resync")}
+    _kubelet_file(folder, "ca.crt", "-----BEGIN CERTIFICATE-----\nnew\n", "v2")
+    handlers._platform_ca_changed(state, now)
+    assert set(state.due.values()) == {(now, "platform-ca")}
+    assert read_platform_ca(settings) == "-----BEGIN CERTIFICATE-----\nnew\n"
+    # a CA file that is not there (or holds no certificate) fails the reconcile, never
+    # hands the agents an empty bundle
+    with pytest.raises(KubeError, match="PlatformCAUnreadable"):
+        read_platform_ca(OperatorSettings(platform_ca_file=str(tmp_path / "missing")))
+    assert read_platform_ca(OperatorSettings()) is None
