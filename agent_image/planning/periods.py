@@ -52,8 +52,15 @@ def _month(year: int, month: int) -> Period:
     return Period(start, end, f"{calendar.month_name[month]} {year}")
 
 
+def _latest_year_of(month: int, now: datetime) -> int:
+    """The year of the latest `month` that has begun by `now`: orders "for October" asked
+    in January are last year's, never a month still to come."""
+    return now.year if month <= now.month else now.year - 1
+
+
 def parse_period(text: str, now: datetime, *, loose: bool = False) -> Period | None:
-    """The period a request names: "October" (this year), "October 2025", "last month",
+    """The period a request names: "October" (the latest October that has begun: in
+    January, last year's), "October 2025", "last month",
     "this month", "last 30 days"; None when it names none. A month needs "for", "in",
     "of"... before it unless `loose` (feedback such as "Only September, please"); "may"
     never counts alone."""
@@ -65,8 +72,9 @@ def parse_period(text: str, now: datetime, *, loose: bool = False) -> Period | N
         found = MONTH_BARE.search(text)
     if found:
         year_found = YEAR.search(text)
-        year = int(year_found.group(1)) if year_found else now.year
-        return _month(year, MONTHS[found.group(1).lower()])
+        month = MONTHS[found.group(1).lower()]
+        year = int(year_found.group(1)) if year_found else _latest_year_of(month, now)
+        return _month(year, month)
     lowered = text.lower()
     if "last month" in lowered or "previous month" in lowered:
         first = now.replace(day=1)

@@ -348,10 +348,11 @@ def test_the_agent_reaches_the_platform_over_tls_only(
     cluster: Cluster, product: incluster.Deployed, org: Org, tmp_path: Any
 ) -> None:
     ns = org.namespace
-    env = json.loads(in_agent(cluster, ns, "import os, json; print(json.dumps(dict(os.environ)))"))
-    assert env["HUMANWORK_PLATFORM_URL"] == f"https://{PLATFORM_HOST}:8000"
-    assert env["HUMANWORK_PLATFORM_CA_FILE"] == AGENT_CA
-    assert agent_exec(cluster, ns, "cat", AGENT_CA) == product.ca_file.read_text().strip()
+    names = ["HUMANWORK_PLATFORM_URL", "HUMANWORK_PLATFORM_CA_FILE"]
+    env = in_agent(cluster, ns, f"import os; print(' '.join(os.environ[n] for n in {names!r}))")
+    assert env == f"https://{PLATFORM_HOST}:8000 {AGENT_CA}"
+    shown = in_agent(cluster, ns, f"print(open({AGENT_CA!r}).read().strip())")
+    assert shown == product.ca_file.read_text().strip()
     # plain HTTP to the platform's in-cluster port, from the agent's own pod (which the
     # NetworkPolicies let through): no HTTP answer, and the platform never sees the request
     plain, secure = f"/v1/plain-{uuid.uuid4().hex[:8]}", f"/v1/tls-{uuid.uuid4().hex[:8]}"

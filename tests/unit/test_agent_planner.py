@@ -172,8 +172,14 @@ def test_periods() -> None:
     assert (october.after, october.before) == ("2026-10-01T00:00:00Z", "2026-11-01T00:00:00Z")
     given = parse_period("orders for October 2025", NOW)
     assert given is not None and given.after == "2025-10-01T00:00:00Z"
+    # a month without a year is the latest one that has begun, never one still to come
     december = parse_period("orders in December", NOW)
-    assert december is not None and december.before == "2027-01-01T00:00:00Z"
+    assert december is not None and december.label == "December 2025"
+    november = parse_period("orders in November", NOW)
+    assert november is not None and november.label == "November 2026"
+    january = datetime(2027, 1, 15, tzinfo=UTC)
+    after_new_year = parse_period(SEED_EXAMPLE, january)
+    assert after_new_year is not None and after_new_year.label == "October 2026"
     last = parse_period("orders of last month", NOW)
     assert last is not None and last.label == "October 2026"
     days = parse_period("orders of the past 7 days", NOW)
