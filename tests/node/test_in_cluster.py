@@ -457,9 +457,14 @@ def test_a_rotated_ca_reaches_the_running_agent_without_a_restart(
             rotated.until(name, lambda t: state_of(t, step["id"]) == "Succeeded", within=180)
         last = agent_pod(cluster, ns)["status"]["containerStatuses"][0]
         assert last["containerID"] == first["containerID"] and last["restartCount"] == 0
-        # the running agent read the new bundle (it reads its file before a request)
+        # the running agent read the new bundle (it reads its file before a request): its
+        # log names the digest of the file the kubelet wrote
+        digest = in_agent(cluster, ns, f"import hashlib; print(hashlib.sha256(open("
+                          f"{AGENT_CA!r}, 'rb').read()).hexdigest()[:12])")  # fmt: skip
         logs = ["-n", ns, "logs", agent_pod(cluster, ns)["metadata"]["name"], "-c", "agent"]
-        assert cluster.kubectl(*logs).stdout.count("platform CA loaded from") >= 2
+        loaded = [line for line in cluster.kubectl(*logs).stdout.splitlines()
+                  if "platform CA loaded from" in line]  # fmt: skip
+        assert loaded and loaded[-1].endswith(f"(sha256 {digest})"), loaded
     finally:
         kubectl = incluster.Kubectl(cluster.kubectl_path, cluster.kubeconfig)
         kubectl(*system, "delete", "secret", pki.TLS_SECRET, "--ignore-not-found")
