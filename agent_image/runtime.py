@@ -34,6 +34,7 @@ from agent_image.planning.llm import Planner
 from agent_image.platform import PlatformClient, PlatformError
 from agent_image.responder import Responder
 from agent_image.settings import AgentSettings
+from agent_image.tls import platform_client
 
 LOG = logging.getLogger("humanwork.agent")
 
@@ -236,7 +237,7 @@ def build_runtime(
     """The runtime of the settings; reads only the configuration file (which must exist)
     and the state folder; secrets and tokens are read when used."""
     holder = ConfigHolder(settings.config_file)
-    client = http or httpx.AsyncClient(timeout=30.0)
+    client = http or platform_client(settings.platform_ca_file)
     metrics = AgentMetrics()
     if llm is None and llm_configured(settings.llm_base_url):
         key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None

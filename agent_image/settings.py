@@ -21,6 +21,10 @@ class AgentSettings(BaseSettings):
     namespace: str
     platform_url: str
     callback_url: str
+    platform_ca_file: Path | None = None
+    """PEM CA bundle the platform's certificate is verified against (the operator mounts
+    it from a ConfigMap; re-read when it changes: agent_image.tls). Unset: the system's CAs
+    for an https URL."""
     agent_port: int = 8080
     # --- metrics (issue 17, item 4) ---------------------------------------------------------
     agent_metrics_port: int = Field(default=0, ge=0, le=65535)

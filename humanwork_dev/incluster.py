@@ -8,6 +8,14 @@ ConfigMap. Their credentials point at their Service, which the node overlay's pl
 allowlist names. From the host, the platform is reached through its Service's cluster
 address (kube-proxy's rules on the node answer it from the host too).
 
+The platform serves HTTPS only: before the overlay is applied, its Service is made (for
+its cluster address) and the harness's platform CA (humanwork_dev.pki, kept in
+`<state>/platform-pki`) issues the serving certificate into the Secret
+humanwork-platform-tls and publishes itself in the ConfigMap humanwork-platform-ca, which
+the operator hands on to the agents. Two NetworkPolicies of the harness's add to the
+manifests' own what this machine needs: the API server's real address and port (the
+`kubernetes` EndpointSlice), and the fakes' ports for the platform.
+
 Used by the real-node tests (tests/node/test_in_cluster.py) and by `make up` (its
 container mode, humanwork_dev.stack).
 """
@@ -15,6 +23,7 @@ container mode, humanwork_dev.stack).
 from __future__ import annotations
 
 import json
+import ssl
 import subprocess
 import time
 import uuid
@@ -23,8 +32,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
 
-from humanwork_dev import cluster, node
+from humanwork_dev import cluster, node, pki
 
 OVERLAY = cluster.REPO / "manifests" / "overlays" / "node"
 SYSTEM = "humanwork-system"
@@ -72,6 +82,12 @@ class Deployed:
     platform_url: str
     fakes_ip: str
     credentials: dict[str, dict[str, str]]
+    ca_file: Path
+    """The platform CA's certificate: what a client verifies the platform's HTTPS with."""
+
+    def verify(self) -> ssl.SSLContext:
+        """A client context that trusts the platform's CA (for `httpx`'s `verify`)."""
+        return ssl.create_default_context(cafile=str(self.ca_file))
 
 
 def _pod_spec(containers: list[dict[str, Any]], volumes: list[dict[str, Any]]) -> dict[str, Any]:
@@ -138,17 +154,77 @@ def fakes_manifests() -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
+def pki_dir(kubectl: Kubectl) -> Path:
+    """Where the platform's CA of this cluster is kept (beside its kubeconfig)."""
+    return Path(kubectl.kubeconfig).parent / "platform-pki"
+
+
+def _apply(kubectl: Kubectl, items: list[dict[str, Any]]) -> None:
+    manifest = {"apiVersion": "v1", "kind": "List", "items": items}
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=json.dumps(manifest))
+
+
+def _serving_certificate(kubectl: Kubectl) -> Path:
+    """Make the platform's Service, then its certificate for the Service's names and
+    cluster address (reissued only when that address or the CA changed)."""
+    built = [d for d in _documents(kubectl("kustomize", str(OVERLAY)).stdout)
+             if d["kind"] in ("Namespace", "Service")]  # fmt: skip
+    _apply(kubectl, built)
+    ip = kubectl.json("-n", SYSTEM, "get", "service", pki.PLATFORM_SERVICE)["spec"]["clusterIP"]
+    authority = pki.platform_authority(pki_dir(kubectl))
+    found = kubectl("-n", SYSTEM, "get", "secret", pki.TLS_SECRET, "-o", "json", check=False)
+    issued = json.loads(found.stdout) if found.returncode == 0 else {}
+    mark = f"{ip} {authority.ca.cert.read_text().strip()[-60:]}"
+    if (issued.get("metadata", {}).get("annotations") or {}).get("humanwork.dev/issued") != mark:
+        items = pki.platform_tls(authority, (ip,))
+        items[0]["metadata"]["annotations"] = {"humanwork.dev/issued": mark}
+        _apply(kubectl, items)
+    return authority.ca.cert
+
+
+def _documents(text: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def _harness_policies(kubectl: Kubectl) -> list[dict[str, Any]]:
+    """NetworkPolicies added to the manifests' own: the operator and the platform reach the
+    API server where this machine's listens, the platform reaches the fakes' Service."""
+    slices = kubectl.json("-n", "default", "get", "endpointslices",
+                          "-l", "kubernetes.io/service-name=kubernetes")["items"]  # fmt: skip
+    to = [{"ipBlock": {"cidr": f"{a}/32"}} for s in slices for e in s.get("endpoints") or []
+          for a in e["addresses"]]  # fmt: skip
+    ports = [{"protocol": "TCP", "port": p["port"]} for s in slices for p in s.get("ports") or []]
+    meta = {"namespace": SYSTEM, "labels": {"app.kubernetes.io/part-of": "humanwork-dev"}}
+    selector = {"matchExpressions": [{"key": "app.kubernetes.io/name", "operator": "In",
+                "values": ["humanwork-operator", "humanwork-platform-api"]}]}  # fmt: skip
+    fakes = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": FAKES}}}
+    return [
+        {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+         "metadata": {"name": "humanwork-dev-api-server", **meta},
+         "spec": {"podSelector": selector, "policyTypes": ["Egress"],
+                  "egress": [{"to": to, "ports": ports}]}},
+        {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+         "metadata": {"name": "humanwork-dev-fakes", **meta},
+         "spec": {"podSelector": {"matchLabels": {"app.kubernetes.io/name": pki.PLATFORM_SERVICE}},
+                  "policyTypes": ["Egress"],
+                  "egress": [{"to": [fakes], "ports": [
+                      {"protocol": "TCP", "port": SHOPIFY_PORT},
+                      {"protocol": "TCP", "port": AMAZON_PORT}]}]}},
+    ]  # fmt: skip
+
+
 def deploy(
     kubectl: Kubectl, operator_env: dict[str, str] | None = None, timeout: float = 240.0
 ) -> Deployed:
     """Apply the node overlay and the fakes (with `operator_env` set on the operator's
     container), wait until they serve; idempotent."""
+    ca_file = _serving_certificate(kubectl)
+    _apply(kubectl, _harness_policies(kubectl))
     kubectl("apply", "--server-side", "--force-conflicts", "-k", str(OVERLAY))
     if operator_env:
         pairs = [f"{k}={v}" for k, v in operator_env.items()]
         kubectl("-n", SYSTEM, "set", "env", "deployment/humanwork-operator", *pairs)
-    manifest = {"apiVersion": "v1", "kind": "List", "items": fakes_manifests()}
-    kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=json.dumps(manifest))
+    _apply(kubectl, fakes_manifests())
     for namespace, name in ((SYSTEM, "humanwork-operator"), (SYSTEM, "humanwork-platform-api"),
                             (FAKES, FAKES)):  # fmt: skip
         done = kubectl("-n", namespace, "rollout", "status", f"deployment/{name}",
@@ -159,9 +235,10 @@ def deploy(
             raise InClusterError(f"{namespace}/{name} not ready: {done.stderr}\n{pods}\n{events}")
         _wait_old_pods_gone(kubectl, namespace, name, timeout)
     service = kubectl.json("-n", SYSTEM, "get", "service", "humanwork-platform-api")
-    platform_url = f"http://{service['spec']['clusterIP']}:8000"
-    _wait_http(f"{platform_url}/healthz", timeout)
-    return Deployed(platform_url, _fakes_ip(kubectl), _fakes_credentials(kubectl, timeout))
+    platform_url = f"https://{service['spec']['clusterIP']}:8000"
+    _wait_http(f"{platform_url}/healthz", timeout, ssl.create_default_context(cafile=str(ca_file)))
+    credentials = _fakes_credentials(kubectl, timeout)
+    return Deployed(platform_url, _fakes_ip(kubectl), credentials, ca_file)
 
 
 def _wait_old_pods_gone(kubectl: Kubectl, namespace: str, app: str, timeout: float) -> None:
@@ -200,11 +277,11 @@ def _fakes_credentials(kubectl: Kubectl, timeout: float) -> dict[str, dict[str, 
     raise InClusterError("the fake upstreams printed no credentials")
 
 
-def _wait_http(url: str, timeout: float) -> None:
+def _wait_http(url: str, timeout: float, verify: ssl.SSLContext | bool = True) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            if httpx.get(url, timeout=3).status_code == 200:
+            if httpx.get(url, timeout=3, verify=verify).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
@@ -225,6 +302,8 @@ def undeploy(kubectl: Kubectl) -> None:
     kubectl("delete", "namespace", FAKES, "--ignore-not-found", "--wait=false", check=False)
     kubectl("-n", SYSTEM, "delete", "deployment", "humanwork-operator", "humanwork-platform-api",
             "--ignore-not-found", check=False)  # fmt: skip
+    kubectl("-n", SYSTEM, "delete", "networkpolicy", "humanwork-dev-api-server",
+            "humanwork-dev-fakes", "--ignore-not-found", check=False)  # fmt: skip
 
 
 # --- an org and its agent, as an admin makes them -----------------------------------------

@@ -39,6 +39,7 @@ import secrets
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -110,13 +111,24 @@ def _install(info: cluster.ClusterInfo) -> None:
             )
 
 
-def _wait_http(name: str, url: str, pid: int, timeout: float = 60.0, accept: int = 200) -> None:
+def _platform(state: Path) -> tuple[str, ssl.SSLContext | bool]:
+    """The platform's URL from this machine and what verifies it: in container mode HTTPS
+    with the harness's platform CA (humanwork_dev.incluster), in process mode plain HTTP."""
+    ca = state / "platform-ca.crt"
+    if (state / "agent-mode").exists() and ca.exists():
+        return f"https://127.0.0.1:{PLATFORM_PORT}", ssl.create_default_context(cafile=str(ca))
+    return f"http://127.0.0.1:{PLATFORM_PORT}", True
+
+
+def _wait_http(
+    name: str, url: str, pid: int, timeout: float = 60.0, verify: ssl.SSLContext | bool = True
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not _alive(pid):
             raise cluster.ClusterError(f"{name} exited; see .cluster/logs/{name}.log")
         with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(url, timeout=2).status_code == 200:
+            if httpx.get(url, timeout=2, verify=verify).status_code == 200:
                 return
         time.sleep(0.3)
     raise cluster.ClusterError(f"{name} did not answer {url} within {timeout:.0f}s")
@@ -185,7 +197,7 @@ def up(state: Path | None = None, agent_mode: str = "process") -> dict[str, str]
         _start_agent(starts, info)
     except (Exception, KeyboardInterrupt) as exc:
         raise _aborted(starts, exc) from exc
-    return _summary(info, password_file, expert_password)
+    return _summary(info, password_file, expert_password, _platform(state)[0])
 
 
 def _aborted(starts: _Starts, exc: BaseException) -> cluster.ClusterError:
@@ -196,14 +208,14 @@ def _aborted(starts: _Starts, exc: BaseException) -> cluster.ClusterError:
 
 
 def _summary(
-    info: cluster.ClusterInfo, password_file: Path, expert_password: str
+    info: cluster.ClusterInfo, password_file: Path, expert_password: str, base: str
 ) -> dict[str, str]:
     """What the user needs to know of a started stack."""
     return {
         "kubeconfig": info.kubeconfig,
         "bin_dir": info.bin_dir,
-        "platform": f"http://127.0.0.1:{PLATFORM_PORT}",
-        "workspace": f"http://127.0.0.1:{PLATFORM_PORT}/workspace/tasks",
+        "platform": base,
+        "workspace": f"{base}/workspace/tasks",
         "admin_password_file": str(password_file),
         "expert_password": expert_password,
     }
@@ -240,20 +252,22 @@ def _up_container(state: Path) -> dict[str, str]:
     password_file.write_text(incluster.DEV_ADMIN_PASSWORD)  # the dev overlay's (committed)
     password_file.chmod(0o600)
     (state / "fake-credentials.json").write_text(json.dumps(deployed.credentials))
+    (state / "platform-ca.crt").write_bytes(deployed.ca_file.read_bytes())
+    base, verify = _platform(state)
     starts = _Starts(state)
     try:
         if "platform-forward" not in starts.running:
-            target = deployed.platform_url.removeprefix("http://")
+            target = deployed.platform_url.removeprefix("https://")
             args = [sys.executable, "-m", "humanwork_dev.node", "forward",
                     f"127.0.0.1:{PLATFORM_PORT}", target]  # fmt: skip
             pid = starts.spawn("platform-forward", args, {}, (PLATFORM_PORT,))
-            _wait_http("platform-forward", f"http://127.0.0.1:{PLATFORM_PORT}/healthz", pid)
+            _wait_http("platform-forward", f"{base}/healthz", pid, verify=verify)
         expert_password = _demo_org(state, info, incluster.DEV_ADMIN_PASSWORD, on_real_node=True)
         _configure_agent_in_container(kubectl)
     except (Exception, KeyboardInterrupt) as exc:
         raise _aborted(starts, exc) from exc
     agent = f"{DEMO_NAMESPACE}/agent, a container on the real node {node.NODE_NAME}"
-    return {**_summary(info, password_file, expert_password), "agent": agent}
+    return {**_summary(info, password_file, expert_password, base), "agent": agent}
 
 
 CONFIGURE_IN_CONTAINER = """
@@ -423,9 +437,9 @@ def _demo_org(
 ) -> str:
     """The demo org through the platform API (org, expert, tools, credentials of the fake
     upstreams) and its AgentInstance; idempotent. The expert's password."""
-    base = f"http://127.0.0.1:{PLATFORM_PORT}"
+    base, verify = _platform(state)
     expert_file = state / "expert-password"
-    with httpx.Client(base_url=base, timeout=30) as http:
+    with httpx.Client(base_url=base, timeout=30, verify=verify) as http:
         token = http.post("/auth/token", json={"username": "admin", "password": admin_password})
         token.raise_for_status()
         admin = {"Authorization": f"Bearer {token.json()['access_token']}"}
@@ -552,7 +566,8 @@ def demo(state: Path | None = None) -> dict[str, str]:
     state = state or cluster.state_dir_default()
     _require_ready(state)
     password = (state / "admin-password").read_text().strip()
-    with httpx.Client(base_url=f"http://127.0.0.1:{PLATFORM_PORT}", timeout=90) as http:
+    base, verify = _platform(state)
+    with httpx.Client(base_url=base, timeout=90, verify=verify) as http:
         token = http.post("/auth/token", json={"username": "admin", "password": password})
         token.raise_for_status()
         admin = {"Authorization": f"Bearer {token.json()['access_token']}"}
@@ -631,7 +646,7 @@ def main(argv: list[str] | None = None) -> int:
             out = demo(state)
             print(
                 f"planned {out['task']}: {out['summary']}\n"
-                f"open http://127.0.0.1:{PLATFORM_PORT}/workspace/tasks to decide",
+                f"open {_platform(state)[0]}/workspace/tasks to decide",
                 file=sys.stderr,
             )
         elif args.command == "down":

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+from typing import Any
 
 from platform_api.settings import Settings
 
@@ -36,6 +37,33 @@ async def _rotate(settings: Settings) -> int:
             return await reencrypt_all(session, cipher)
     finally:
         await engine.dispose()
+
+
+def _serve(settings: Settings, host: str, port: int) -> None:
+    """uvicorn with uvloop and httptools (the loop and HTTP parsing in C; see
+    docs/performance.md), over TLS when a certificate is configured (reloaded when its
+    files change: platform_api.tls)."""
+    import uvicorn
+
+    from platform_api.app import create_app
+    from platform_api.tls import ReloadingConfig
+
+    options: dict[str, Any] = {}
+    if settings.tls_cert_file and settings.tls_key_file:
+        options = {
+            "ssl_certfile": str(settings.tls_cert_file),
+            "ssl_keyfile": str(settings.tls_key_file),
+        }
+    config = ReloadingConfig(
+        create_app(settings),
+        host=host,
+        port=port,
+        proxy_headers=False,
+        loop="uvloop",
+        http="httptools",
+        **options,
+    )
+    uvicorn.Server(config).run()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,20 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "rotate-credentials":
         print(f"re-encrypted {asyncio.run(_rotate(settings))} credential(s)")
         return 0
-    import uvicorn
-
-    from platform_api.app import create_app
-
     host = getattr(args, "host", None) or settings.host
     port = getattr(args, "port", None) or settings.port
-    uvicorn.run(  # uvloop and httptools: the loop and HTTP parsing in C (docs/performance.md)
-        create_app(settings),
-        host=host,
-        port=port,
-        proxy_headers=False,
-        loop="uvloop",
-        http="httptools",
-    )
+    _serve(settings, host, port)
     return 0
 
 

@@ -1,4 +1,6 @@
-"""The platform API's settings, read from `HUMANWORK_*` environment variables.
+"""The platform API's settings, read from `HUMANWORK_*` environment variables and, under
+`HUMANWORK_SECRETS_DIR`, from one file per setting (a mounted Secret: the file
+`HUMANWORK_JWT_SECRET` holds the JWT secret; an environment variable wins over a file).
 
 `Settings` is built once by `main` (or by a test) and handed to `create_app`; nothing
 reads the environment at import time. Secrets are `SecretStr` so they never appear in
@@ -9,11 +11,38 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
+from typing import Any
 
-from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SecretsSettingsSource,
+    SettingsConfigDict,
+)
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./humanwork-platform.db"
+
+
+class _SecretFiles(PydanticBaseSettingsSource):
+    """The files of the folder `secrets_dir` names (an argument or HUMANWORK_SECRETS_DIR),
+    one per setting, named as its variable."""
+
+    def __init__(
+        self, settings_cls: type[BaseSettings], *given: PydanticBaseSettingsSource
+    ) -> None:
+        super().__init__(settings_cls)
+        self.given = given
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # __call__ reads the folder as a whole
+
+    def __call__(self) -> dict[str, Any]:
+        folder = next((f for f in (s().get("secrets_dir") for s in self.given) if f), None)
+        if not folder:
+            return {}
+        return SecretsSettingsSource(self.settings_cls, secrets_dir=folder)()
 
 
 class Settings(BaseSettings):
@@ -21,6 +50,40 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(
         env_prefix="HUMANWORK_", extra="ignore", hide_input_in_errors=True
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Arguments, then the environment, then the files of HUMANWORK_SECRETS_DIR."""
+        return (
+            init_settings,
+            env_settings,
+            _SecretFiles(settings_cls, init_settings, env_settings),
+        )
+
+    secrets_dir: Path | None = Field(
+        default=None,
+        description="a folder with one file per secret setting, named as its variable "
+        "(`HUMANWORK_DATABASE_URL`, `HUMANWORK_JWT_SECRET`, ...): the platform's Secrets "
+        "mounted as files instead of environment variables (the manifests mount them at "
+        "/etc/humanwork/secrets); a variable of the same name wins over its file",
+    )
+    tls_cert_file: Path | None = Field(
+        default=None,
+        description="PEM certificate (chain) the API serves TLS with, with "
+        "HUMANWORK_TLS_KEY_FILE; reloaded for new connections when the file changes (a "
+        "renewed cert-manager Secret needs no restart). Unset: plain HTTP (local processes "
+        "and tests only; every manifest sets it)",
+    )
+    tls_key_file: Path | None = Field(
+        default=None, description="PEM private key of HUMANWORK_TLS_CERT_FILE"
     )
 
     database_url: str = Field(
@@ -297,3 +360,10 @@ class Settings(BaseSettings):
             except ValueError as exc:
                 raise ValueError(f"{cidr!r} is not an IP address or CIDR") from exc
         return value
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> Settings:
+        """A certificate without its key (or the reverse) is a mistake, not plain HTTP."""
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError("HUMANWORK_TLS_CERT_FILE and HUMANWORK_TLS_KEY_FILE go together")
+        return self

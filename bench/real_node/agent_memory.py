@@ -51,7 +51,9 @@ def main() -> None:
     node.up(args.state_dir)
     kubectl = incluster.Kubectl(info.kubectl, info.kubeconfig)
     deployed = incluster.deploy(kubectl)
-    with httpx.Client(base_url=deployed.platform_url, timeout=120) as http:
+    with httpx.Client(
+        base_url=deployed.platform_url, timeout=120, verify=deployed.verify()
+    ) as http:
         org = incluster.create_org(http, f"mem-{uuid.uuid4().hex[:6]}", deployed.credentials)
         incluster.provision_agent(kubectl, org)
         pod = _agent_pod(kubectl, org.namespace)

@@ -31,6 +31,11 @@ class OperatorSettings:
     """The platform API's port; the Service port and the pod port are assumed equal, since a
     NetworkPolicy sees the pod port."""
     platform_api_scheme: str = "http"
+    platform_ca_file: str = ""
+    """PEM CA bundle the agents verify the platform's certificate with (the operator's
+    mounted ConfigMap humanwork-platform-ca): copied into each agent's ConfigMap
+    `<name>-platform-ca`, mounted into its pods, and re-copied within seconds of a change
+    (the agents re-read it without a restart). Empty: no CA is given to the agents."""
     agent_port: int = 8080
     agent_image: str = "humanwork/agent:0.1.0"
     agent_image_pull_policy: str = "IfNotPresent"

@@ -110,6 +110,8 @@ class State:
         # when the operator last did anything, and whether the heap was trimmed since
         self.last_active = 0.0
         self.trimmed = True
+        # the platform CA file's stamp when last looked at (a change re-applies every agent's)
+        self.platform_ca_stamp = _stamp(settings.platform_ca_file)
 
     def active(self) -> None:
         """Note work just done (an event handled, a reconcile ended): the heap is trimmed
@@ -344,6 +346,7 @@ async def _schedule(state: State) -> None:
                 state.keyring = await ensure_keyring(state.kube, state.settings, now)
             except Exception as exc:
                 LOG.warning("refreshing the signing keys failed: %s", exc)
+        _platform_ca_changed(state, now)
         await _run_due(state.task_due, now, lambda key: _reconcile_task(state, key), "tick of task")
         await _run_due(state.scale_due, now, lambda key: _autoscale(state, key), "autoscaling")
         for key, (when, trigger) in list(state.due.items()):
@@ -361,6 +364,29 @@ async def _schedule(state: State) -> None:
             heap.trim()  # a burst is over: give its memory back
             state.trimmed = True
         await asyncio.sleep(SCHEDULER_TICK_SECONDS)
+
+
+def _stamp(path: str) -> tuple[int, int, int] | None:
+    """A file's identity and change time (None: no such file, or no path)."""
+    if not path:
+        return None
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return (found.st_ino, found.st_mtime_ns, found.st_size)
+
+
+def _platform_ca_changed(state: State, now: datetime) -> None:
+    """When the platform CA file changed (the kubelet updated the operator's ConfigMap
+    volume), every known instance is reconciled at once: their CA ConfigMaps follow."""
+    stamp = _stamp(state.settings.platform_ca_file)
+    if stamp == state.platform_ca_stamp:
+        return
+    state.platform_ca_stamp = stamp
+    LOG.info("the platform CA changed: re-applying it for %d agents", len(state.due))
+    for key in list(state.due):
+        state.due[key] = (now, "platform-ca")
 
 
 async def _run_due(

@@ -20,6 +20,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from agent_operator import builders
@@ -282,7 +283,10 @@ class InstanceReconcile:
             await kube.list("discovery.k8s.io/v1", "EndpointSlice", "default", API_SERVER_SLICES)
         )
         deployment: dict[str, Any] | None = None
-        for child in builders.children(instance, self.settings, minted, callback, api_server):
+        trust = read_platform_ca(self.settings)
+        for child in builders.children(
+            instance, self.settings, minted, callback, api_server, platform_ca=trust
+        ):
             key = (child["kind"], child["metadata"]["name"])
             digest = manifest_digest(child)
             if self.done.get(key) == digest:
@@ -351,6 +355,21 @@ class InstanceReconcile:
 BINDING_WAIT_SECONDS = (0.1, 0.2, 0.4, 0.8, 1.5)
 """Pauses before re-reading a Secret that a RoleBinding just made readable: the API
 server's authorizer sees a new RoleBinding within moments, not at once."""
+
+
+def read_platform_ca(settings: OperatorSettings) -> str | None:
+    """The CA bundle the agents are to trust, as its file holds it now (None when the
+    setting is empty); an unreadable or empty file fails the reconcile rather than leave
+    agents without the CA."""
+    if not settings.platform_ca_file:
+        return None
+    try:
+        bundle = Path(settings.platform_ca_file).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise KubeError(0, "PlatformCAUnreadable", f"{settings.platform_ca_file}: {exc}") from exc
+    if "BEGIN CERTIFICATE" not in bundle:
+        raise KubeError(0, "PlatformCAUnreadable", f"{settings.platform_ca_file}: no certificate")
+    return bundle
 
 
 async def _read_token_secret(

@@ -13,28 +13,26 @@ from kubernetes import client
 from humanwork_dev.deployables import all_settings
 from tests.conftest import Cluster
 from tests.integration.conftest import REPO
-from tests.integration.test_manifests import PLATFORM, build, container, one
+from tests.integration.test_manifests import PLATFORM, build, container, one, secret_files
 
 CRONJOB = "humanwork-audit-checkpoint"
 
 
-def _secret_env(c: dict[str, Any]) -> dict[str, tuple[str, str]]:
-    return {
-        e["name"]: (e["valueFrom"]["secretKeyRef"]["name"], e["valueFrom"]["secretKeyRef"]["key"])
-        for e in c.get("env", [])
-        if "secretKeyRef" in e.get("valueFrom", {})
-    }
+def _secret_env(pod: dict[str, Any], c: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """The Secrets `c` reads as files, {variable: (Secret, key)}."""
+    return {name: (secret, key) for name, (secret, key, _) in secret_files(pod, c).items()}
 
 
 def test_migrations_run_as_the_owner_and_the_app_as_the_app_role(cluster: Cluster) -> None:
     docs = build(cluster, "manifests/overlays/production")
     platform = one(docs, "Deployment", PLATFORM)
-    (migrate,) = platform["spec"]["template"]["spec"]["initContainers"]
-    assert _secret_env(migrate) == {
+    pod = platform["spec"]["template"]["spec"]
+    (migrate,) = pod["initContainers"]
+    assert _secret_env(pod, migrate) == {
         "HUMANWORK_DATABASE_URL": ("humanwork-platform-database", "url"),
         "HUMANWORK_DATABASE_OWNER_URL": ("humanwork-platform-database-owner", "url"),
     }
-    serving = _secret_env(container(platform, "platform-api"))
+    serving = _secret_env(pod, container(platform, "platform-api"))
     assert serving["HUMANWORK_DATABASE_URL"] == ("humanwork-platform-database", "url")
     assert "HUMANWORK_DATABASE_OWNER_URL" not in serving
     # the checkpoint key is in no serving pod
@@ -56,6 +54,7 @@ def test_the_checkpoint_cronjob_is_hardened_and_reads_its_key_and_volume(
     assert pod["securityContext"]["runAsNonRoot"] is True
     (c,) = pod["containers"]
     assert c["args"] == ["audit-checkpoint"]
+    assert _secret_env(pod, c) == {"HUMANWORK_DATABASE_URL": ("humanwork-platform-database", "url")}
     assert c["image"] == container(one(docs, "Deployment", PLATFORM), "platform-api")["image"]
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
     assert c["securityContext"]["capabilities"]["drop"] == ["ALL"]

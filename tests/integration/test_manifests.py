@@ -100,6 +100,7 @@ def test_the_base_builds_with_every_part(cluster: Cluster) -> None:
     # operator's in default (the API server's endpoints)
     assert kinds["Role"] == kinds["RoleBinding"] == 3
     assert kinds["Deployment"] == 2 and kinds["Service"] == 1 and kinds["Namespace"] == 1
+    assert kinds["NetworkPolicy"] == 2  # the operator's and the platform's own
     # no Secret: the overlays (dev) or the users (production) make them, and the operator
     # generates its own key material
     assert kinds["Secret"] == 0
@@ -152,7 +153,11 @@ def test_the_platform_service_is_where_the_operator_sends_agents(
     ports = {p["name"]: p["containerPort"] for p in container(deployment, "platform-api")["ports"]}
     # the NetworkPolicy the operator gives agents allows the pod port: they must be equal
     assert port["port"] == ports[port["targetPort"]] == settings.platform_api_port
-    assert settings.platform_api_scheme == "http"
+    # over TLS: the operator gives agents an https URL and the CA, the platform serves it
+    operator = {e["name"]: e.get("value") for e in container(one(docs, "Deployment", OPERATOR),
+                                                             "operator")["env"]}  # fmt: skip
+    assert operator["HUMANWORK_OPERATOR_PLATFORM_API_SCHEME"] == "https"
+    assert operator["HUMANWORK_OPERATOR_PLATFORM_CA_FILE"]
     config = one(docs, "ConfigMap", "humanwork-platform-config")["data"]
     assert config["HUMANWORK_PORT"] == str(settings.platform_api_port)
     assert config["HUMANWORK_KUBE_IN_CLUSTER"] == "true"
@@ -180,17 +185,61 @@ def test_every_variable_in_the_manifests_is_a_real_setting(cluster: Cluster, pat
     assert _env_names(one(docs, "Deployment", OPERATOR)) <= operator
 
 
+def secret_files(pod: Doc, c: Doc) -> dict[str, tuple[str, str, bool]]:
+    """{variable: (Secret name, key, optional)} of container `c`: the files of the
+    projected volume mounted at its HUMANWORK_SECRETS_DIR (each named as its variable)."""
+    env = {e["name"]: e for e in c.get("env", [])}
+    if "HUMANWORK_SECRETS_DIR" not in env:
+        return {}
+    folder = env["HUMANWORK_SECRETS_DIR"]["value"]
+    (mount,) = [m for m in c["volumeMounts"] if m["mountPath"] == folder]
+    assert mount["readOnly"] is True
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    found = {}
+    for source in volume["projected"]["sources"]:
+        secret = source["secret"]
+        for item in secret["items"]:
+            found[item["path"]] = (secret["name"], item["key"], bool(secret.get("optional")))
+    return found
+
+
 def _secret_refs(deployment: Doc) -> dict[str, tuple[str, str, bool]]:
     """{variable: (Secret name, key, optional)} of the platform container."""
-    return {
-        e["name"]: (
-            e["valueFrom"]["secretKeyRef"]["name"],
-            e["valueFrom"]["secretKeyRef"]["key"],
-            bool(e["valueFrom"]["secretKeyRef"].get("optional")),
-        )
-        for e in container(deployment, "platform-api")["env"]
-        if "secretKeyRef" in e.get("valueFrom", {})
-    }
+    pod = deployment["spec"]["template"]["spec"]
+    return secret_files(pod, container(deployment, "platform-api"))
+
+
+def _pods(docs: list[Doc]) -> list[tuple[str, Doc]]:
+    """(where, pod spec) of every Deployment and CronJob."""
+    found = []
+    for d in docs:
+        if d["kind"] == "Deployment":
+            found.append((d["metadata"]["name"], d["spec"]["template"]["spec"]))
+        elif d["kind"] == "CronJob":
+            found.append(
+                (d["metadata"]["name"], d["spec"]["jobTemplate"]["spec"]["template"]["spec"])
+            )
+    return found
+
+
+@pytest.mark.parametrize("path", INSTALLABLE)
+def test_no_secret_is_an_environment_variable(cluster: Cluster, path: str) -> None:
+    """Every Secret a pod of ours reads is a file (a Secret volume or the platform's
+    HUMANWORK_SECRETS_DIR), never `secretKeyRef` or `envFrom` of a Secret."""
+    docs = build(cluster, path)
+    assert "secretKeyRef" not in str(docs) and "secretRef" not in str(docs)
+    platform = one(docs, "Deployment", PLATFORM)
+    files = _secret_refs(platform)
+    assert {"HUMANWORK_DATABASE_URL", "HUMANWORK_JWT_SECRET", "HUMANWORK_CREDENTIALS_KEYS",
+            "HUMANWORK_ADMIN_PASSWORD"} <= set(files)  # fmt: skip
+    secret_settings = {"DATABASE_URL", "DATABASE_OWNER_URL", "JWT_SECRET", "CREDENTIALS_KEYS",
+                       "ADMIN_PASSWORD", "ROUTER_LLM_API_KEY"}  # fmt: skip
+    for where, pod in _pods(docs):
+        for c in pod["containers"] + pod.get("initContainers", []):
+            names = {e["name"] for e in c.get("env", [])}
+            assert not {f"HUMANWORK_{n}" for n in secret_settings} & names, (where, c["name"])
+            for variable in secret_files(pod, c):
+                assert variable.startswith("HUMANWORK_"), (where, variable)
 
 
 def test_the_production_overlay_commits_no_secret_and_reads_the_documented_ones(

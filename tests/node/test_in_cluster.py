@@ -11,6 +11,11 @@ which calls the fakes' Service. A token rotation and a configuration change then
 running container through the kubelet's Secret and ConfigMap volume updates, without a
 restart: the same container ID, restartCount 0, and the new token used (the old one is
 refused once its grace is over).
+
+Every hop to the platform is HTTPS: the agent verifies the platform against the CA its pod
+is given by volume, refuses a platform its CA did not sign, follows a rotated CA without a
+restart; plain HTTP to the platform's port gets no answer; the operator's and the
+platform's own NetworkPolicies hold on the real node.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import ssl
 import subprocess
 import sys
 import time
@@ -31,10 +37,10 @@ import httpx
 import pytest
 
 from humanwork_core.tokens import generate_signing_key
-from humanwork_dev import incluster, node
+from humanwork_dev import incluster, node, pki
 from humanwork_dev.fakes import catalog
 from tests.conftest import Cluster
-from tests.node.conftest import NODE_STATE, connects, container_pid, eventually
+from tests.node.conftest import NODE_STATE, connects, container_pid, eventually, pod_manifest
 
 pytestmark = pytest.mark.cluster
 
@@ -53,6 +59,7 @@ FIX = {
 GRACE_SECONDS = 5
 """The operator's grace for the previous token here (60 s by default)."""
 TOKEN_FILE = "/var/run/humanwork/token/token"
+PAUSE = "registry.k8s.io/pause:3.10"
 
 
 class Org:
@@ -108,7 +115,7 @@ def org(cluster: Cluster, product: incluster.Deployed) -> Iterator[Org]:
     pointed at the fakes' Service), and its AgentInstance on the real node (kubectl: the
     platform has no endpoint that creates one)."""
     kubectl = incluster.Kubectl(cluster.kubectl_path, cluster.kubeconfig)
-    with httpx.Client(base_url=product.platform_url, timeout=60) as http:
+    with httpx.Client(base_url=product.platform_url, timeout=60, verify=product.verify()) as http:
         made = incluster.create_org(http, f"node-{uuid.uuid4().hex[:6]}", product.credentials)
         incluster.provision_agent(kubectl, made)
         yield Org(http, made)
@@ -187,7 +194,7 @@ def secret_token(cluster: Cluster, namespace: str) -> str:
 
 
 def whoami(product: incluster.Deployed, token: str) -> int:
-    r = httpx.get(f"{product.platform_url}/v1/agent-api/whoami",
+    r = httpx.get(f"{product.platform_url}/v1/agent-api/whoami", verify=product.verify(),
                   headers={"Authorization": f"Bearer {token}"})  # fmt: skip
     return r.status_code
 
@@ -411,7 +418,7 @@ def test_the_platform_keeps_its_data_when_its_pod_is_replaced(
     for how in (["--wait=true"], ["--grace-period=0", "--force"]):
         cluster.kubectl("-n", "humanwork-system", "delete", "pod", pod["metadata"]["name"], *how)
         pod = replaced(cluster, pod)
-        incluster._wait_http(f"{product.platform_url}/healthz", 120)
+        incluster._wait_http(f"{product.platform_url}/healthz", 120, product.verify())
         headers = incluster.login(http, expert, org.passwords["expert"])  # the same password
         r = http.get(f"/orgs/{org.id}", headers=headers)
         assert r.status_code == 200 and r.json()["id"] == org.id, (how, r.text)
@@ -436,3 +443,163 @@ def test_the_platform_keeps_its_data_when_its_pod_is_replaced(
         database_file(cluster, pod) == node.volume_dir(NODE_STATE, "platform-data") / "platform.db"
     )
     assert database_file(cluster, pod).is_file()
+
+
+# --- encrypted in transit: the agent and the platform over TLS ---------------------------------
+
+PLATFORM_HOST = "humanwork-platform-api.humanwork-system.svc"
+AGENT_CA = "/var/run/humanwork/platform-ca/ca.crt"
+FETCH = (
+    "import asyncio, sys\n"
+    "from pathlib import Path\n"
+    "from agent_image.tls import platform_client\n"
+    "async def main():\n"
+    "    async with platform_client(Path(sys.argv[1])) as client:\n"
+    "        try: print((await client.get(sys.argv[2], timeout=10)).status_code)\n"
+    "        except Exception as exc: print(type(exc).__name__, exc)\n"
+    "asyncio.run(main())\n"
+)
+PLAIN = (
+    "import sys, urllib.request\n"
+    "try: print(urllib.request.urlopen(sys.argv[1], timeout=10).status)\n"
+    "except Exception as exc: print('refused', type(exc).__name__)\n"
+)
+
+
+def agent_exec(cluster: Cluster, namespace: str, *args: str) -> str:
+    pod = agent_pod(cluster, namespace)["metadata"]["name"]
+    done = cluster.kubectl("-n", namespace, "exec", pod, "-c", "agent", "--", *args)
+    return done.stdout.strip()
+
+
+def platform_log(cluster: Cluster) -> str:
+    return cluster.kubectl("-n", "humanwork-system", "logs", "deployment/humanwork-platform-api",
+                           "--tail=2000").stdout  # fmt: skip
+
+
+def test_the_agent_reaches_the_platform_over_tls_only(
+    cluster: Cluster, product: incluster.Deployed, org: Org, tmp_path: Any
+) -> None:
+    ns = org.namespace
+    names = ["HUMANWORK_PLATFORM_URL", "HUMANWORK_PLATFORM_CA_FILE"]
+    env = in_agent(cluster, ns, f"import os; print(' '.join(os.environ[n] for n in {names!r}))")
+    assert env == f"https://{PLATFORM_HOST}:8000 {AGENT_CA}"
+    shown = in_agent(cluster, ns, f"print(open({AGENT_CA!r}).read().strip())")
+    assert shown == product.ca_file.read_text().strip()
+    # plain HTTP to the platform's in-cluster port, from the agent's own pod (which the
+    # NetworkPolicies let through): no HTTP answer, and the platform never sees the request
+    plain, secure = f"/v1/plain-{uuid.uuid4().hex[:8]}", f"/v1/tls-{uuid.uuid4().hex[:8]}"
+    out = agent_exec(cluster, ns, "python", "-c", PLAIN, f"http://{PLATFORM_HOST}:8000{plain}")
+    assert out.startswith("refused"), out
+    # positive control: the agent's own client, with the CA its pod was given, over HTTPS
+    out = agent_exec(
+        cluster, ns, "python", "-c", FETCH, AGENT_CA, f"https://{PLATFORM_HOST}:8000{secure}"
+    )
+    assert out == "404", out  # the platform answered (no such route)
+    assert eventually(lambda: secure in platform_log(cluster), timeout=30)
+    assert plain not in platform_log(cluster)
+    # a CA that did not sign the platform's certificate: the agent's client refuses it
+    wrong = pki.Authority(tmp_path / "wrong", name="not-the-platform-ca").ca.cert.read_text()
+    agent_exec(cluster, ns, "python", "-c", f"open('/tmp/wrong-ca.crt','w').write({wrong!r})")
+    out = agent_exec(cluster, ns, "python", "-c", FETCH, "/tmp/wrong-ca.crt",
+                     f"https://{PLATFORM_HOST}:8000/healthz")  # fmt: skip
+    assert "CERTIFICATE_VERIFY_FAILED" in out, out
+    out = agent_exec(cluster, ns, "python", "-c", FETCH, AGENT_CA,
+                     f"https://{PLATFORM_HOST}:8000/healthz")  # fmt: skip
+    assert out == "200", out
+
+
+def test_the_operator_and_the_platform_pods_take_only_their_own_traffic(
+    cluster: Cluster,
+    product: incluster.Deployed,
+    org: Org,
+    restricted_namespace: Callable[[str], str],
+    run_pod: Callable[..., dict[str, Any]],
+) -> None:
+    """Their NetworkPolicies (manifests/base/*/networkpolicy.yaml), enforced on the real
+    node: a pod of a namespace that is no org's reaches neither the platform's API port nor
+    any port of the operator; a namespace labelled as the metrics scrapers' reaches the
+    metrics ports only. Positive controls: the agent reaches the platform's API port (the
+    TLS test above), the scraper its metrics ports."""
+    outsider_ns, scraper_ns = restricted_namespace("outsider"), restricted_namespace("scraper")
+    cluster.kubectl("label", "namespace", scraper_ns, "humanwork.io/metrics-scraper=true")
+    outsider = container_pid(run_pod(outsider_ns, pod_manifest("outsider", PAUSE)))
+    scraper = container_pid(run_pod(scraper_ns, pod_manifest("scraper", PAUSE)))
+    operator_ip = pods_of(cluster, "humanwork-system", "humanwork-operator")[0]["status"]["podIP"]
+    platform_ip = pods_of(cluster, "humanwork-system", "humanwork-platform-api")[0]["status"][
+        "podIP"
+    ]
+    assert eventually(lambda: connects(scraper, operator_ip, 9090), timeout=30)
+    assert connects(scraper, platform_ip, 9090), "positive control: the platform's metrics"
+    assert connects(None, platform_ip, 8000), "positive control: the platform from the node"
+    for port in (8000, 9090):
+        assert not connects(outsider, platform_ip, port), f"an outsider reaches platform {port}"
+    for port in (8080, 9090):
+        assert not connects(outsider, operator_ip, port), f"an outsider reaches operator {port}"
+    assert not connects(scraper, platform_ip, 8000), "a scraper reaches the platform's API"
+    assert not connects(scraper, operator_ip, 8080), "a scraper reaches the operator's health"
+
+
+def test_a_rotated_ca_reaches_the_running_agent_without_a_restart(
+    cluster: Cluster, product: incluster.Deployed, org: Org, tmp_path: Any
+) -> None:
+    """The platform team rotates the CA: the ConfigMap humanwork-platform-ca holds only a
+    new CA, then the serving certificate is re-issued by it. The operator copies the new
+    bundle into the agent's ConfigMap, the kubelet updates the running container's file, the
+    agent reads it before its next request (its log says so) and works on over TLS verified
+    by the new CA alone: a plan and an approved read run through the platform, same container,
+    no restart. Last in this module: it puts the harness's CA back at the end."""
+    ns = org.namespace
+    first = agent_pod(cluster, ns)["status"]["containerStatuses"][0]
+    new = pki.Authority(tmp_path / "rotated", name="humanwork-rotated-ca")
+    bundle = tmp_path / "both.crt"
+    bundle.write_text(product.ca_file.read_text() + new.ca.cert.read_text())
+    host = ssl.create_default_context(cafile=str(bundle))  # the host trusts both meanwhile
+    system = ["-n", "humanwork-system"]
+    ca_map = {"apiVersion": "v1", "kind": "ConfigMap",
+              "metadata": {"name": "humanwork-platform-ca", "namespace": "humanwork-system"},
+              "data": {"ca.crt": new.ca.cert.read_text()}}  # fmt: skip
+    try:
+        cluster.kubectl(*system, "apply", "--server-side", "--force-conflicts", "-f", "-",
+                        stdin=json.dumps(ca_map))  # fmt: skip
+        read = f"print(open({AGENT_CA!r}).read().strip())"
+        assert eventually(lambda: in_agent(cluster, ns, read) == new.ca.cert.read_text().strip(),
+                          timeout=300), "the new CA did not reach the agent's volume"  # fmt: skip
+        # the platform's certificate, re-issued by the new CA
+        (secret, _) = pki.platform_tls(new, (product.platform_url.split("//")[1].split(":")[0],))
+        cluster.kubectl(*system, "apply", "--server-side", "--force-conflicts", "-f", "-",
+                        stdin=json.dumps(secret))  # fmt: skip
+
+        def served_by_new() -> bool:
+            try:
+                context = ssl.create_default_context(cafile=str(new.ca.cert))
+                return (
+                    httpx.get(f"{product.platform_url}/healthz", verify=context).status_code == 200
+                )
+            except httpx.HTTPError:
+                return False
+
+        assert eventually(served_by_new, timeout=300), "the platform did not serve the new cert"
+        with httpx.Client(base_url=product.platform_url, timeout=60, verify=host) as http:
+            users = {"expert": org.expert, "requester": org.requester}
+            rotated = Org(http, incluster.Org(org.id, ns, users, {}))
+            planned = rotated.plan()
+            name, step = planned["id"].rsplit("/", 1)[1], planned["steps"][0]
+            r = http.post(f"/agentic/tasks/{ns}/{name}/steps/{step['id']}/approve", json={},
+                          headers=org.expert)  # fmt: skip
+            assert r.status_code == 200, r.text
+            rotated.until(name, lambda t: state_of(t, step["id"]) == "Succeeded", within=180)
+        last = agent_pod(cluster, ns)["status"]["containerStatuses"][0]
+        assert last["containerID"] == first["containerID"] and last["restartCount"] == 0
+        # the running agent read the new bundle (it reads its file before a request): its
+        # log names the digest of the file the kubelet wrote
+        digest = in_agent(cluster, ns, f"import hashlib; print(hashlib.sha256(open("
+                          f"{AGENT_CA!r}, 'rb').read()).hexdigest()[:12])")  # fmt: skip
+        logs = ["-n", ns, "logs", agent_pod(cluster, ns)["metadata"]["name"], "-c", "agent"]
+        loaded = [line for line in cluster.kubectl(*logs).stdout.splitlines()
+                  if "platform CA loaded from" in line]  # fmt: skip
+        assert loaded and loaded[-1].endswith(f"(sha256 {digest})"), loaded
+    finally:
+        kubectl = incluster.Kubectl(cluster.kubectl_path, cluster.kubeconfig)
+        kubectl(*system, "delete", "secret", pki.TLS_SECRET, "--ignore-not-found")
+        incluster.deploy(kubectl)  # the harness's CA and certificate again

@@ -37,6 +37,7 @@ from .configuration import (
     canonical_config,
     config_hash,
     config_map,
+    platform_ca_config_map,
     token_secret,
 )
 from .events import event
@@ -165,6 +166,7 @@ __all__ = [
     "org_secrets_role_binding",
     "owned_by",
     "owner_reference",
+    "platform_ca_config_map",
     "pod_template",
     "read_signing_keys_secret",
     "revocations_config_map",
@@ -186,10 +188,12 @@ def children(
     token: MintedToken,
     callback_secret_value: str,
     api_server: Sequence[ApiServerEndpoint] = (),
+    platform_ca: str | None = None,
 ) -> list[Manifest]:
     """Every child of the AgentInstance, in the order to apply them: identity and RBAC,
-    secrets and configuration, the NetworkPolicy before any pod can start, the Service,
-    and last the Deployment."""
+    secrets and configuration (and the platform's CA bundle, when given), the
+    NetworkPolicy before any pod can start, the Service, and last the Deployment."""
+    trust = [] if platform_ca is None else [platform_ca_config_map(instance, platform_ca)]
     return [
         service_account(instance),
         role(instance),
@@ -197,6 +201,7 @@ def children(
         token_secret(instance, token),
         callback_secret(instance, callback_secret_value),
         config_map(instance),
+        *trust,
         network_policy(instance, settings, api_server),
         service(instance, settings),
         deployment(instance, settings),

@@ -24,6 +24,7 @@ from .naming import (
     _rfc3339,
     callback_secret_name,
     config_map_name,
+    platform_ca_name,
     token_secret_name,
 )
 
@@ -88,4 +89,17 @@ def config_map(instance: AgentInstance) -> Manifest:
             instance, config_map_name(instance), {CONFIG_HASH_ANNOTATION: digest}
         ),
         "data": {CONFIG_FILE: canonical_config(instance.spec), "configHash": digest},
+    }
+
+
+PLATFORM_CA_FILE = "ca.crt"
+
+
+def platform_ca_config_map(instance: AgentInstance, bundle: str) -> Manifest:
+    """The CA bundle the agent verifies the platform's certificate with (not secret)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(instance, platform_ca_name(instance)),
+        "data": {PLATFORM_CA_FILE: bundle},
     }

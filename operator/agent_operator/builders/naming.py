@@ -90,6 +90,10 @@ def config_map_name(instance: AgentInstance) -> str:
     return f"{instance.metadata.name}-agent-config"
 
 
+def platform_ca_name(instance: AgentInstance) -> str:
+    return f"{instance.metadata.name}-platform-ca"
+
+
 def namespace_of(instance: AgentInstance) -> str:
     namespace = instance.metadata.namespace
     if not namespace:

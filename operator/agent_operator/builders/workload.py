@@ -11,6 +11,7 @@ from humanwork_core.resources import (
 )
 
 from ..config import OperatorSettings
+from .configuration import PLATFORM_CA_FILE
 from .naming import (
     CONFIG_FILE,
     Manifest,
@@ -22,6 +23,7 @@ from .naming import (
     desired_replicas,
     labels,
     namespace_of,
+    platform_ca_name,
     selector_labels,
     token_secret_name,
 )
@@ -49,6 +51,9 @@ CALLBACK_DIR = f"{SECRETS_DIR}/callback"
 
 
 CONFIG_DIR = f"{SECRETS_DIR}/config"
+
+
+PLATFORM_CA_DIR = f"{SECRETS_DIR}/platform-ca"
 
 
 KUBE_API_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -109,7 +114,34 @@ def _env(instance: AgentInstance, settings: OperatorSettings) -> list[dict[str, 
         },
         {"name": "HOME", "value": "/tmp"},
         *_metrics_env(settings),
+        *_platform_ca_env(settings),
     ]
+
+
+# --- the platform's CA: the agent verifies the platform's certificate with it ----------------
+
+
+def _platform_ca_env(settings: OperatorSettings) -> list[dict[str, Any]]:
+    if not settings.platform_ca_file:
+        return []
+    return [
+        {"name": "HUMANWORK_PLATFORM_CA_FILE", "value": f"{PLATFORM_CA_DIR}/{PLATFORM_CA_FILE}"}
+    ]
+
+
+def _platform_ca_volume(
+    instance: AgentInstance, settings: OperatorSettings
+) -> list[dict[str, Any]]:
+    if not settings.platform_ca_file:
+        return []
+    source = {"name": platform_ca_name(instance), "defaultMode": READ_ONLY_FILE_MODE}
+    return [{"name": "platform-ca", "configMap": source}]
+
+
+def _platform_ca_mount(settings: OperatorSettings) -> list[dict[str, Any]]:
+    if not settings.platform_ca_file:
+        return []
+    return [{"name": "platform-ca", "mountPath": PLATFORM_CA_DIR, "readOnly": True}]
 
 
 # --- the agent's metrics (issue 17, item 4) --------------------------------------------------
@@ -189,16 +221,18 @@ def _volumes(instance: AgentInstance, settings: OperatorSettings) -> list[dict[s
             },
         },
         {"name": "tmp", "emptyDir": {"sizeLimit": settings.tmp_size_limit}},
+        *_platform_ca_volume(instance, settings),
     ]
 
 
-def _volume_mounts() -> list[dict[str, Any]]:
+def _volume_mounts(settings: OperatorSettings) -> list[dict[str, Any]]:
     return [
         {"name": "platform-token", "mountPath": TOKEN_DIR, "readOnly": True},
         {"name": "callback-secret", "mountPath": CALLBACK_DIR, "readOnly": True},
         {"name": "agent-config", "mountPath": CONFIG_DIR, "readOnly": True},
         {"name": "kube-api-access", "mountPath": KUBE_API_DIR, "readOnly": True},
         {"name": "tmp", "mountPath": "/tmp"},
+        *_platform_ca_mount(settings),
     ]
 
 
@@ -223,7 +257,7 @@ def pod_template(instance: AgentInstance, settings: OperatorSettings) -> dict[st
         "ports": container_ports(settings),
         "env": _env(instance, settings),
         "resources": container_resources(instance.spec, settings),
-        "volumeMounts": _volume_mounts(),
+        "volumeMounts": _volume_mounts(settings),
         "livenessProbe": _probe(period_seconds=10, initial_delay_seconds=5),
         "readinessProbe": _probe(period_seconds=5, initial_delay_seconds=2),
         "securityContext": {
