@@ -80,8 +80,8 @@ async def me(session: Session, principal: CurrentPrincipal) -> Me:
 
 
 _STATE = (
-    "A platform administrator, or a caller holding `users.manage` in every org the user "
-    "belongs to and not below it there (404 for any other user; 403 `role_not_grantable` "
+    "Capability `users.manage` in every org the user belongs to, and not below the user "
+    "there, or a platform administrator (404 for any other user; 403 `role_not_grantable` "
     "or `platform_admin_required` for a user above the caller); 409 for the caller itself."
 )
 
