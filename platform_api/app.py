@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from platform_api.access.repository import AccessMapRepository
 from platform_api.access_map.router import router as access_map_router  # issue 15 item 7
-from platform_api.access_map.service import check_capabilities
+from platform_api.access_map.service import check_platform
 from platform_api.activity.guard import refuse_work_of_deactivated_orgs
 from platform_api.agent_api.proxy import ToolProxy
 from platform_api.agent_api.router import events_router as agent_events_router
@@ -116,7 +116,7 @@ async def _bootstrap(platform: Platform) -> None:
             access = AccessMapRepository(session)
             current = await access.roles()
             wanted = {role: sorted(set(caps)) for role, caps in settings.access_map.items()}
-            check_capabilities(wanted)  # no role may hold a platform administrator's
+            check_platform(wanted)  # no role may hold a platform administrator's
             if any(current.get(role) != caps for role, caps in wanted.items()):
                 for role, caps in wanted.items():
                     await access.replace(role, caps)

@@ -61,6 +61,12 @@ def check_capabilities(roles: Mapping[str, Sequence[str]]) -> None:
             raise UnknownCapability(
                 "unknown capability", role=role, capabilities=", ".join(unknown)
             )
+    check_platform(roles)
+
+
+def check_platform(roles: Mapping[str, Sequence[str]]) -> None:
+    """422 `platform_capability` for a role holding a platform administrator's capability."""
+    for role, caps in roles.items():
         platform = sorted(set(caps) & capabilities.PLATFORM)
         if platform:
             raise PlatformCapability(

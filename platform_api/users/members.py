@@ -2,10 +2,12 @@
 set a member's role (within what the caller may give: `users.grants`), remove a member.
 
 A member is found only through the org named in the path, so a user of another org is
-404 as a stranger, whoever asks. A removal is in effect at the member's next request (the
-principal is read from the database on each) and ends its open event streams (they read
-the membership again at each look; this replica's are woken at the commit). Audited in
-the org's chain: `member.role_changed`, `member.removed`.
+404 as a stranger to the org's admins; only a platform administrator (itself a member
+with `users.manage` there) adds an existing user of another org by setting its role. A
+removal is in effect at the member's next request (the principal is read from the
+database on each) and ends its open event streams (they read the membership again at
+each look; this replica's are woken at the commit). Audited in the org's chain:
+`member.added`, `member.role_changed`, `member.removed`.
 """
 
 from __future__ import annotations
@@ -45,8 +47,34 @@ async def _found(session: AsyncSession, scope: OrgScope, username: str) -> tuple
     return user, membership
 
 
+async def _joining(
+    session: AsyncSession, scope: OrgScope, username: str, role: str
+) -> tuple[User, Membership] | None:
+    """A platform administrator adding an existing user: its new membership, else None."""
+    users = UserRepository(session)
+    user = await users.by_username(username) if scope.principal.platform_admin else None
+    if user is None or await users.membership(scope.org_id, username) is not None:
+        return None
+    await ensure_grantable(session, scope.principal, scope.org_id, role)
+    await users.add_memberships(user.id, [scope.org_id], role)
+    await record(
+        session,
+        actor=scope.principal.username,
+        action="member.added",
+        target=f"user:{user.username}",
+        org_id=scope.org_id,
+        details={"role": role},
+    )
+    found = await users.membership(scope.org_id, username)
+    assert found is not None
+    return found
+
+
 async def set_role(session: AsyncSession, scope: OrgScope, username: str, role: str) -> Member:
-    """Give the member `role` in the org."""
+    """Give the member `role` in the org (a platform administrator: adding the user)."""
+    joined = await _joining(session, scope, username, role)
+    if joined is not None:
+        return member_of(*joined)
     user, membership = await _found(session, scope, username)
     await ensure_grantable(session, scope.principal, scope.org_id, role)
     before = membership.role

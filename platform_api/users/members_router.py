@@ -42,7 +42,8 @@ async def list_members(session: Session, scope: Manager) -> list[Member]:
     "403 `role_not_grantable` for a role the platform does not mark `org.grantable` or that "
     "holds a capability the caller's own role in the org lacks, or for a member whose role "
     "does; 403 `platform_admin_required` for a platform administrator (unless the caller "
-    "is one). In effect at the member's next request. Audited `member.role_changed`.",
+    "is one). A platform administrator adds an existing user this way (audited "
+    "`member.added`). In effect at the member's next request. Audited `member.role_changed`.",
     responses=error_responses(401, 403, 404, 422, codes=BOUNDS),
 )
 async def set_role(

@@ -86,11 +86,13 @@ async def test_roles_are_per_membership(
     client: httpx.AsyncClient, api: Api, two_orgs: TwoOrgs
 ) -> None:
     root, org_a, org_b = two_orgs.admin, two_orgs.org_a, two_orgs.org_b
-    dual = await api.user(root, "dual", "viewer", [org_a, org_b])
-    r = await client.put(
-        f"/orgs/{org_a}/members/dual", json={"role": "admin"}, headers=root.headers
-    )
-    assert r.status_code == 200 and r.json()["role"] == "admin", r.text
+    dual = await api.user(root, "dual", "admin", [org_a])
+    # B's admin cannot pull A's user into B; a platform administrator adds it as a viewer
+    join = {"role": "viewer"}
+    r = await client.put(f"/orgs/{org_b}/members/dual", json=join, headers=two_orgs.admin_b.headers)
+    _refused(r, 404, "not_found")
+    r = await client.put(f"/orgs/{org_b}/members/dual", json=join, headers=root.headers)
+    assert r.status_code == 200 and r.json()["role"] == "viewer", r.text
     me = (await client.get("/users/me", headers=dual.headers)).json()
     assert me["roles"] == {org_a: "admin", org_b: "viewer"} and me["platformAdmin"] is False
     # admin of A: manages A's tools; viewer of B: refused there
