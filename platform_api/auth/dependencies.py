@@ -7,8 +7,8 @@ refused at its next request (401 `user_deactivated`), a removed membership is go
 once. What a request may do in an org comes from the role in that org only:
 
 - `require("cap")` answers the principal narrowed to the orgs whose role holds `cap`
-  (403 when none does), so a service scoping its queries to `principal.org_ids` never
-  reaches an org where the caller lacks it;
+  (403 when none does; a user of no org gets an empty view), so a service scoping its
+  queries to `principal.org_ids` never reaches an org where the caller lacks it;
 - `require_in_org("cap")`, under `/orgs/{org_id}`, answers 404 for an org the caller is
   not a member of before looking at the capability (existence never leaks), then 403
   unless its role in that org holds `cap`;
@@ -98,13 +98,14 @@ async def _deny(
 
 def require(capability: str) -> Any:
     """A dependency answering the caller narrowed to the orgs whose role holds
-    `capability`; 403 when no role of the caller's does."""
+    `capability`; 403 when it is a member of some org but no role of its holds it (a user
+    of no org sees nothing: its view is empty)."""
     declare(capability)
 
     async def check(
         request: Request, principal: CurrentPrincipal, platform: PlatformDep
     ) -> Principal:
-        if not principal.can(capability):
+        if principal.grants and not principal.can(capability):
             raise await _deny(platform, request, principal, capability, None)
         return principal.holding(capability)
 
