@@ -317,6 +317,8 @@ def credential(operation: dict[str, Any]) -> str:
         scope = AGENT_SCOPE.search(description)
         return f"agent token, scope `{scope.group(1)}`" if scope else "agent token"
     if "HTTPBearer" in schemes:
+        if description.startswith("Platform administrators only"):
+            return "user token, platform administrator"
         capability = CAPABILITY.search(description)
         if capability:
             return f"user token, capability `{capability.group(1)}`"

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from platform_api.access.repository import AccessMapRepository
 from platform_api.access_map.router import router as access_map_router  # issue 15 item 7
+from platform_api.access_map.service import check_platform
 from platform_api.activity.guard import refuse_work_of_deactivated_orgs
 from platform_api.agent_api.proxy import ToolProxy
 from platform_api.agent_api.router import events_router as agent_events_router
@@ -65,6 +66,7 @@ from platform_api.tools.catalog_router import router as catalog_router
 from platform_api.tools.router import router as tools_router
 from platform_api.tools.upstreams.egress import Egress, EgressClient, EgressPolicy, Resolver
 from platform_api.tools.upstreams.web import WebLimits  # issue 15, item 10
+from platform_api.users.members_router import router as members_router
 from platform_api.users.router import router as users_router
 from platform_api.users.service import ensure_admin
 from platform_api.web.router import router as web_router
@@ -114,6 +116,7 @@ async def _bootstrap(platform: Platform) -> None:
             access = AccessMapRepository(session)
             current = await access.roles()
             wanted = {role: sorted(set(caps)) for role, caps in settings.access_map.items()}
+            check_platform(wanted)  # no role may hold a platform administrator's
             if any(current.get(role) != caps for role, caps in wanted.items()):
                 for role, caps in wanted.items():
                     await access.replace(role, caps)
@@ -131,6 +134,7 @@ ROUTERS = (
     auth_router,
     orgs_router,
     users_router,
+    members_router,
     catalog_router,
     tools_router,
     integrations_router,

@@ -96,9 +96,12 @@ class Org(Base):
 
 
 class User(Base):
-    """A human: expert, operator, viewer or admin. `role` is the access map's lookup key.
-    An OIDC token stands for the user bound to its issuer and `sub` (both set or neither),
-    never for one named by an editable claim."""
+    """A human. What it may do in an org comes from its membership's role there (the access
+    map's lookup key); platform-wide settings need `platform_admin`, which no membership
+    grants. `role` is the role the user was created with (kept as a record and the
+    default of new memberships; never read for a capability). A deactivated user's tokens
+    are refused. An OIDC token stands for the user bound to its issuer and `sub` (both set
+    or neither), never for one named by an editable claim."""
 
     __tablename__ = "users"
     __table_args__ = (UniqueConstraint("oidc_issuer", "oidc_subject", name="uq_users_oidc_issuer"),)
@@ -110,10 +113,16 @@ class User(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     oidc_issuer: Mapped[str | None] = mapped_column(String(300))
     oidc_subject: Mapped[str | None] = mapped_column(String(255))
+    # two levels of administration (migration 0013_admins)
+    platform_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    """May change platform-wide settings (the access map, orgs, platform admins)."""
+    deactivated_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    """When the user was deactivated (its tokens refused); null while it is active."""
 
 
 class Membership(Base):
-    """A user belongs to an org; every query is scoped to the caller's memberships."""
+    """A user belongs to an org with a role there (the access map's key for that org);
+    every query is scoped to the caller's memberships."""
 
     __tablename__ = "memberships"
 
@@ -123,6 +132,7 @@ class Membership(Base):
     org_id: Mapped[uuid.UUID] = mapped_column(
         ForeignKey("orgs.id", ondelete="CASCADE"), primary_key=True, index=True
     )
+    role: Mapped[str] = mapped_column(String(50))
 
 
 class AccessGrant(Base):

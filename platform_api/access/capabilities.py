@@ -16,7 +16,15 @@ DECIDE = "run.control"
 """What deciding a step needs, on every path (seed 001's resume)."""
 
 ACCESS_MANAGE = "access.manage"
-"""What reading and changing the access map needs."""
+"""The platform administrator's: no role holds it (reading and changing the access map
+needs `users.platform_admin`). Known so that a map naming it is refused with the reason."""
+
+PLATFORM = frozenset({ACCESS_MANAGE})
+"""Capabilities of the platform administrators, never of a role."""
+
+ORG_GRANTABLE = "org.grantable"
+"""A marker, not a permission: a role holding it may be given by an org's admins to their
+members (within the admin's own capabilities in that org)."""
 
 _KNOWN: set[str] = {
     "tasks.read",
@@ -28,6 +36,7 @@ _KNOWN: set[str] = {
     "orgs.manage",
     "users.manage",
     "policy.manage",
+    "org.grantable",
 }
 
 

@@ -1,4 +1,4 @@
-"""`GET|PUT /access-map` (capability `access.manage`)."""
+"""`GET|PUT /access-map` (platform administrators only)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from platform_api.access import capabilities
 from platform_api.access.principal import Principal
 from platform_api.access_map import service
 from platform_api.access_map.schemas import AccessMapRead, AccessMapWrite
-from platform_api.auth.dependencies import require
+from platform_api.auth.dependencies import require_platform_admin
 from platform_api.db import Session
 from platform_api.errors import error_responses
 
 router = APIRouter(prefix="/access-map", tags=["access map"])
 
-Manager = Annotated[Principal, require(capabilities.ACCESS_MANAGE)]
+Manager = Annotated[Principal, require_platform_admin()]
 
 
 def _read(roles: dict[str, list[str]]) -> AccessMapRead:
@@ -27,9 +27,12 @@ def _read(roles: dict[str, list[str]]) -> AccessMapRead:
     "",
     response_model=AccessMapRead,
     summary="The access map",
-    description="Capability `access.manage`. Every role and the capabilities it holds, and "
-    "every capability the platform checks.",
-    responses=error_responses(401, 403),
+    description="Platform administrators only (403 `platform_admin_required` for anyone "
+    "else, an org's admin included). Every role and the capabilities it holds, and every "
+    "capability the platform checks.",
+    responses=error_responses(
+        401, 403, codes={403: ("platform_admin_required", "not a platform administrator")}
+    ),
 )
 async def get_access_map(session: Session, principal: Manager) -> AccessMapRead:
     return _read(await service.read(session))
@@ -39,19 +42,21 @@ async def get_access_map(session: Session, principal: Manager) -> AccessMapRead:
     "",
     response_model=AccessMapRead,
     summary="Replace the access map",
-    description="Capability `access.manage`. Replaces the whole map (roles left out are "
-    "removed). 422 `unknown_capability` for a capability the platform checks nowhere; 422 "
-    "`invalid_role` for a role with no capability or a role users hold that the map leaves "
-    "out; 409 `access_map_lockout` when no user could change the map afterwards. Audited "
-    "as `access_map.changed` with the map before and after. In effect on every replica at "
-    "the next request (capabilities are read from the database on each request).",
+    description="Platform administrators only (403 `platform_admin_required` for anyone "
+    "else, an org's admin included; nothing changes). Replaces the whole map (roles left "
+    "out are removed); `org.grantable` marks the roles an org's admins may give their "
+    "members. 422 `unknown_capability` for a capability the platform checks nowhere; 422 "
+    "`platform_capability` for a role holding `access.manage` (platform administrators' "
+    "only); 422 `invalid_role` for a role with no capability or a role members hold that "
+    "the map leaves out. Audited as `access_map.changed` with the map before and after. In "
+    "effect on every replica at the next request (capabilities are read from the database "
+    "on each request).",
     responses=error_responses(
         401,
         403,
-        409,
         422,
         codes={
-            409: ("access_map_lockout", "after this change no user could change the map"),
+            403: ("platform_admin_required", "not a platform administrator"),
             422: ("unknown_capability", "unknown capability"),
         },
     ),

@@ -20,9 +20,9 @@ class AccessMapWrite(BaseModel):
             "examples": [
                 {
                     "roles": {
-                        "viewer": ["tasks.read"],
+                        "viewer": ["org.grantable", "tasks.read"],
                         "expert": ["run.control", "tasks.read"],
-                        "admin": ["access.manage", "run.control", "tasks.read"],
+                        "admin": ["org.grantable", "run.control", "tasks.read", "users.manage"],
                     }
                 }
             ]

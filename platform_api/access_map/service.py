@@ -1,7 +1,11 @@
 """Access map use cases: read it; replace it after checking that every capability is one
-the platform knows, every role is named and holds something, no role a user holds
-disappears, and somebody can still change the map afterwards. Audited with before and
-after in the platform's chain.
+the platform knows, every role is named and holds something, no role holds a platform
+administrator's capability (`access.manage`: the map is the platform administrators',
+never a role's, so no map change can lock them out or hand it to an org), and no role a
+membership holds disappears. Audited with before and after in the platform's chain.
+
+The map holds the org roles; `org.grantable` marks those an org's admins may give their
+members (`users.grants`).
 
 Capabilities are read from the database on every request (`auth.dependencies`), so a
 change is in effect on every replica at the next request, without a restart.
@@ -11,15 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from platform_api.access import capabilities
 from platform_api.access.principal import Principal
 from platform_api.access.repository import AccessMapRepository
+from platform_api.accounts.repository import UserRepository
 from platform_api.audit.service import record
-from platform_api.errors import Conflict, ValidationFailed
-from platform_api.models import AccessGrant, User
+from platform_api.errors import ValidationFailed
+from platform_api.models import AccessGrant
 
 
 class UnknownCapability(ValidationFailed):
@@ -34,10 +39,10 @@ class InvalidRole(ValidationFailed):
     code = "invalid_role"
 
 
-class AccessMapLockout(Conflict):
-    """After the change nobody could change the access map again."""
+class PlatformCapability(ValidationFailed):
+    """A role holding a platform administrator's capability (no role may)."""
 
-    code = "access_map_lockout"
+    code = "platform_capability"
 
 
 def normalised(roles: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
@@ -56,25 +61,27 @@ def check_capabilities(roles: Mapping[str, Sequence[str]]) -> None:
             raise UnknownCapability(
                 "unknown capability", role=role, capabilities=", ".join(unknown)
             )
+    check_platform(roles)
 
 
-async def _users_by_role(session: AsyncSession) -> dict[str, int]:
-    rows = await session.execute(select(User.role, func.count()).group_by(User.role))
-    return {str(row[0]): int(row[1]) for row in rows}
+def check_platform(roles: Mapping[str, Sequence[str]]) -> None:
+    """422 `platform_capability` for a role holding a platform administrator's capability."""
+    for role, caps in roles.items():
+        platform = sorted(set(caps) & capabilities.PLATFORM)
+        if platform:
+            raise PlatformCapability(
+                "platform administrators hold this capability, never a role",
+                role=role,
+                capabilities=", ".join(platform),
+            )
 
 
 async def check_users(session: AsyncSession, roles: Mapping[str, Sequence[str]]) -> None:
-    """422 when a role users hold would vanish; 409 when no user could manage the map."""
-    held = await _users_by_role(session)
+    """422 when a role a membership holds would vanish."""
+    held = await UserRepository(session).roles_held()
     orphaned = sorted(role for role in held if role not in roles)
     if orphaned:
         raise InvalidRole("users hold roles the new map leaves out", roles=", ".join(orphaned))
-    managers = [r for r, caps in roles.items() if capabilities.ACCESS_MANAGE in caps]
-    if not any(held.get(role) for role in managers):
-        raise AccessMapLockout(
-            "after this change no user could change the access map again",
-            capability=capabilities.ACCESS_MANAGE,
-        )
 
 
 async def read(session: AsyncSession) -> dict[str, list[str]]:

@@ -1,24 +1,35 @@
 """Database access of users and memberships, and the caller's identity in one query
-(`principal_of`: the user, its role's capabilities and its memberships, read fresh)."""
+(`principal_of`: the user and, per membership, the org, the role there and that role's
+capabilities, read fresh on every request)."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
 
-from sqlalchemy import ColumnElement, String, cast, func, select
+from sqlalchemy import ColumnElement, String, cast, delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from platform_api.access.principal import Grant
 from platform_api.errors import Conflict
 from platform_api.models import AccessGrant, Membership, User
 
 SEPARATOR = "\n"
-"""Between aggregated capabilities and org ids (neither can hold a line break)."""
+"""Between aggregated memberships (no org id, role or capability holds a line break)."""
+FIELD = " "
+"""Between a membership's org id, role and capabilities (none holds a space)."""
+CAPABILITY = ","
+"""Between a role's capabilities (a capability holds no comma: `access_map.schemas`)."""
 
 
-def _split(joined: str | None) -> list[str]:
-    return joined.split(SEPARATOR) if joined else []
+def _grants(joined: str | None) -> dict[uuid.UUID, Grant]:
+    """`org role cap,cap` lines back into grants."""
+    out: dict[uuid.UUID, Grant] = {}
+    for line in joined.split(SEPARATOR) if joined else []:
+        org, role, caps = [*line.split(FIELD, 2), "", ""][:3]
+        out[uuid.UUID(org)] = Grant(role, frozenset(c for c in caps.split(CAPABILITY) if c))
+    return out
 
 
 class UserRepository:
@@ -43,25 +54,32 @@ class UserRepository:
 
     async def principal_of(
         self, where: ColumnElement[bool]
-    ) -> tuple[User, frozenset[str], frozenset[uuid.UUID]] | None:
-        """The user `where` selects, its role's capabilities and its orgs, in one query
-        (two correlated aggregates), or None when there is no such user."""
+    ) -> tuple[User, dict[uuid.UUID, Grant]] | None:
+        """The user `where` selects and, per membership, its role and that role's
+        capabilities, in one query (correlated aggregates), or None when there is no
+        such user."""
         capabilities = (
-            select(func.aggregate_strings(AccessGrant.capability, SEPARATOR))
-            .where(AccessGrant.role == User.role)
+            select(func.aggregate_strings(AccessGrant.capability, CAPABILITY))
+            .where(AccessGrant.role == Membership.role)
             .scalar_subquery()
         )
-        org_ids = (
-            select(func.aggregate_strings(cast(Membership.org_id, String), SEPARATOR))
+        line = (
+            cast(Membership.org_id, String)
+            + FIELD
+            + Membership.role
+            + FIELD
+            + func.coalesce(capabilities, "")
+        )
+        grants = (
+            select(func.aggregate_strings(line, SEPARATOR))
             .where(Membership.user_id == User.id)
             .scalar_subquery()
         )
-        query = select(User, capabilities, org_ids).where(where)
-        found = (await self.session.execute(query)).first()
+        found = (await self.session.execute(select(User, grants).where(where))).first()
         if found is None:
             return None
-        user, caps, orgs = found
-        return user, frozenset(_split(caps)), frozenset(uuid.UUID(o) for o in _split(orgs))
+        user, joined = found
+        return user, _grants(joined)
 
     async def org_ids(self, user_id: uuid.UUID) -> frozenset[uuid.UUID]:
         result = await self.session.execute(
@@ -69,7 +87,30 @@ class UserRepository:
         )
         return frozenset(result.scalars())
 
+    async def orgs_holding(self, user_id: uuid.UUID, capability: str) -> frozenset[uuid.UUID]:
+        """The orgs where the user's role holds `capability`; none once it is deactivated
+        (one indexed read, for open streams checking their caller again)."""
+        result = await self.session.execute(
+            select(Membership.org_id)
+            .join(User, User.id == Membership.user_id)
+            .join(AccessGrant, AccessGrant.role == Membership.role)
+            .where(
+                Membership.user_id == user_id,
+                User.deactivated_at.is_(None),
+                AccessGrant.capability == capability,
+            )
+        )
+        return frozenset(result.scalars())
+
+    async def roles_of(self, user_id: uuid.UUID) -> dict[uuid.UUID, str]:
+        """The user's role in each of its orgs."""
+        result = await self.session.execute(
+            select(Membership.org_id, Membership.role).where(Membership.user_id == user_id)
+        )
+        return {row[0]: str(row[1]) for row in result}
+
     async def add(self, user: User, org_ids: Iterable[uuid.UUID] = ()) -> User:
+        """A new user, a member of `org_ids` with its own `role`."""
         self.session.add(user)
         try:
             await self.session.flush()
@@ -77,9 +118,48 @@ class UserRepository:
             raise Conflict(
                 "a user with this username or OIDC identity exists", username=user.username
             ) from None
-        await self.add_memberships(user.id, org_ids)
+        await self.add_memberships(user.id, org_ids, user.role)
         return user
 
-    async def add_memberships(self, user_id: uuid.UUID, org_ids: Iterable[uuid.UUID]) -> None:
-        self.session.add_all(Membership(user_id=user_id, org_id=o) for o in org_ids)
+    async def add_memberships(
+        self, user_id: uuid.UUID, org_ids: Iterable[uuid.UUID], role: str
+    ) -> None:
+        self.session.add_all(Membership(user_id=user_id, org_id=o, role=role) for o in org_ids)
         await self.session.flush()
+
+    async def membership(
+        self, org_id: uuid.UUID, username: str, *, lock: bool = False
+    ) -> tuple[User, Membership] | None:
+        """The user `username` and its membership of `org_id`, or None when it is none."""
+        query = (
+            select(User, Membership)
+            .join(Membership, Membership.user_id == User.id)
+            .where(Membership.org_id == org_id, User.username == username)
+        )
+        if lock:
+            query = query.with_for_update(of=Membership)
+        found = (await self.session.execute(query)).first()
+        return None if found is None else (found[0], found[1])
+
+    async def members(self, org_id: uuid.UUID) -> list[tuple[User, Membership]]:
+        """Every member of `org_id` with its membership, by username."""
+        rows = await self.session.execute(
+            select(User, Membership)
+            .join(Membership, Membership.user_id == User.id)
+            .where(Membership.org_id == org_id)
+            .order_by(User.username)
+        )
+        return [(row[0], row[1]) for row in rows]
+
+    async def remove_membership(self, user_id: uuid.UUID, org_id: uuid.UUID) -> None:
+        await self.session.execute(
+            delete(Membership).where(Membership.user_id == user_id, Membership.org_id == org_id)
+        )
+        await self.session.flush()
+
+    async def roles_held(self) -> dict[str, int]:
+        """How many memberships hold each role."""
+        rows = await self.session.execute(
+            select(Membership.role, func.count()).group_by(Membership.role)
+        )
+        return {str(row[0]): int(row[1]) for row in rows}

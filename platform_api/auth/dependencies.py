@@ -1,12 +1,24 @@
 """The caller's identity and the capability checks, as `Annotated` dependencies.
 
-`CurrentPrincipal` authenticates the bearer token and loads the user's role, capabilities
-(from the access map) and org memberships fresh for each request, in one query. Every endpoint names
-its capability with `require("cap")` or, under `/orgs/{org_id}`, `require_in_org("cap")`;
-the latter answers 404 for an org the caller is not a member of before looking at the
-capability, so existence never leaks. Refusals are audited in a transaction of their own,
-after the request's own transaction is rolled back (so its connection is back in the pool
-before the audit takes one: a refused request never holds two).
+`CurrentPrincipal` authenticates the bearer token and loads the user, whether it is active
+and a platform administrator, and per membership its role and that role's capabilities
+(the access map's), fresh for each request, in one query: a deactivated user's token is
+refused at its next request (401 `user_deactivated`), a removed membership is gone at
+once. What a request may do in an org comes from the role in that org only:
+
+- `require("cap")` answers the principal narrowed to the orgs whose role holds `cap`
+  (403 when none does; a user of no org gets an empty view), so a service scoping its
+  queries to `principal.org_ids` never reaches an org where the caller lacks it;
+- `require_in_org("cap")`, under `/orgs/{org_id}`, answers 404 for an org the caller is
+  not a member of before looking at the capability (existence never leaks), then 403
+  unless its role in that org holds `cap`;
+- `ensure_capability` is the same check for an org named in a body;
+- `require_platform_admin()` guards platform-wide settings: 403
+  `platform_admin_required` for anyone else, whatever its roles.
+
+Refusals are audited in a transaction of their own, after the request's own transaction is
+rolled back (so its connection is back in the pool before the audit takes one: a refused
+request never holds two).
 """
 
 from __future__ import annotations
@@ -29,6 +41,19 @@ from platform_api.state import PlatformDep
 bearer = HTTPBearer(auto_error=False, description="a JWT from POST /auth/token or the OIDC issuer")
 
 
+class UserDeactivated(Unauthenticated):
+    """The token's user is deactivated: every one of its tokens is refused."""
+
+    code = "user_deactivated"
+
+
+class PlatformAdminRequired(Forbidden):
+    """A platform-wide setting: only platform administrators may change it, whatever
+    roles the caller holds in its orgs."""
+
+    code = "platform_admin_required"
+
+
 async def get_principal(
     session: Session,
     platform: PlatformDep,
@@ -46,8 +71,10 @@ async def get_principal(
     found = await UserRepository(session).principal_of(where)
     if found is None:
         raise Unauthenticated("the token's user does not exist")
-    user, capabilities, org_ids = found
-    return Principal(user.id, user.username, user.role, capabilities, org_ids)
+    user, grants = found
+    if user.deactivated_at is not None:
+        raise UserDeactivated("the user is deactivated")
+    return Principal(user.id, user.username, grants, user.platform_admin)
 
 
 CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
@@ -73,15 +100,17 @@ async def _deny(
 
 
 def require(capability: str) -> Any:
-    """A dependency answering the caller when its role holds `capability`, 403 otherwise."""
+    """A dependency answering the caller narrowed to the orgs whose role holds
+    `capability`; 403 when it is a member of some org but no role of its holds it (a user
+    of no org sees nothing: its view is empty)."""
     declare(capability)
 
     async def check(
         request: Request, principal: CurrentPrincipal, platform: PlatformDep
     ) -> Principal:
-        if not principal.can(capability):
+        if principal.grants and not principal.can(capability):
             raise await _deny(platform, request, principal, capability, None)
-        return principal
+        return principal.holding(capability)
 
     check.__name__ = f"require_{capability.replace('.', '_')}"
     return Depends(check)
@@ -106,11 +135,32 @@ def require_in_org(capability: str) -> Any:
                 details={"capability": capability, "reason": "not a member of the org"},
             )
             raise NotFound("no such org")
-        if not principal.can(capability):
-            raise await _deny(platform, request, principal, capability, org_id)
-        return OrgScope(principal, org_id)
+        if not principal.can_in(org_id, capability):
+            raise await _deny(platform, request, principal.in_org(org_id), capability, org_id)
+        return OrgScope(principal.in_org(org_id), org_id)
 
     check.__name__ = f"require_in_org_{capability.replace('.', '_')}"
+    return Depends(check)
+
+
+def require_platform_admin() -> Any:
+    """A dependency answering the caller when it is a platform administrator; 403
+    `platform_admin_required` otherwise (audited)."""
+
+    async def check(
+        request: Request, principal: CurrentPrincipal, platform: PlatformDep
+    ) -> Principal:
+        if not principal.platform_admin:
+            await record_detached(
+                platform.sessions,
+                actor=principal.username,
+                action="access.denied",
+                target=f"{request.method} {request.url.path}",
+                details={"platformAdmin": False, "role": principal.role},
+            )
+            raise PlatformAdminRequired("a platform administrator is required")
+        return principal
+
     return Depends(check)
 
 
@@ -122,6 +172,8 @@ async def ensure_capability(
     org_id: uuid.UUID | None = None,
 ) -> None:
     """For endpoints that name their org in the body: after the caller's membership was
-    checked (404 first, as with `require_in_org`), 403 unless it holds `capability`."""
-    if not principal.can(capability):
+    checked (404 first, as with `require_in_org`), 403 unless its role in `org_id` (in
+    any org in view when None) holds `capability`."""
+    allowed = principal.can(capability) if org_id is None else principal.can_in(org_id, capability)
+    if not allowed:
         raise await _deny(platform, request, principal, capability, org_id)

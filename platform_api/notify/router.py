@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Request, status
 from fastapi.responses import StreamingResponse
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from platform_api.access.principal import OrgScope, Principal
+from platform_api.accounts.repository import UserRepository
 from platform_api.auth.dependencies import require, require_in_org
 from platform_api.bounds import Limit, Offset
 from platform_api.db import Session, release
@@ -98,7 +101,9 @@ async def list_deliveries(
     "needed, decided, near deadline, escalated, expired, rejected, step failed, completed, "
     "failed): `id` (send it back as `Last-Event-ID` to resume after a reconnect), `event`, "
     "`data` (the webhook body). A comment line every `HUMANWORK_EVENTS_HEARTBEAT_SECONDS` "
-    "keeps idle connections open.",
+    "keeps idle connections open. The stream leaves an org the caller is removed from (or "
+    "whose role no longer reads it) and ends when none is left or the user is deactivated, "
+    "within `HUMANWORK_NOTIFY_INTERVAL_SECONDS` (at once on the replica that made the change).",
     response_class=StreamingResponse,
     responses={
         200: {"content": {"text/event-stream": {}}, "description": "the event stream"},
@@ -112,8 +117,11 @@ async def event_stream(
     principal: Annotated[Principal, require("tasks.read")],
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=64)] = None,
 ) -> StreamingResponse:
+    async def access(session: AsyncSession) -> frozenset[uuid.UUID]:
+        return await UserRepository(session).orgs_holding(principal.user_id, "tasks.read")
+
     await release(session)  # the stream reads in sessions of its own: hold none meanwhile
-    stream = EventStream(platform.sessions, platform.settings, principal.org_ids)
+    stream = EventStream(platform.sessions, platform.settings, principal.org_ids, access)
     start = await stream.start(last_event_id)
 
     async def body() -> AsyncIterator[bytes]:

@@ -4,6 +4,11 @@ event log, after the cursor (`Last-Event-ID`, the log's seq), as server-sent eve
 Woken at once by an event committed on this replica (`wakeup.WAKEUP`), and looking at
 the log every `notify_interval_seconds` for the others'. Heartbeat comments keep idle
 connections through proxies. A database session is opened per look, never held.
+
+Each look first asks `access` (in the same session) which orgs the caller may still read:
+a removed membership leaves the stream at once, and a deactivated user (or one left with
+no such org) has its stream ended. A removal or deactivation wakes this replica's
+streams at its commit; the others' see it at their next look.
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ from platform_api.notify.delivery import envelope
 from platform_api.notify.repository import EventRepository
 from platform_api.notify.wakeup import WAKEUP
 from platform_api.settings import Settings
+
+Access = Callable[[AsyncSession], Awaitable[frozenset[uuid.UUID]]]
+"""The orgs the caller may read now (none: the stream ends)."""
 
 BATCH = 200
 RETRY_MS = 3000
@@ -38,9 +46,11 @@ class EventStream:
         sessions: async_sessionmaker[AsyncSession],
         settings: Settings,
         org_ids: Collection[uuid.UUID],
+        access: Access | None = None,
     ) -> None:
         self._sessions = sessions
         self._orgs = frozenset(org_ids)
+        self._access = access
         self._interval = settings.notify_interval_seconds
         self._heartbeat = settings.events_heartbeat_seconds
 
@@ -51,19 +61,28 @@ class EventStream:
         async with self._sessions() as session:
             return await EventRepository(session).last_seq()
 
-    async def _next(self, cursor: int) -> list[NotifyEvent]:
+    async def _next(self, cursor: int) -> list[NotifyEvent] | None:
+        """The next events; None once the caller may read none of its orgs any more."""
         async with self._sessions() as session:
+            if self._access is not None:
+                self._orgs &= await self._access(session)
+                if not self._orgs:
+                    return None
             return list(await EventRepository(session).since(self._orgs, cursor, BATCH))
 
     async def run(
         self, cursor: int, disconnected: Callable[[], Awaitable[bool]]
     ) -> AsyncIterator[bytes]:
-        """The stream's bytes, from `cursor`, until the client goes away."""
+        """The stream's bytes, from `cursor`, until the client goes away or may read
+        nothing any more."""
         yield f"retry: {RETRY_MS}\n: connected\n\n".encode()
         beat = time.monotonic()
         generation = WAKEUP.generation
         while not await disconnected():
             rows = await self._next(cursor)
+            if rows is None:
+                yield b": access ended\n\n"
+                return
             for row in rows:
                 cursor = row.seq
                 yield frame(row)

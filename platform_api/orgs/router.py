@@ -1,5 +1,5 @@
-"""`/orgs`: create an org (admin), list the caller's orgs, read one, read and set its
-approval policy (`policy.manage`)."""
+"""`/orgs`: create an org (platform administrators), list the caller's orgs, read one,
+read and set its approval policy (`policy.manage`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from fastapi import APIRouter, status
 
 from humanwork_core.policy import OrgPolicy
 from platform_api.access.principal import OrgScope, Principal
-from platform_api.auth.dependencies import require, require_in_org
+from platform_api.auth.dependencies import require, require_in_org, require_platform_admin
 from platform_api.db import Session
 from platform_api.errors import error_responses
 from platform_api.orgs import service
@@ -25,9 +25,11 @@ router = APIRouter(prefix="/orgs", tags=["orgs"])
     status_code=status.HTTP_201_CREATED,
     response_model=OrgRead,
     summary="Create an org",
-    description="Capability `orgs.manage`. Creates the org with namespace `org-<slug>` "
-    "(through the `OrgNamespaces` seam) and makes the caller a member. With `agent` (and "
-    "capability `agents.manage`), its first AgentInstance too, from that template; a bad "
+    description="Platform administrators only (403 `platform_admin_required` for anyone "
+    "else, an org's admin included). Creates the org with namespace `org-<slug>` (through "
+    "the `OrgNamespaces` seam) and makes the caller a member with role `admin`. With "
+    "`agent` (the role `admin` holding `agents.manage`), its first AgentInstance too, "
+    "from that template; a bad "
     "template is 422 `agent_spec_invalid` and creates nothing. With `id`, adopts a "
     "namespace `org-<slug>` created outside the platform whose `humanwork.io/org-id` label "
     "is that id (409 `conflict` when it is labelled for another org or not at all, or the "
@@ -38,7 +40,7 @@ async def create_org(
     body: OrgCreate,
     session: Session,
     platform: PlatformDep,
-    principal: Annotated[Principal, require("orgs.manage")],
+    principal: Annotated[Principal, require_platform_admin()],
 ) -> OrgRead:
     org = await service.create_org(session, platform.namespaces, principal, body, platform.kube)
     read = OrgRead.model_validate(org)

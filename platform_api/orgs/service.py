@@ -1,4 +1,5 @@
-"""Org use cases: create (row, namespace through the seam, creator's membership, audit)."""
+"""Org use cases: create (a platform administrator's: row, namespace through the seam,
+the creator's membership as the org's admin, audit), list, read, set the policy."""
 
 from __future__ import annotations
 
@@ -8,17 +9,27 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from humanwork_core.policy import OrgPolicy
 from platform_api.access.principal import OrgScope, Principal
+from platform_api.access.repository import AccessMapRepository
 from platform_api.accounts.repository import UserRepository
 from platform_api.agents.manage import create_agent
 from platform_api.agents.manage_bounds import check_bounds
 from platform_api.agents.status import instance_body
 from platform_api.audit.service import record
-from platform_api.errors import Conflict, Forbidden, KubernetesUnavailable, NotFound
+from platform_api.errors import (
+    Conflict,
+    Forbidden,
+    KubernetesUnavailable,
+    NotFound,
+    ValidationFailed,
+)
 from platform_api.kube.client import KubeClient
 from platform_api.models import Org
 from platform_api.orgs.namespaces import OrgNamespaces, namespace_for
 from platform_api.orgs.repository import OrgRepository
 from platform_api.orgs.schemas import OrgCreate
+
+ORG_ADMIN_ROLE = "admin"
+"""The role the platform administrator who creates an org holds in it."""
 
 
 async def create_org(
@@ -28,8 +39,12 @@ async def create_org(
     body: OrgCreate,
     kube: KubeClient | None = None,
 ) -> Org:
-    """Create an org; its creator becomes a member so it can manage it. With `body.agent`,
-    its first agent too (validated before anything is created)."""
+    """Create an org; its creator (a platform administrator) becomes a member with role
+    `admin` so it can appoint the org's admins. With `body.agent`, its first agent too
+    (validated before anything is created)."""
+    admin_caps = await AccessMapRepository(session).capabilities(ORG_ADMIN_ROLE)
+    if not admin_caps:
+        raise ValidationFailed("the access map has no role admin", role=ORG_ADMIN_ROLE)
     orgs = OrgRepository(session)
     if await orgs.slug_taken(body.slug):
         raise Conflict("an org with this slug exists", slug=body.slug)
@@ -37,9 +52,9 @@ async def create_org(
     # adopting a namespace labelled with this id (issue 15 item 6)
     if body.id is not None and await orgs.get_in(body.id, [body.id]) is not None:
         raise Conflict("an org with this id exists", id=str(body.id))
-    first_agent = await _first_agent(principal, body, kube, org_id, namespace)
+    first_agent = await _first_agent(admin_caps, body, kube, org_id, namespace)
     org = await orgs.add(Org(id=org_id, slug=body.slug, name=body.name, namespace=namespace))
-    await UserRepository(session).add_memberships(principal.user_id, [org.id])
+    await UserRepository(session).add_memberships(principal.user_id, [org.id], ORG_ADMIN_ROLE)
     await namespaces.ensure(org.namespace, org.id)
     if first_agent is not None and body.agent is not None:
         await create_agent(session, first_agent, org, principal.username, body.agent)
@@ -55,18 +70,18 @@ async def create_org(
 
 
 async def _first_agent(
-    principal: Principal,
+    admin_caps: frozenset[str],
     body: OrgCreate,
     kube: KubeClient | None,
     org_id: uuid.UUID,
     namespace: str,
 ) -> KubeClient | None:
-    """Check the first agent's template before the org exists: the capability, the
-    Kubernetes API, the spec (the CRD's model) and the agent bounds. The client to create it
-    with, or None."""
+    """Check the first agent's template before the org exists: the capability (of the
+    creator's role in the new org), the Kubernetes API, the spec (the CRD's model) and the
+    agent bounds. The client to create it with, or None."""
     if body.agent is None:
         return None
-    if not principal.can("agents.manage"):
+    if "agents.manage" not in admin_caps:
         raise Forbidden("capability agents.manage required", capability="agents.manage")
     if kube is None:
         raise KubernetesUnavailable("creating an agent needs the Kubernetes API")

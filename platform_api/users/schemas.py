@@ -69,6 +69,42 @@ class OidcIdentity(BaseModel):
     oidc_subject: str = Field(min_length=1, max_length=255)
 
 
+class RoleChange(BaseModel):
+    """A member's new role in the org."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"role": "expert"}]})
+
+    role: str = Field(min_length=1, max_length=50)
+
+
+class Member(BaseModel):
+    """A member of an org as its admins see it."""
+
+    username: str
+    role: str
+    active: bool
+    platformAdmin: bool
+
+
+class PlatformAdminChange(BaseModel):
+    """Whether the user is a platform administrator."""
+
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"platformAdmin": True}]}
+    )
+
+    platformAdmin: bool
+
+
+class UserState(BaseModel):
+    """A user's account state after a change."""
+
+    username: str
+    active: bool
+    platformAdmin: bool
+    deactivatedAt: datetime | None = None
+
+
 class UserRead(BaseModel):
     """A user as the API shows it (never with a password or hash)."""
 
@@ -122,6 +158,11 @@ class Me(BaseModel):
 
     id: uuid.UUID
     username: str
-    role: str
-    capabilities: list[str]
+    role: str = Field(description="the role the user was created with (a record)")
+    capabilities: list[str] = Field(
+        description="what the caller's roles hold in its orgs together, and `access.manage` "
+        "for a platform administrator; each org's own in `roles`"
+    )
     orgs: list[OrgRead]
+    roles: dict[str, str] = Field(default_factory=dict, description="org id -> role there")
+    platformAdmin: bool = False

@@ -1,5 +1,6 @@
-"""User use cases: create a user (role must exist, orgs must be the caller's), bootstrap
-the first admin, describe the caller."""
+"""User use cases: create a user (in orgs where the caller holds `users.manage`, with a
+role it may give there: `users.grants`), bind an OIDC identity, bootstrap the first
+platform administrator, describe the caller."""
 
 from __future__ import annotations
 
@@ -9,15 +10,17 @@ import uuid
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from platform_api.access.capabilities import ORG_GRANTABLE, PLATFORM
 from platform_api.access.principal import Principal
-from platform_api.access.repository import AccessMapRepository
 from platform_api.accounts.repository import UserRepository
 from platform_api.audit.service import record
+from platform_api.auth.dependencies import PlatformAdminRequired
 from platform_api.auth.passwords import hash_password
-from platform_api.errors import Conflict, NotFound, ValidationFailed
+from platform_api.errors import Conflict, NotFound
 from platform_api.models import User
 from platform_api.orgs.repository import OrgRepository
 from platform_api.orgs.schemas import OrgRead
+from platform_api.users.grants import ensure_grantable, ensure_manageable
 from platform_api.users.schemas import Me, OidcIdentity, UserCreate, UserRead
 
 log = logging.getLogger(__name__)
@@ -26,12 +29,17 @@ ADMIN_USERNAME = "admin"
 
 
 async def create_user(session: AsyncSession, principal: Principal, body: UserCreate) -> UserRead:
-    """Create a user in some of the caller's orgs."""
+    """Create a user in some of the caller's orgs (`principal` is narrowed to those
+    where it holds `users.manage`); a user of no org only by a platform administrator."""
     org_ids = sorted(set(body.org_ids))  # one lock order for the audit chain heads
     if any(o not in principal.org_ids for o in org_ids):
         raise NotFound("no such org")
-    if not await AccessMapRepository(session).capabilities(body.role):
-        raise ValidationFailed("unknown role", role=body.role)
+    if not org_ids and not principal.platform_admin:
+        raise PlatformAdminRequired("a user of no org is created by a platform administrator")
+    # a user of no org: only the role's existence is checked (the caller is a platform
+    # administrator, who may give any role)
+    for target in org_ids or [uuid.UUID(int=0)]:
+        await ensure_grantable(session, principal, target, body.role)
     users = UserRepository(session)
     if await users.by_username(body.username) is not None:
         raise Conflict("a user with this username exists", username=body.username)
@@ -83,9 +91,11 @@ async def bind_oidc_identity(
     org and to none the caller is not a member of (404 otherwise, as for a stranger)."""
     users = UserRepository(session)
     user = await users.by_username(username)
-    org_ids = await users.org_ids(user.id) if user is not None else frozenset()
+    roles = await users.roles_of(user.id) if user is not None else {}
+    org_ids = frozenset(roles)
     if user is None or not org_ids or not org_ids <= principal.org_ids:
         raise NotFound("no such user")
+    await ensure_manageable(session, principal, user, roles)
     other = await users.by_oidc_identity(body.oidc_issuer, body.oidc_subject)
     if other is not None and other.id != user.id:
         raise Conflict("a user with this OIDC identity exists", oidc_subject=body.oidc_subject)
@@ -112,21 +122,26 @@ async def bind_oidc_identity(
 
 
 async def describe(session: AsyncSession, principal: Principal) -> Me:
-    """The caller with its capabilities and orgs."""
+    """The caller with its capabilities (of every org's role together, and a platform
+    administrator's), its role per org and its orgs."""
     orgs = await OrgRepository(session).list_in(principal.org_ids)
     user = await UserRepository(session).get(principal.user_id)
     assert user is not None
+    platform = PLATFORM if principal.platform_admin else frozenset()
     return Me(
         id=user.id,
         username=user.username,
         role=user.role,
-        capabilities=sorted(principal.capabilities),
+        capabilities=sorted((principal.capabilities - {ORG_GRANTABLE}) | platform),
         orgs=[OrgRead.model_validate(o) for o in orgs],
+        roles={str(o): principal.grants[o].role for o in sorted(principal.org_ids)},
+        platformAdmin=principal.platform_admin,
     )
 
 
 async def ensure_admin(session: AsyncSession, password: str | None) -> bool:
-    """Create user `admin` (role admin) when it does not exist yet; True when created."""
+    """Create user `admin` (role admin, a platform administrator) when it does not exist
+    yet; True when created."""
     users = UserRepository(session)
     if await users.by_username(ADMIN_USERNAME) is not None:
         return False
@@ -134,13 +149,15 @@ async def ensure_admin(session: AsyncSession, password: str | None) -> bool:
         log.warning("no admin user and HUMANWORK_ADMIN_PASSWORD is unset: nobody can log in")
         return False
     hashed = await asyncio.to_thread(hash_password, password)
-    await users.add(User(username=ADMIN_USERNAME, password_hash=hashed, role="admin"))
+    await users.add(
+        User(username=ADMIN_USERNAME, password_hash=hashed, role="admin", platform_admin=True)
+    )
     await record(
         session,
         actor="system",
         action="user.created",
         target=f"user:{ADMIN_USERNAME}",
-        details={"role": "admin", "bootstrap": True},
+        details={"role": "admin", "bootstrap": True, "platformAdmin": True},
     )
     log.info("created the first admin user %r", ADMIN_USERNAME)
     return True

@@ -1,7 +1,8 @@
-"""`GET|PUT /access-map` (issue 15, item 7): the access map read and replaced through the
-API by `access.manage` only, validated (unknown capability, empty or orphaned role, a
-change that would leave nobody able to change the map), audited with before and after,
-and in effect on another replica of the platform at its next request, without a restart."""
+"""`GET|PUT /access-map`: the access map read and replaced through the API by platform
+administrators only (an org's admin included among the refused), validated (unknown
+capability, empty or orphaned role, a role holding the platform administrators'
+`access.manage`), audited with before and after, and in effect on another replica of
+the platform at its next request, without a restart."""
 
 from __future__ import annotations
 
@@ -23,22 +24,22 @@ async def _map(client: httpx.AsyncClient, headers: dict[str, str]) -> dict[str, 
     return roles
 
 
-async def test_reading_and_changing_the_map_needs_access_manage(
+async def test_reading_and_changing_the_map_needs_a_platform_administrator(
     client: httpx.AsyncClient, two_orgs: TwoOrgs
 ) -> None:
-    for caller in (two_orgs.viewer_a, two_orgs.expert_a):
+    for caller in (two_orgs.viewer_a, two_orgs.expert_a, two_orgs.admin_a):
         r = await client.get("/access-map", headers=caller.headers)
-        assert r.status_code == 403 and r.json()["code"] == "forbidden", r.text
+        assert r.status_code == 403 and r.json()["code"] == "platform_admin_required", r.text
         r = await client.put(
-            "/access-map", json={"roles": {"viewer": ["access.manage"]}}, headers=caller.headers
+            "/access-map", json={"roles": {"viewer": ["tasks.read"]}}, headers=caller.headers
         )
-        assert r.status_code == 403 and r.json()["code"] == "forbidden", r.text
+        assert r.status_code == 403 and r.json()["code"] == "platform_admin_required", r.text
     r = await client.get("/access-map", headers=two_orgs.admin.headers)
     assert r.status_code == 200, r.text
     body = r.json()
     # one capability for deciding: whoever held tasks.decide holds run.control (0007)
-    assert body["roles"]["expert"] == ["run.control", "tasks.read"]
-    assert body["roles"]["viewer"] == ["tasks.read"]
+    assert body["roles"]["expert"] == ["org.grantable", "run.control", "tasks.read"]
+    assert body["roles"]["viewer"] == ["org.grantable", "tasks.read"]
     assert all("tasks.decide" not in caps for caps in body["roles"].values())
     assert {"access.manage", "run.control", "tasks.read"} <= set(body["capabilities"])
 
@@ -54,11 +55,11 @@ async def test_bad_maps_are_refused_and_change_nothing(
         ({"roles": {**before, "empty": []}}, 422, "invalid_role"),
         ({"roles": {k: v for k, v in before.items() if k != "viewer"}}, 422, "invalid_role"),
         ({"roles": {**before, "Bad Role": ["tasks.read"]}}, 422, "validation_failed"),
-        # admin keeps everything but access.manage: nobody could change the map again
+        # the platform administrators' capability, never a role's
         (
-            {"roles": {**before, "admin": [c for c in before["admin"] if c != "access.manage"]}},
-            409,
-            "access_map_lockout",
+            {"roles": {**before, "admin": [*before["admin"], "access.manage"]}},
+            422,
+            "platform_capability",
         ),
     ]
     for body, status, code in cases:
@@ -72,21 +73,19 @@ async def test_bad_maps_are_refused_and_change_nothing(
         assert changed.scalar_one() == 0
 
 
-async def test_access_manage_may_move_to_another_role_users_hold(
+async def test_no_map_locks_the_platform_administrators_out(
     client: httpx.AsyncClient, api: Api, two_orgs: TwoOrgs
 ) -> None:
-    """Moving `access.manage` to a role a user holds is fine; the old holder loses it."""
+    """The map gives org roles only: the platform administrator whose own org role is
+    narrowed to reading keeps the map (and its admin role no longer manages the org)."""
     admin = two_orgs.admin.headers
     before = await _map(client, admin)
-    moved = {
-        **before,
-        "admin": [c for c in before["admin"] if c != "access.manage"],
-        "viewer": ["access.manage", "tasks.read"],
-    }
-    r = await client.put("/access-map", json={"roles": moved}, headers=admin)
+    narrowed = {**before, "admin": ["tasks.read"]}
+    r = await client.put("/access-map", json={"roles": narrowed}, headers=admin)
     assert r.status_code == 200, r.text
-    assert (await client.get("/access-map", headers=admin)).status_code == 403
-    assert await _map(client, two_orgs.viewer_a.headers) == moved
+    assert await _map(client, admin) == narrowed
+    r = await client.put("/access-map", json={"roles": before}, headers=admin)
+    assert r.status_code == 200, r.text
 
 
 @pytest.fixture

@@ -172,16 +172,24 @@ async def test_memberships_and_role_are_looked_up_per_request(
     async with db.begin() as conn:
         await conn.execute(
             text(
-                "INSERT INTO memberships (user_id, org_id) "
-                "SELECT id, CAST(:org AS uuid) FROM users WHERE username = 'viewer-a'"
+                "INSERT INTO memberships (user_id, org_id, role) "
+                "SELECT id, CAST(:org AS uuid), 'viewer' FROM users WHERE username = 'viewer-a'"
             ),
             {"org": two_orgs.org_b},
         )
-        await conn.execute(text("UPDATE users SET role = 'expert' WHERE username = 'viewer-a'"))
+        # the role is the membership's: expert in A, viewer in B
+        await conn.execute(
+            text(
+                "UPDATE memberships SET role = 'expert' WHERE org_id = CAST(:org AS uuid) "
+                "AND user_id = (SELECT id FROM users WHERE username = 'viewer-a')"
+            ),
+            {"org": two_orgs.org_a},
+        )
     r = await client.get("/orgs", headers=viewer.headers)  # the same token as before
     assert sorted(o["id"] for o in r.json()) == sorted([two_orgs.org_a, two_orgs.org_b])
-    me = await client.get("/users/me", headers=viewer.headers)
-    assert me.json()["role"] == "expert" and "run.control" in me.json()["capabilities"]
+    me = (await client.get("/users/me", headers=viewer.headers)).json()
+    assert me["roles"] == {two_orgs.org_a: "expert", two_orgs.org_b: "viewer"}
+    assert "run.control" in me["capabilities"]
 
 
 # --- external OIDC issuer through a JWKS served locally --------------------------------

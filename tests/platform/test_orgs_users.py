@@ -145,8 +145,8 @@ async def test_me_reports_capabilities_of_each_default_role(
         # one capability for every way of deciding, run.control (0007_rules)
         two_orgs.expert_a.username: ["run.control", "tasks.read"],
         operator.username: ["run.control", "tasks.read"],
+        # access.manage is the platform administrators' (0013_admins), never a role's
         two_orgs.admin_a.username: [
-            "access.manage",
             "agents.manage",
             "audit.read",
             "orgs.manage",
@@ -160,6 +160,9 @@ async def test_me_reports_capabilities_of_each_default_role(
     for caller in (two_orgs.viewer_a, two_orgs.expert_a, operator, two_orgs.admin_a):
         r = await client.get("/users/me", headers=caller.headers)
         assert r.json()["capabilities"] == expected[caller.username]
+        assert r.json()["platformAdmin"] is False
+    root = (await client.get("/users/me", headers=two_orgs.admin.headers)).json()
+    assert root["platformAdmin"] is True and "access.manage" in root["capabilities"]
 
 
 async def test_first_admin_is_created_once(

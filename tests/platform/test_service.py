@@ -147,20 +147,22 @@ async def test_migrations_run_up_from_empty_postgres(postgres: PostgresServer) -
         by_role: dict[str, set[str]] = {}
         for role, cap in grants:
             by_role.setdefault(role, set()).add(cap)
-        assert by_role["viewer"] == {"tasks.read"}
+        # 0013_admins: every role may be given by an org's admins (within its own)
+        assert by_role["viewer"] == {"tasks.read", "org.grantable"}
         # 0007_rules: run.control instead of tasks.decide, for every role that held it
-        assert by_role["expert"] == {"tasks.read", "run.control"}
-        assert by_role["operator"] == {"tasks.read", "run.control"}
+        assert by_role["expert"] == {"tasks.read", "run.control", "org.grantable"}
+        assert by_role["operator"] == {"tasks.read", "run.control", "org.grantable"}
         assert not any("tasks.decide" in caps for caps in by_role.values())
         assert by_role["admin"] >= {
             "tools.manage",
             "agents.manage",
             "audit.read",
-            "access.manage",
             "orgs.manage",
             "users.manage",
             "run.control",
         }
+        # 0013_admins: the access map is the platform administrators', never a role's
+        assert not any("access.manage" in caps for caps in by_role.values())
         await downgrade(engine, "base")
         await migrate(engine)
         async with engine.connect() as conn:

@@ -244,7 +244,9 @@
     forbidden: "your role may not do this",
     invalid_decision: "this decision does not fit the step",
     kubernetes_unavailable: "the cluster is unreachable; try again",
-    access_map_lockout: "nobody could change the access map afterwards",
+    platform_admin_required: "only a platform administrator may do this",
+    platform_capability: "access.manage belongs to platform administrators, never to a role",
+    role_not_grantable: "you may not give this role",
     unknown_capability: "no endpoint checks that capability",
     invalid_role: "a role needs a capability, and roles users hold must stay",
   };
@@ -1584,7 +1586,7 @@
     $("nav-access").setAttribute("aria-current", "page");
     await refreshBadge();
     if (!can("access.manage")) {
-      showMessage(`Your role (${me.role}) may not read the access map (access.manage).`);
+      showMessage(`Your role (${me.role}) may not read the access map (platform administrators only).`);
       return;
     }
     renderAccess(await call("GET", "/access-map"));
