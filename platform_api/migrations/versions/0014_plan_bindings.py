@@ -2,8 +2,8 @@
 (`plan_bindings`, keyed by the plan request's id), so that a late, failing or lying agent
 cannot leave the asker free to approve their own request.
 
-Revision ID: 0013_plan_bindings
-Revises: 0012
+Revision ID: 0014_plan_bindings
+Revises: 0013_admins
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0013_plan_bindings"
-down_revision: str | None = "0012"
+revision = "0014_plan_bindings"
+down_revision: str | None = "0013_admins"
 branch_labels: str | None = None
 depends_on: str | None = None
 
