@@ -309,6 +309,11 @@ def test_every_policy_is_bound_and_denies() -> None:
             "humanwork-operator-org-binding",
             "humanwork-operator-namespace-labels",
             "humanwork-operator-secrets",
+            "humanwork-component-scope",
+            "humanwork-operator-workloads",
+            "humanwork-operator-agent-roles",
+            "humanwork-platform-namespaces",
+            "humanwork-agent-instance-bounds",
         }
     )
     for name, policy in policies().items():
