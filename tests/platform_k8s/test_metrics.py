@@ -38,6 +38,22 @@ def scrape() -> dict[str, float]:
 
 
 NEAREST = "humanwork_platform_nearest_deadline_timestamp_seconds"
+OPEN = "humanwork_platform_open_decisions"
+
+
+async def settled(name: str, quiet: float = 5.0, within: float = 120.0) -> float:
+    """The cluster-wide gauge `name` once other tests' leftovers stopped moving it (their
+    namespaces, and the tasks in them, go some time after those tests end): the same value
+    over `quiet` seconds, or whatever it is after `within`."""
+    deadline = time.monotonic() + within
+    value = (await asyncio.to_thread(scrape))[name]
+    while time.monotonic() < deadline:
+        await asyncio.sleep(quiet)
+        now = (await asyncio.to_thread(scrape))[name]
+        if now == value:
+            return now
+        value = now
+    return value
 
 
 async def test_requests_decisions_and_the_queue_are_measured(
@@ -48,7 +64,7 @@ async def test_requests_decisions_and_the_queue_are_measured(
         lambda: client.get("/human-tasks", headers=orgs.viewer.headers),
         lambda r: r.status_code == 200,
     )
-    baseline = scrape()["humanwork_platform_open_decisions"]
+    baseline = await settled(OPEN)
     created = await tasks.create(
         orgs.requester, orgs.org_a, steps=[STEP], policy={"decisionDeadlineSeconds": 600}
     )
@@ -60,12 +76,9 @@ async def test_requests_decisions_and_the_queue_are_measured(
         lambda: asyncio.to_thread(scrape),
         # the deadline comes with the operator's first tick, maybe after the task is listed
         # (and other tests' tasks may hold later deadlines): wait for one within 600 s
-        lambda s: (
-            s["humanwork_platform_open_decisions"] == baseline + 1
-            and s.get(NEAREST, math.inf) <= time.time() + 600
-        ),
+        lambda s: s[OPEN] == baseline + 1 and s.get(NEAREST, math.inf) <= time.time() + 600,
     )
-    nearest = samples[NEAREST]
+    nearest, with_ours = samples[NEAREST], samples[OPEN]
     assert nearest <= time.time() + 600
     # the route template, never the raw path with its ids
     key = 'humanwork_platform_requests_total{code="200",method="GET",route="/human-tasks"}'
@@ -88,5 +101,5 @@ async def test_requests_decisions_and_the_queue_are_measured(
     )
     await until(
         lambda: asyncio.to_thread(scrape),
-        lambda s: s["humanwork_platform_open_decisions"] == baseline,
+        lambda s: s[OPEN] <= with_ours - 1,
     )
