@@ -308,17 +308,8 @@ async def approve_step_by_uid(
     body: ApproveBody | None = None,
 ) -> DecisionRead:
     namespace, name = await lookup.name_of_uid(session, kube, principal, task_uid)
-    return await _decide(
-        session,
-        kube,
-        principal,
-        platform,
-        namespace,
-        name,
-        step_id,
-        Verdict.APPROVE,
-        body or ApproveBody(),
-        idempotency_key,
+    return await approve_step(
+        namespace, name, step_id, session, platform, principal, kube, idempotency_key, body
     )
 
 
@@ -342,15 +333,6 @@ async def reject_step_by_uid(
     idempotency_key: IdempotencyKey = None,
 ) -> DecisionRead:
     namespace, name = await lookup.name_of_uid(session, kube, principal, task_uid)
-    return await _decide(
-        session,
-        kube,
-        principal,
-        platform,
-        namespace,
-        name,
-        step_id,
-        Verdict.REJECT,
-        body,
-        idempotency_key,
+    return await reject_step(
+        namespace, name, step_id, body, session, platform, principal, kube, idempotency_key
     )
