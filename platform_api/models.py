@@ -93,6 +93,12 @@ class Org(Base):
     suspended_agents: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
     """The AgentInstances (name and spec) deleted by the deactivation, restored on
     reactivation."""
+    clients_share_conversations: Mapped[bool] = mapped_column(Boolean, default=False)
+    """The org's clients see each other's conversations (default: only their own)."""
+    client_confirm_risks: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    """Risks the initiating client must confirm (null: high and critical; []: none)."""
+    reply_auto_send: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    """The admin's rule under which a reply to a client skips review (null: never)."""
 
 
 class User(Base):
@@ -278,10 +284,28 @@ class Conversation(Base):
     org_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
     subject: Mapped[str] = mapped_column(String(300))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    created_by: Mapped[uuid.UUID | None] = mapped_column(nullable=True)
+    """The user who started it (a client, usually); null when an admin created it."""
+
+
+class ConversationParticipant(Base):
+    """A user taking part in a conversation (what a client may see of its org)."""
+
+    __tablename__ = "conversation_participants"
+
+    conversation_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE"), primary_key=True
+    )
+    user_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    added_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class Message(Base):
-    """One message of a conversation (`role`: customer, agent, expert or system)."""
+    """One message of a conversation (`role`: customer, agent, expert or system). A
+    client's message has `author_user_id`; an expert's internal note (`internal`) never
+    reaches a client; a system message's `meta` says what it reports (task, step, state)."""
 
     __tablename__ = "messages"
 
@@ -293,6 +317,9 @@ class Message(Base):
     author: Mapped[str] = mapped_column(String(200))
     content: Mapped[str] = mapped_column(String(20000))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    author_user_id: Mapped[uuid.UUID | None] = mapped_column(nullable=True)
+    internal: Mapped[bool] = mapped_column(Boolean, default=False)
+    meta: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class KnowledgeDocument(Base):
@@ -469,3 +496,29 @@ class PlanBinding(Base):
     """`plan` or `revision`."""
     task: Mapped[str | None] = mapped_column(String(253))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class MessageDispatch(Base):
+    """The one dispatch of a client message (keyed by the message): who claimed it and
+    until when (`lease_until`), the mode it was classified in, and its outcome (the
+    task filed or the reply drafted, or the error an expert was told about).
+    `state`: `claimed`, `planned`, `drafted` or `failed`."""
+
+    __tablename__ = "message_dispatches"
+
+    message_id: Mapped[int] = mapped_column(
+        ForeignKey("messages.id", ondelete="CASCADE"), primary_key=True
+    )
+    org_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"))
+    conversation_id: Mapped[uuid.UUID] = mapped_column()
+    mode: Mapped[str | None] = mapped_column(String(20))
+    state: Mapped[str] = mapped_column(String(20), index=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    claimed_by: Mapped[str | None] = mapped_column(String(200))
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    agent: Mapped[str | None] = mapped_column(String(253))
+    task: Mapped[str | None] = mapped_column(String(253))
+    reply_id: Mapped[uuid.UUID | None] = mapped_column()
+    error: Mapped[str | None] = mapped_column(String(2000))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

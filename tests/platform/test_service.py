@@ -50,6 +50,8 @@ TABLES = {
     "notify_events",
     "webhook_deliveries",
     "plan_bindings",  # who asked an agent, bound before it is asked
+    "conversation_participants",
+    "message_dispatches",
     "alembic_version",
 }
 
