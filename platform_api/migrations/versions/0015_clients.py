@@ -75,6 +75,10 @@ def upgrade() -> None:
     op.create_index(
         "ix_conversation_participants_user_id", "conversation_participants", ["user_id"]
     )
+    _messages_and_dispatches()
+
+
+def _messages_and_dispatches() -> None:
     with op.batch_alter_table("messages") as batch:
         batch.add_column(sa.Column("author_user_id", sa.Uuid(), nullable=True))
         batch.add_column(
