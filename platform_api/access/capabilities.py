@@ -37,6 +37,8 @@ _KNOWN: set[str] = {
     "users.manage",
     "policy.manage",
     "org.grantable",
+    "conversations.participate",
+    "steps.confirm",
 }
 
 
