@@ -13,6 +13,9 @@ once. What a request may do in an org comes from the role in that org only:
   not a member of before looking at the capability (existence never leaks), then 403
   unless its role in that org holds `cap`;
 - `ensure_capability` is the same check for an org named in a body;
+- `require_in_org_or_platform_admin("cap")` is `require_in_org` that also lets a
+  platform administrator act on any existing org (404 for none), member or not: what
+  keeps an org manageable when its last admin left or demoted itself;
 - `require_platform_admin()` guards platform-wide settings: 403
   `platform_admin_required` for anyone else, whatever its roles.
 
@@ -35,7 +38,7 @@ from platform_api.accounts.repository import UserRepository
 from platform_api.audit.service import record_detached
 from platform_api.db import Session, abandon
 from platform_api.errors import Forbidden, NotFound, Unauthenticated
-from platform_api.models import User
+from platform_api.models import Org, User
 from platform_api.state import PlatformDep
 
 bearer = HTTPBearer(auto_error=False, description="a JWT from POST /auth/token or the OIDC issuer")
@@ -116,6 +119,30 @@ def require(capability: str) -> Any:
     return Depends(check)
 
 
+async def _member_scope(
+    request: Request,
+    org_id: uuid.UUID,
+    principal: Principal,
+    platform: PlatformDep,
+    capability: str,
+) -> OrgScope:
+    """`require_in_org`'s check: 404 unless a member, 403 unless `capability` there."""
+    if org_id not in principal.org_ids:
+        await abandon(request)
+        await record_detached(
+            platform.sessions,
+            actor=principal.username,
+            action="access.denied",
+            target=f"{request.method} {request.url.path}",
+            outcome="not_found",
+            details={"capability": capability, "reason": "not a member of the org"},
+        )
+        raise NotFound("no such org")
+    if not principal.can_in(org_id, capability):
+        raise await _deny(platform, request, principal.in_org(org_id), capability, org_id)
+    return OrgScope(principal.in_org(org_id), org_id)
+
+
 def require_in_org(capability: str) -> Any:
     """For `/orgs/{org_id}/...`: 404 unless the caller is a member, then 403 unless it
     holds `capability`; answers the `OrgScope`."""
@@ -124,22 +151,31 @@ def require_in_org(capability: str) -> Any:
     async def check(
         request: Request, org_id: uuid.UUID, principal: CurrentPrincipal, platform: PlatformDep
     ) -> OrgScope:
-        if org_id not in principal.org_ids:
-            await abandon(request)
-            await record_detached(
-                platform.sessions,
-                actor=principal.username,
-                action="access.denied",
-                target=f"{request.method} {request.url.path}",
-                outcome="not_found",
-                details={"capability": capability, "reason": "not a member of the org"},
-            )
-            raise NotFound("no such org")
-        if not principal.can_in(org_id, capability):
-            raise await _deny(platform, request, principal.in_org(org_id), capability, org_id)
-        return OrgScope(principal.in_org(org_id), org_id)
+        return await _member_scope(request, org_id, principal, platform, capability)
 
     check.__name__ = f"require_in_org_{capability.replace('.', '_')}"
+    return Depends(check)
+
+
+def require_in_org_or_platform_admin(capability: str) -> Any:
+    """`require_in_org`, except that a platform administrator acts on any existing org
+    (404 for an org that does not exist), whatever its role there."""
+    declare(capability)
+
+    async def check(
+        request: Request,
+        org_id: uuid.UUID,
+        session: Session,
+        principal: CurrentPrincipal,
+        platform: PlatformDep,
+    ) -> OrgScope:
+        if not principal.platform_admin or principal.can_in(org_id, capability):
+            return await _member_scope(request, org_id, principal, platform, capability)
+        if await session.get(Org, org_id) is None:
+            raise NotFound("no such org")
+        return OrgScope(principal.in_org(org_id), org_id)
+
+    check.__name__ = f"require_in_org_or_platform_admin_{capability.replace('.', '_')}"
     return Depends(check)
 
 

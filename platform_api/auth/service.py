@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from platform_api.accounts.repository import UserRepository
 from platform_api.audit.service import record_detached
+from platform_api.auth.dependencies import UserDeactivated
 from platform_api.auth.signin import SignIn
 from platform_api.auth.throttle import CLIENT, USERNAME, Attempt
 from platform_api.auth.tokens import IssuedToken, TokenService
@@ -48,7 +49,7 @@ async def login(
     """A token for `username` when `password` is right; `LoginThrottled` when a key of
     the attempt (the username from `client`, the caller's address; the username; the
     address) must still back off, before the password is checked; `Unauthenticated`
-    otherwise."""
+    otherwise (`UserDeactivated` for the right password of a deactivated user)."""
     async with sessions() as session, session.begin():
         attempt = await signin.throttle.begin(session, username, client)
         user = await UserRepository(session).by_username(username)
@@ -58,6 +59,10 @@ async def login(
     if right and user is not None:
         async with sessions() as session, session.begin():
             await signin.throttle.succeeded(session, attempt)
+        if user.deactivated_at is not None:
+            # the right password of a deactivated user: no token (it would be refused
+            # at its first use anyway); said as such, the caller knows the password
+            raise UserDeactivated("the user is deactivated")
         return tokens.issue(user.username, user.role)
     log.info("failed login for %r from %s", username[:100], client)
     for scope in attempt.reaches:

@@ -1,5 +1,7 @@
 """`/orgs/{org_id}/members`: an org's admins list its members, set a member's role and
-remove a member (capability `users.manage` in that org). See `users.members`."""
+remove a member (capability `users.manage` in that org; a platform administrator on any
+org, member or not, so that no org is left without a way to manage it). See
+`users.members`."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, status
 
 from platform_api.access.principal import OrgScope
-from platform_api.auth.dependencies import require_in_org
+from platform_api.auth.dependencies import require_in_org_or_platform_admin
 from platform_api.db import Session
 from platform_api.errors import error_responses
 from platform_api.users import members
@@ -16,7 +18,7 @@ from platform_api.users.schemas import Member, RoleChange
 
 router = APIRouter(prefix="/orgs/{org_id}/members", tags=["users"])
 
-Manager = Annotated[OrgScope, require_in_org("users.manage")]
+Manager = Annotated[OrgScope, require_in_org_or_platform_admin("users.manage")]
 Username = Annotated[str, Path(pattern=r"^[A-Za-z0-9._@-]{1,100}$")]
 BOUNDS = {403: ("role_not_grantable", "the role holds capabilities the caller lacks in the org")}
 
@@ -26,7 +28,8 @@ BOUNDS = {403: ("role_not_grantable", "the role holds capabilities the caller la
     response_model=list[Member],
     summary="List an org's members",
     description="Capability `users.manage` in the org (404 for an org the caller is not a "
-    "member of). Each member's role in the org and whether it is active.",
+    "member of), or a platform administrator. Each member's role in the org and whether "
+    "it is active.",
     responses=error_responses(401, 403, 404, 422),
 )
 async def list_members(session: Session, scope: Manager) -> list[Member]:

@@ -256,3 +256,50 @@ async def test_a_deactivated_users_tokens_are_refused_until_reactivated(
     r = await client.post("/users/viewer-a/reactivate", headers=admin_a.headers)
     assert r.status_code == 200 and r.json()["active"] is True, r.text
     assert (await client.get("/users/me", headers=viewer.headers)).status_code == 200
+
+
+async def test_a_deactivated_user_gets_no_token_at_sign_in(
+    client: httpx.AsyncClient, two_orgs: TwoOrgs
+) -> None:
+    login = {"username": "viewer-a", "password": two_orgs.viewer_a.password}
+    assert (await client.post("/auth/token", json=login)).status_code == 200
+    r = await client.post("/users/viewer-a/deactivate", headers=two_orgs.admin_a.headers)
+    assert r.status_code == 200, r.text
+    refused = await client.post("/auth/token", json=login)
+    _refused(refused, 401, "user_deactivated")
+    assert "access_token" not in refused.text
+    # a wrong password says nothing more than for anyone else
+    wrong = await client.post("/auth/token", json={**login, "password": "not-it"})
+    _refused(wrong, 401, "unauthenticated")
+    # positive control: reactivated, the same sign-in gets a token that works
+    r = await client.post("/users/viewer-a/reactivate", headers=two_orgs.admin_a.headers)
+    assert r.status_code == 200, r.text
+    token = (await client.post("/auth/token", json=login)).json()["access_token"]
+    me = await client.get("/users/me", headers={"Authorization": f"Bearer {token}"})
+    assert me.status_code == 200, me.text
+
+
+async def test_a_platform_admin_manages_an_org_it_left_or_was_demoted_in(
+    client: httpx.AsyncClient, two_orgs: TwoOrgs, db: AsyncEngine
+) -> None:
+    root, org_a = two_orgs.admin, two_orgs.org_a
+    members = f"/orgs/{org_a}/members"
+    # the platform administrator demotes itself in org A (it is a member there) ...
+    assert (
+        await client.put(f"{members}/admin", json={"role": "viewer"}, headers=root.headers)
+    ).status_code == 200
+    # ... and still manages the org's members; an org admin of another org does not
+    r = await client.get(members, headers=root.headers)
+    assert r.status_code == 200 and {m["username"] for m in r.json()} >= {"admin-a", "expert-a"}
+    _refused(await client.get(members, headers=two_orgs.admin_b.headers), 404, "not_found")
+    _refused(await client.get(members, headers=two_orgs.expert_a.headers), 403, "forbidden")
+    r = await client.put(f"{members}/expert-a", json={"role": "admin"}, headers=root.headers)
+    assert r.status_code == 200 and r.json()["role"] == "admin", r.text
+    # it leaves the org altogether: still manages it, and an org that does not exist is 404
+    assert (await client.delete(f"{members}/admin", headers=root.headers)).status_code == 204
+    r = await client.put(f"{members}/admin", json={"role": "admin"}, headers=root.headers)
+    assert r.status_code == 200 and r.json()["role"] == "admin", r.text
+    ghost = "/orgs/00000000-0000-4000-8000-000000000000/members"
+    _refused(await client.get(ghost, headers=root.headers), 404, "not_found")
+    changed = "SELECT count(*) FROM audit_log WHERE action='member.role_changed' AND org_id=:o"
+    assert await _count(db, changed, o=org_a) == 2
