@@ -60,6 +60,8 @@ AMAZON_PORT = 8092 + PORT_OFFSET
 DEMO_SLUG = "demo"
 DEMO_NAMESPACE = f"org-{DEMO_SLUG}"
 DEMO_EXPERT = "expert"
+DEMO_CLIENT = "client"
+"""The demo org's client (role `client`): signs in to the portal at `/portal`."""
 SEED_REQUEST = (
     "Reconcile all Amazon orders for October and update inventory in Shopify for any discrepancies"
 )
@@ -216,9 +218,27 @@ def _summary(
         "bin_dir": info.bin_dir,
         "platform": base,
         "workspace": f"{base}/workspace/tasks",
+        "portal": f"{base}/portal",
         "admin_password_file": str(password_file),
         "expert_password": expert_password,
     }
+
+
+def _demo_client(http: httpx.Client, admin: dict[str, str], org_id: str, state: Path) -> None:
+    """The demo org's client (password in `.cluster/client-password`); idempotent."""
+    client_file = state / "client-password"
+    if not client_file.exists():
+        client_file.write_text(secrets.token_urlsafe(12))
+        client_file.chmod(0o600)
+    body = {
+        "username": DEMO_CLIENT,
+        "password": client_file.read_text().strip(),
+        "role": "client",
+        "org_ids": [org_id],
+    }
+    made = http.post("/users", json=body, headers=admin)
+    if made.status_code != 409:
+        made.raise_for_status()
 
 
 def _node_missing() -> str | None:
@@ -467,6 +487,7 @@ def _demo_org(
         )
         if user.status_code != 409:
             user.raise_for_status()
+        _demo_client(http, admin, org_id, state)
         fakes = json.loads((state / "fake-credentials.json").read_text())
         for tool in ("shopify", "amazon"):
             http.put(
@@ -631,6 +652,8 @@ def main(argv: list[str] | None = None) -> int:
                 "humanwork is up.\n"
                 f"  workspace:    {out['workspace']}  (login {DEMO_EXPERT} / "
                 f"{out['expert_password']})\n"
+                f"  portal:       {out['portal']}  (the demo org's client: login "
+                f"{DEMO_CLIENT}, password in .cluster/client-password)\n"
                 f"  platform API: {out['platform']}/docs  (user admin, password in "
                 f"{out['admin_password_file']})\n"
                 f"  demo agent:   {agent}\n"
