@@ -34,6 +34,8 @@ FAILED = "failed"
 DECIDED = "decided"
 REQUEST_ENDED = "request_ended"
 CANCELLED = "cancelled"
+DISPATCH_FAILED = "dispatch_failed"
+"""A client's message the agent did not answer (`platform_api.dispatch`): an expert acts."""
 
 WEBHOOK_EVENTS = (
     DECISION_NEEDED,
@@ -44,6 +46,7 @@ WEBHOOK_EVENTS = (
     STEP_FAILED,
     COMPLETED,
     FAILED,
+    DISPATCH_FAILED,
 )
 """What a webhook receives unless it names fewer."""
 
