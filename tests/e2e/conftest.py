@@ -28,6 +28,7 @@ from humanwork_dev.fakes.shopify import FakeShopify
 from humanwork_dev.processes import AgentProcess, PlatformProcess
 from tests.agents import agent_credentials, provision_agent
 from tests.conftest import Cluster
+from tests.fixtures.stack import PROCESS_START_SECONDS
 from tests.platform.conftest import ADMIN_PASSWORD
 
 SEED_REQUEST = (
@@ -230,30 +231,29 @@ async def world(
             await _integrations(http, base, admin, org_id, shop, amazon)
             token, callback_secret = agent_credentials(cluster, namespace)
             agent = AgentProcess(cluster.kubeconfig, namespace, "agent", tmp_path / "agent", base)
-            agent.start()
-            # tell the platform where this agent listens (its Service does not exist here)
-            endpoints = platform_server.workdir / "agent-endpoints.json"
-            known = json.loads(endpoints.read_text())
-            endpoints.write_text(json.dumps({**known, f"{namespace}/agent": agent.url}))
-            world = World(
-                http=http,
-                cluster=cluster,
-                platform=platform_server,
-                namespace=namespace,
-                org_id=org_id,
-                admin=admin,
-                expert=users["expert"],
-                expert2=users["expert2"],
-                requester=users["req"],
-                shop=shop,
-                amazon=amazon,
-                agent=agent,
-                callback_secret=callback_secret,
-                token=token,
-                workdir=tmp_path,
-            )
             try:
-                yield world
+                agent.start(timeout=PROCESS_START_SECONDS)
+                # tell the platform where this agent listens (its Service does not exist here)
+                endpoints = platform_server.workdir / "agent-endpoints.json"
+                known = json.loads(endpoints.read_text())
+                endpoints.write_text(json.dumps({**known, f"{namespace}/agent": agent.url}))
+                yield World(
+                    http=http,
+                    cluster=cluster,
+                    platform=platform_server,
+                    namespace=namespace,
+                    org_id=org_id,
+                    admin=admin,
+                    expert=users["expert"],
+                    expert2=users["expert2"],
+                    requester=users["req"],
+                    shop=shop,
+                    amazon=amazon,
+                    agent=agent,
+                    callback_secret=callback_secret,
+                    token=token,
+                    workdir=tmp_path,
+                )
             finally:
-                agent.stop()
+                agent.stop()  # also when it never answered its health check (it leaked)
                 print(agent.tail(60))
