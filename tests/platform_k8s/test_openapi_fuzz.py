@@ -80,7 +80,9 @@ async def _org_namespaces(url: str) -> list[str]:
 
 
 def _login(base: str, username: str, password: str) -> dict[str, str]:
-    answer = httpx.post(f"{base}/auth/token", json={"username": username, "password": password})
+    answer = httpx.post(
+        f"{base}/auth/token", json={"username": username, "password": password}, timeout=60
+    )
     assert answer.status_code == 200, answer.text
     return {"Authorization": f"Bearer {answer.json()['access_token']}"}
 
@@ -297,7 +299,9 @@ def test_edge_values_reach_every_parameter_without_a_server_error(
     target: Target, caller: str
 ) -> None:
     network.reset()
-    document = httpx.get(f"{target.base}/openapi.json").json()
+    # the document is built on the first request: seconds on a loaded machine (httpx's
+    # default timeout is 5 s)
+    document = httpx.get(f"{target.base}/openapi.json", timeout=60).json()
     with httpx.Client(base_url=target.base, headers=target.headers[caller], timeout=60) as http:
         statuses, errors = edges.send_edges(http, document, target.ids)
     assert statuses.total() > 500, statuses
