@@ -16,7 +16,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 CLUSTER := $(VENV)/bin/humanwork-cluster
-PYTEST_ARGS ?=
+# the slowest tests in every log (CI included), to see where the wall time goes
+PYTEST_ARGS ?= --durations=40
 
 .PHONY: all venv cluster-binaries cluster-up cluster-down cluster-status up demo down run-operator run-platform run-agent test test-unit lint format crds bench clean
 

@@ -171,10 +171,17 @@ class PlatformProcess(_Process):
     (environment variables `HUMANWORK_*`), so that agent processes can reach it."""
 
     def __init__(
-        self, admin_kubeconfig: str, kubectl: str, workdir: Path, env: dict[str, str]
+        self,
+        admin_kubeconfig: str,
+        kubectl: str,
+        workdir: Path,
+        env: dict[str, str],
+        module: str = "platform_api.main",
     ) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.workdir = workdir
+        self.module = module
+        """The module run with `-m` (the tests name a wrapper of `platform_api.main`)."""
         self.kubeconfig = local.token_kubeconfig(
             admin_kubeconfig,
             kubectl,
@@ -194,7 +201,7 @@ class PlatformProcess(_Process):
     def start(self, timeout: float = 60.0) -> None:
         self.port = free_port()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "platform_api.main", "serve", "--port", str(self.port)],
+            [sys.executable, "-m", self.module, "serve", "--port", str(self.port)],
             env={
                 **os.environ,
                 "HUMANWORK_KUBECONFIG": str(self.kubeconfig),

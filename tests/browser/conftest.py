@@ -9,6 +9,7 @@ had, the tests FAIL with the reason; they never skip. Screenshots go to tests/ar
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Error, Page, sync_playwright
+from playwright.sync_api._context_manager import PlaywrightContextManager
 
 from humanwork_dev.processes import PlatformProcess
 from tests.browser.support import Org, org_fixture
@@ -40,19 +42,62 @@ def chromium_executable() -> str:
     )
 
 
-@pytest.fixture(scope="module")
-def browser(platform_server: PlatformProcess) -> Iterator[Browser]:
-    """Chromium for one test module. Playwright's sync API keeps an event loop running on
-    this thread while it is open, so it is closed before the next module's (asyncio) tests,
-    and the session fixtures it needs are set up before it."""
-    executable = chromium_executable()
-    with sync_playwright() as playwright:
-        try:
-            launched = playwright.chromium.launch(executable_path=executable, headless=True)
-        except Error as exc:
-            pytest.fail(f"Chromium ({executable}) did not start: {exc}", pytrace=False)
-        yield launched
-        launched.close()
+class SharedChromium:
+    """Playwright's driver and one Chromium, launched when a test first needs them and
+    kept for the next test modules of the package. Playwright's sync API keeps an event
+    loop running on this thread while it is open, so they are closed before any asyncio
+    test (see `_no_chromium_under_asyncio`) and launched again after it."""
+
+    def __init__(self) -> None:
+        self._playwright: PlaywrightContextManager | None = None
+        self._browser: Browser | None = None
+
+    def get(self) -> Browser:
+        if self._browser is None:
+            executable = chromium_executable()
+            self._playwright = sync_playwright()
+            playwright = self._playwright.start()
+            try:
+                self._browser = playwright.chromium.launch(
+                    executable_path=executable, headless=True
+                )
+            except Error as exc:
+                self.close()
+                pytest.fail(f"Chromium ({executable}) did not start: {exc}", pytrace=False)
+        return self._browser
+
+    def close(self) -> None:
+        if self._browser is not None:
+            self._browser.close()
+            self._browser = None
+        if self._playwright is not None:
+            self._playwright.__exit__(None, None, None)
+            self._playwright = None
+
+
+@pytest.fixture(scope="package")
+def chromium() -> Iterator[SharedChromium]:
+    """The package's Chromium (launched on first use): one launch for many modules."""
+    shared = SharedChromium()
+    try:
+        yield shared
+    finally:
+        shared.close()
+
+
+@pytest.fixture(autouse=True)
+def _no_chromium_under_asyncio(request: pytest.FixtureRequest, chromium: SharedChromium) -> None:
+    """Chromium is closed before an asyncio test of the package (an autouse fixture is
+    set up before the test's own, async ones included)."""
+    if inspect.iscoroutinefunction(request.function):
+        chromium.close()
+
+
+@pytest.fixture
+def browser(platform_server: PlatformProcess, chromium: SharedChromium) -> Browser:
+    """The shared Chromium; the session fixtures it needs (the platform, which runs
+    asyncio in a thread of its own) are set up before it is launched."""
+    return chromium.get()
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ the operator, and starts the agent process. `World` then drives it like its user
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -27,6 +28,7 @@ from humanwork_dev.fakes.shopify import FakeShopify
 from humanwork_dev.processes import AgentProcess, PlatformProcess
 from tests.agents import agent_credentials, provision_agent
 from tests.conftest import Cluster
+from tests.fixtures.stack import PROCESS_START_SECONDS
 from tests.platform.conftest import ADMIN_PASSWORD
 
 SEED_REQUEST = (
@@ -157,6 +159,51 @@ async def _login(http: httpx.AsyncClient, base: str, user: str, password: str) -
     return {"Authorization": f"Bearer {r.json()['access_token']}"}
 
 
+async def _users(
+    http: httpx.AsyncClient, base: str, admin: dict[str, str], slug: str, org_id: str
+) -> dict[str, dict[str, str]]:
+    """The org's expert (role operator), second expert and requester, logged in."""
+    users: dict[str, dict[str, str]] = {}
+    for name, role in (("expert", "operator"), ("expert2", "expert"), ("req", "operator")):
+        username, password = f"{name}-{slug}", f"pw-{name}-{slug}-0123456789"
+        r = await http.post(
+            f"{base}/users",
+            json={
+                "username": username,
+                "password": password,
+                "role": role,
+                "org_ids": [org_id],
+            },
+            headers=admin,
+        )
+        assert r.status_code == 201, r.text
+        users[name] = await _login(http, base, username, password)
+    return users
+
+
+async def _integrations(
+    http: httpx.AsyncClient,
+    base: str,
+    admin: dict[str, str],
+    org_id: str,
+    shop: FakeShopify,
+    amazon: FakeAmazon,
+) -> None:
+    for tool, creds in (("shopify", shop.credentials()), ("amazon", amazon.credentials())):
+        r = await http.put(
+            f"{base}/orgs/{org_id}/tool-permissions/{tool}",
+            json={"enabled": True},
+            headers=admin,
+        )
+        assert r.status_code == 200, r.text
+        r = await http.put(
+            f"{base}/orgs/{org_id}/integrations/{tool}",
+            json={"credentials": creds},
+            headers=admin,
+        )
+        assert r.status_code in (200, 201), r.text
+
+
 @pytest.fixture
 async def world(
     cluster: Cluster,
@@ -170,62 +217,43 @@ async def world(
         r = await http.post(f"{base}/orgs", json={"slug": slug, "name": "Acme"}, headers=admin)
         assert r.status_code == 201, r.text
         org_id, namespace = r.json()["id"], f"org-{slug}"
-        users: dict[str, dict[str, str]] = {}
-        for name, role in (("expert", "operator"), ("expert2", "expert"), ("req", "operator")):
-            username, password = f"{name}-{slug}", f"pw-{name}-{slug}-0123456789"
-            r = await http.post(
-                f"{base}/users",
-                json={
-                    "username": username,
-                    "password": password,
-                    "role": role,
-                    "org_ids": [org_id],
-                },
-                headers=admin,
-            )
-            assert r.status_code == 201, r.text
-            users[name] = await _login(http, base, username, password)
+        # the operator provisions the agent while the admin sets the org up: neither needs
+        # the other, and the agent process starts once both are done
+        provisioned = asyncio.ensure_future(
+            asyncio.to_thread(provision_agent, cluster, namespace, org_id)
+        )
+        try:
+            users = await _users(http, base, admin, slug, org_id)
+        finally:
+            await asyncio.wait([provisioned])
+        provisioned.result()
         with FakeShopify() as shop, FakeAmazon() as amazon:
-            for tool, creds in (("shopify", shop.credentials()), ("amazon", amazon.credentials())):
-                r = await http.put(
-                    f"{base}/orgs/{org_id}/tool-permissions/{tool}",
-                    json={"enabled": True},
-                    headers=admin,
-                )
-                assert r.status_code == 200, r.text
-                r = await http.put(
-                    f"{base}/orgs/{org_id}/integrations/{tool}",
-                    json={"credentials": creds},
-                    headers=admin,
-                )
-                assert r.status_code in (200, 201), r.text
-            provision_agent(cluster, namespace, org_id)
+            await _integrations(http, base, admin, org_id, shop, amazon)
             token, callback_secret = agent_credentials(cluster, namespace)
             agent = AgentProcess(cluster.kubeconfig, namespace, "agent", tmp_path / "agent", base)
-            agent.start()
-            # tell the platform where this agent listens (its Service does not exist here)
-            endpoints = platform_server.workdir / "agent-endpoints.json"
-            known = json.loads(endpoints.read_text())
-            endpoints.write_text(json.dumps({**known, f"{namespace}/agent": agent.url}))
-            world = World(
-                http=http,
-                cluster=cluster,
-                platform=platform_server,
-                namespace=namespace,
-                org_id=org_id,
-                admin=admin,
-                expert=users["expert"],
-                expert2=users["expert2"],
-                requester=users["req"],
-                shop=shop,
-                amazon=amazon,
-                agent=agent,
-                callback_secret=callback_secret,
-                token=token,
-                workdir=tmp_path,
-            )
             try:
-                yield world
+                agent.start(timeout=PROCESS_START_SECONDS)
+                # tell the platform where this agent listens (its Service does not exist here)
+                endpoints = platform_server.workdir / "agent-endpoints.json"
+                known = json.loads(endpoints.read_text())
+                endpoints.write_text(json.dumps({**known, f"{namespace}/agent": agent.url}))
+                yield World(
+                    http=http,
+                    cluster=cluster,
+                    platform=platform_server,
+                    namespace=namespace,
+                    org_id=org_id,
+                    admin=admin,
+                    expert=users["expert"],
+                    expert2=users["expert2"],
+                    requester=users["req"],
+                    shop=shop,
+                    amazon=amazon,
+                    agent=agent,
+                    callback_secret=callback_secret,
+                    token=token,
+                    workdir=tmp_path,
+                )
             finally:
-                agent.stop()
+                agent.stop()  # also when it never answered its health check (it leaked)
                 print(agent.tail(60))

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,24 +21,43 @@ import pytest
 from humanwork_dev.processes import PlatformProcess
 from tests.conftest import Cluster
 from tests.e2e.conftest import World, execution_state, step_of
+from tests.fixtures.stack import PROCESS_START_SECONDS
+
+
+@pytest.fixture(scope="module")
+def extra_replicas(
+    cluster: Cluster, platform_server: PlatformProcess, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[PlatformProcess]]:
+    """Two more replicas of the session's platform (same database, same settings, same
+    command), shared by the module's tests: `replicas` starts them."""
+    folder = tmp_path_factory.mktemp("replicas")
+    extra = [
+        PlatformProcess(
+            cluster.kubeconfig,
+            cluster.kubectl_path,
+            folder / f"replica-{n}",
+            platform_server.env,
+            module=platform_server.module,
+        )
+        for n in (2, 3)
+    ]
+    try:
+        yield extra
+    finally:
+        for proc in extra:
+            proc.stop()
 
 
 @pytest.fixture
 def replicas(
-    cluster: Cluster, platform_server: PlatformProcess, tmp_path: Path
-) -> Iterator[list[PlatformProcess]]:
-    """The session's platform and two more replicas of it (same database, same settings)."""
-    extra = [
-        PlatformProcess(
-            cluster.kubeconfig, cluster.kubectl_path, tmp_path / f"replica-{n}", platform_server.env
-        )
-        for n in (2, 3)
-    ]
-    for proc in extra:
-        proc.start()
-    yield [platform_server, *extra]
-    for proc in extra:
-        proc.stop()
+    platform_server: PlatformProcess, extra_replicas: list[PlatformProcess]
+) -> list[PlatformProcess]:
+    """The session's platform and two more replicas of it, each running: one that is not
+    (not started yet, or killed by an earlier test) is started again."""
+    for proc in extra_replicas:
+        if proc.proc is None or proc.proc.poll() is not None:
+            proc.start(timeout=PROCESS_START_SECONDS)
+    return [platform_server, *extra_replicas]
 
 
 def approvals(task: dict[str, Any], step: str) -> list[dict[str, Any]]:

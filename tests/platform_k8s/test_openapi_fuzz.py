@@ -22,6 +22,8 @@ the fuzzing creates (orgs and their namespaces, users, tasks) is removed afterwa
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import json
 import os
 import subprocess
@@ -78,7 +80,9 @@ async def _org_namespaces(url: str) -> list[str]:
 
 
 def _login(base: str, username: str, password: str) -> dict[str, str]:
-    answer = httpx.post(f"{base}/auth/token", json={"username": username, "password": password})
+    answer = httpx.post(
+        f"{base}/auth/token", json={"username": username, "password": password}, timeout=60
+    )
     assert answer.status_code == 200, answer.text
     return {"Authorization": f"Bearer {answer.json()['access_token']}"}
 
@@ -133,48 +137,101 @@ def _seed(base: str) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
     return headers, ids
 
 
-# one platform per backend AND caller: the admin's runs replace the access map, deactivate
-# users and change roles (usernames are among the ids the fuzzer fills in), after which an
-# expert on the same database would only meet 401, 403 and 404
+class Platforms:
+    """The platform of one backend at a time, kept across that backend's callers: the
+    expert's runs come first, the admin's after them (see `target`); building one stops
+    the other backend's."""
+
+    def __init__(
+        self,
+        postgres: PostgresServer,
+        kubeconfig: Path,
+        cluster: Cluster,
+        tmp_path_factory: pytest.TempPathFactory,
+    ) -> None:
+        self.postgres, self.kubeconfig, self.cluster = postgres, kubeconfig, cluster
+        self.tmp_path_factory = tmp_path_factory
+        self.backend: str | None = None
+        self.current: Target | None = None
+        self.admin_ran = False
+        self.stack = contextlib.ExitStack()
+
+    def of(self, backend: str) -> Target:
+        if self.backend != backend or self.current is None:
+            self.close()
+            self.current = self.stack.enter_context(self._served(backend))
+            self.backend = backend
+        return self.current
+
+    def close(self) -> None:
+        self.stack.close()
+        self.backend, self.current, self.admin_ran = None, None, False
+
+    @contextlib.contextmanager
+    def _served(self, backend: str) -> Iterator[Target]:
+        """The platform served on loopback on `backend`, seeded; removed afterwards."""
+        name = f"fuzz_{uuid.uuid4().hex}"
+        if backend == "sqlite":
+            url = f"sqlite+aiosqlite:///{self.tmp_path_factory.mktemp('fuzz') / 'platform.db'}"
+        else:
+            url = asyncio.run(self.postgres.create_database(name, template=TEMPLATE))
+        resolver = StaticResolver()
+        network.install()
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(passwords, "N", 2**12)  # cheaper scrypt, as in the other API tests
+            # names resolve from the test (none), never from the real network
+            settings = make_settings(url, kubeconfig=str(self.kubeconfig))
+            app = create_app(settings, resolver=resolver)
+            try:
+                with served(app) as base:
+                    headers, ids = _seed(base)
+                    yield Target(base, headers, ids, resolver)
+            finally:
+                core = kclient.CoreV1Api(self.cluster.api)
+                for namespace in asyncio.run(_org_namespaces(url)):
+                    try:
+                        core.delete_namespace(namespace)
+                    except kclient.ApiException as exc:
+                        if exc.status != 404:
+                            raise
+                if backend == "postgresql":
+                    asyncio.run(self.postgres.drop_database(name))
+
+
+@pytest.fixture(scope="module")
+def platforms(
+    postgres: PostgresServer,
+    platform_kubeconfig: Path,
+    cluster: Cluster,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Platforms]:
+    held = Platforms(postgres, platform_kubeconfig, cluster, tmp_path_factory)
+    try:
+        yield held
+    finally:
+        held.close()
+
+
+# one platform per backend, the expert's runs BEFORE the admin's: the admin's runs replace
+# the access map, deactivate users and change roles (usernames are among the ids the fuzzer
+# fills in), after which an expert on the same database would only meet 401, 403 and 404.
+# pytest runs every test of one parameter of a module fixture before the next parameter,
+# in the order of `params`.
 @pytest.fixture(
     scope="module",
     params=[(db, who) for db in ("sqlite", "postgresql") for who in ("expert", "admin")],
     ids=lambda param: "-".join(param),
 )
-def target(
-    request: pytest.FixtureRequest,
-    postgres: PostgresServer,
-    platform_kubeconfig: Path,
-    cluster: Cluster,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Target]:
-    """The platform served on loopback on the backend of the parameter."""
-    name = f"fuzz_{uuid.uuid4().hex}"
-    backend = request.param[0]
-    if backend == "sqlite":
-        url = f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('fuzz') / 'platform.db'}"
+def target(request: pytest.FixtureRequest, platforms: Platforms) -> Target:
+    """The platform served on loopback on the backend of the parameter, as its caller."""
+    backend, who = request.param
+    shared = platforms.of(backend)
+    if who == "expert":
+        # the expert as seeded: nothing ran as the admin on this platform yet
+        assert not platforms.admin_ran, "the admin's runs came before the expert's"
     else:
-        url = asyncio.run(postgres.create_database(name, template=TEMPLATE))
-    resolver = StaticResolver()
-    network.install()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(passwords, "N", 2**12)  # cheaper scrypt, as in the other API tests
-        # names resolve from the test (none), never from the real network
-        app = create_app(make_settings(url, kubeconfig=str(platform_kubeconfig)), resolver=resolver)
-        try:
-            with served(app) as base:
-                headers, ids = _seed(base)
-                yield Target(base, headers, ids, resolver, caller=request.param[1])
-        finally:
-            core = kclient.CoreV1Api(cluster.api)
-            for namespace in asyncio.run(_org_namespaces(url)):
-                try:
-                    core.delete_namespace(namespace)
-                except kclient.ApiException as exc:
-                    if exc.status != 404:
-                        raise
-            if backend == "postgresql":
-                asyncio.run(postgres.drop_database(name))
+        platforms.admin_ran = True
+    return dataclasses.replace(shared, caller=who)
 
 
 def run_schemathesis(target: Target, caller: str, folder: Path) -> subprocess.CompletedProcess[str]:
@@ -242,7 +299,9 @@ def test_edge_values_reach_every_parameter_without_a_server_error(
     target: Target, caller: str
 ) -> None:
     network.reset()
-    document = httpx.get(f"{target.base}/openapi.json").json()
+    # the document is built on the first request: seconds on a loaded machine (httpx's
+    # default timeout is 5 s)
+    document = httpx.get(f"{target.base}/openapi.json", timeout=60).json()
     with httpx.Client(base_url=target.base, headers=target.headers[caller], timeout=60) as http:
         statuses, errors = edges.send_edges(http, document, target.ids)
     assert statuses.total() > 500, statuses
