@@ -20,7 +20,7 @@ from humanwork_core.resources import AgenticTask, AgenticTaskStatus
 from platform_api.access.confirmers import steps_to_confirm
 from platform_api.access.principal import Principal
 from platform_api.audit.service import record
-from platform_api.confirmations.view import ClientTask, client_task
+from platform_api.conversations.taskview import ClientTask, client_task
 from platform_api.errors import (
     NotFound,
     NotInitiatingClient,

@@ -3,8 +3,10 @@ language, each step's state, decision, execution and result, and nothing a clien
 business reading (no parameters but their redacted summary, no decider's ids, no hashes).
 
 Pure functions over the resource models (the current time is an argument). The step's
-`confirmation` (the client's own confirmation of a high-stakes step) is null here; the
-confirmation flow fills it.
+`confirmation` is where the initiating client's confirmation of a high-stakes step stands
+(null for a step that needs none), with the hash `POST .../confirm` sends back. The one
+read model of a task for clients: the conversation's task list and the confirm and decline
+endpoints answer it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,15 @@ from typing import Any
 from pydantic import BaseModel, Field, JsonValue
 
 from humanwork_core import catalog, taskflow
-from humanwork_core.resources import AgenticTask, ExecutionState, Step, StepState, Verdict
+from humanwork_core.resources import (
+    AgenticTask,
+    ConfirmationState,
+    ExecutionState,
+    Step,
+    StepState,
+    StepStatus,
+    Verdict,
+)
 from humanwork_core.risk import Risk
 from platform_api.redaction import redact
 from platform_api.tasks.seedview import SeedTaskStatus, seed_status
@@ -35,13 +45,20 @@ _EXECUTION = {
 
 
 class Confirmation(BaseModel):
-    """The initiating client's confirmation of a high-stakes step."""
+    """Where the initiating client's confirmation of a step stands."""
 
     required: bool
-    state: str = Field(description="waiting, confirmed or declined")
+    state: ConfirmationState = Field(
+        description="`waiting` (also after an expert's edit voided an earlier confirmation), "
+        "`confirmed` (this very version of the step) or `declined`"
+    )
     by: str | None = None
     at: datetime | None = None
     reason: str | None = None
+    step_hash: str = Field(
+        description="what `POST .../confirm` sends back: the hash of the step as shown "
+        "(its parameters included), so a confirmation never lands on another version"
+    )
 
 
 class ClientStep(BaseModel):
@@ -145,6 +162,26 @@ def _result(result: Mapping[str, Any] | None, error: str | None) -> str | None:
     return text if len(text) <= RESULT_CHARS else text[: RESULT_CHARS - 1] + "…"
 
 
+def confirmation(step: Step, entry: StepStatus) -> Confirmation | None:
+    """The step's confirmation as shown: a confirmation of another version reads
+    `waiting` (an expert's edit voided it); null for a step that needs none."""
+    record = entry.confirmation
+    if record is None or not record.required:
+        return None
+    state = record.state
+    if state is ConfirmationState.CONFIRMED and not taskflow.is_confirmed(step, entry):
+        state = ConfirmationState.WAITING
+    current = state is not ConfirmationState.WAITING
+    return Confirmation(
+        required=True,
+        state=state,
+        by=record.by if current else None,
+        at=record.at if current else None,
+        reason=record.reason if state is ConfirmationState.DECLINED else None,
+        step_hash=taskflow.confirmation_hash(step, entry),
+    )
+
+
 def client_step(task: AgenticTask, order: int, step: Step, now: datetime) -> ClientStep:
     entry = task.current_status().step(step.id)
     state = taskflow.step_state(task, step.id, now)
@@ -160,11 +197,12 @@ def client_step(task: AgenticTask, order: int, step: Step, now: datetime) -> Cli
         tool=step.tool,
         risk=step.risk,
         state=state,
-        summary=summary(step, taskflow.effective_parameters(step, entry)),
+        summary=summary(step, taskflow.confirmation_parameters(step, entry)),
         decision=_decision(state, decision.verdict if decision is not None else None),
         feedback=feedback,
         execution="not_started" if run is None else _EXECUTION[run.state],
         result=None if run is None else _result(run.result, run.error),
+        confirmation=confirmation(step, entry),
     )
 
 
