@@ -39,13 +39,15 @@ class Health(BaseModel):
     status: Literal["ok"]
     database: Literal["ok"]
     restore: RestoreRead | None = Field(
-        default=None, description="the last restore of the database from a backup, if any"
+        default=None,
+        description="the last restore of the database from a backup (absent: never restored)",
     )
 
 
 @router.get(
     "/healthz",
     response_model=Health,
+    response_model_exclude_none=True,
     summary="Health",
     description="No authentication. 503 `unavailable` when the database does not answer.",
     responses=error_responses(503),
