@@ -89,6 +89,33 @@ async def approved_write(world: World, *, decide: bool = True) -> str:
     return name
 
 
+async def in_process(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`python -m platform_api.backup ARGS` in this process (a new interpreter takes tens of
+    seconds to import on a loaded machine, longer than the step stays executing)."""
+    import contextlib
+    import io
+
+    from platform_api.backup.cli import main
+
+    def run() -> subprocess.CompletedProcess[str]:
+        out, err = io.StringIO(), io.StringIO()
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                code = main(args)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        print(args[:1], code, out.getvalue(), err.getvalue())
+        return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+
+    return await asyncio.to_thread(run)
+
+
 def checkpoint_env(tmp: Path) -> dict[str, str]:
     key = Ed25519PrivateKey.generate().private_bytes(
         serialization.Encoding.PEM,
@@ -137,9 +164,8 @@ async def test_a_restore_to_an_older_point_says_so_and_runs_nothing_twice(
         lambda t: execution_state(t, "fix") == "Running" and len(world.shop.side_effects) == 1,
     )
     backup = tmp_path / "backup"
-    made = tool(
+    made = await in_process(
         [
-            "platform_api.backup",
             "backup",
             "--out",
             str(backup),
@@ -180,9 +206,8 @@ async def test_a_restore_to_an_older_point_says_so_and_runs_nothing_twice(
         "delete", "agentictask", name, "-n", world.namespace, "--ignore-not-found", "--wait=true"
     )
     fresh = await postgres.create_database(f"restored_{uuid.uuid4().hex[:10]}")
-    restored = tool(
+    restored = await in_process(
         [
-            "platform_api.backup",
             "restore",
             "--from",
             str(backup),
