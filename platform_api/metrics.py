@@ -2,7 +2,8 @@
 
 Requests by route template, method and status code with a latency histogram (an ASGI
 middleware: `RequestMetrics`), decisions by verdict and outcome, tool-proxy calls by tool
-and outcome, webhook deliveries by outcome, and, read at scrape time from the review
+and outcome, webhook deliveries by outcome, whether the database was restored to an
+older point than its audit checkpoints, and, read at scrape time from the review
 queue's index, the open decisions and the nearest deadline. Each app has a registry of
 its own (so several apps in one process keep apart); `serve` exposes it on
 `HUMANWORK_METRICS_PORT` (0: off), never on the API's own port, which the experts'
@@ -16,7 +17,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -84,6 +85,12 @@ class PlatformMetrics(OwnRegistry):
             "humanwork_platform_webhook_deliveries_total",
             "Outgoing webhook delivery attempts, by outcome.",
             ["outcome"],
+            registry=self.registry,
+        )
+        self.restored_behind = Gauge(
+            "humanwork_platform_restored_behind",
+            "1 when the database was last restored to a point older than its signed audit "
+            "checkpoints (records after the backup are gone); set by /healthz.",
             registry=self.registry,
         )
         self.queue = _Queue()

@@ -315,6 +315,46 @@ class RevisionRead(BaseModel):
     changed: list[StepChangeRead]
 
 
+class ResolveChoice(BaseModel):
+    """One of the two answers to an unknown outcome, and what it does."""
+
+    outcome: Literal["applied", "not_applied"] = Field(
+        description="the `outcome` to send to `POST /human-tasks/{id}/resolve`"
+    )
+    label: str = Field(description="what the choice is called in the workspace")
+    effect: str = Field(description="what the platform does when an expert makes it")
+
+
+class UnknownOutcomeRead(BaseModel):
+    """What is known of a step whose approved tool call may or may not have taken effect."""
+
+    request_sent_at: datetime | None = Field(
+        description="when the proxy claimed the step and sent the request upstream (the "
+        "ledger's claim; the execution's start when no claim is recorded)"
+    )
+    integration: str | None = Field(description="the upstream: the step's tool")
+    operation: str | None = Field(description="the action called on it")
+    idempotency_key: str = Field(description="the key the request carried upstream")
+    attempt: int = Field(description="the execution attempt whose outcome is unknown")
+    ledger: Literal["unknown", "in_flight", "stale", "done", "failed", "absent"] = Field(
+        description="the proxy's claim for the step: `unknown` (kept for an expert), "
+        "`in_flight` (the call still runs), `stale` (a claim older than the proxy's window: "
+        "treated as unknown), `done`/`failed` (the call ended: resolving changes no ledger "
+        "row), `absent` (nothing was claimed: nothing reached the upstream through the proxy)"
+    )
+    upstream_error: str | None = Field(
+        description="the error code the upstream call ended with (from the audit log)"
+    )
+    read_back: Literal["inconclusive", "confirmed", "not_available", "not_recorded"] = Field(
+        description="what the read-back found: `inconclusive` (the upstream was read and "
+        "does not show the approved value), `confirmed` (it does), `not_available` (the "
+        "action cannot be read back: an expert must check), `not_recorded` (no tool call "
+        "of the step is in the audit log)"
+    )
+    read_back_detail: str = Field(description="the read-back's finding in words")
+    choices: list[ResolveChoice]
+
+
 class HumanTaskDetail(BaseModel):
     """Everything an expert needs to decide one step: the request prompt, the whole plan,
     the redacted conversation."""
@@ -366,6 +406,11 @@ class HumanTaskDetail(BaseModel):
         default=None,
         description="for a revised plan (`spec.revisionOf`): the steps added, removed and "
         "changed against the rejected plan; null for an original plan",
+    )
+    unknown_outcome: UnknownOutcomeRead | None = Field(
+        default=None,
+        description="while `status` is `outcome_unknown`: what is known (request sent at, "
+        "upstream, read-back, attempt) and the two choices; null otherwise",
     )
 
 

@@ -46,6 +46,7 @@ from platform_api.human_tasks.schemas import (
     ThreadMessage,
     ValueChange,
 )
+from platform_api.human_tasks.unknown import unknown_outcome
 from platform_api.kube.client import KubeClient, KubeError
 from platform_api.models import AuditRecord
 from platform_api.orgs.repository import OrgRepository
@@ -209,6 +210,9 @@ async def detail(
         plan=_plan(task, await OrgRepository(session).policy(org.id)),
         conversation=await _thread(session, task, org.id),
         revision=await _revision(session, kube, org, task),
+        unknown_outcome=await unknown_outcome(session, org.id, task, step_id)
+        if status == "outcome_unknown"
+        else None,
     )
 
 

@@ -248,8 +248,8 @@ def test_an_unknown_outcome_is_resolved_from_the_queue_and_the_detail_view(
     expect(page.locator("#facts .pill").first).to_have_text("outcome_unknown")
     page.locator("#resolve-note").fill("no refund in the payment history")
     page.screenshot(path=str(artifacts / "detail-outcome-unknown.png"), full_page=True)
-    panel.get_by_role("button", name="It did not (not applied)").click()
-    expect(page.locator("#notice")).to_contain_text("it did not take effect")
+    panel.get_by_role("button", name="Mark as not executed and retry").click()
+    expect(page.locator("#notice")).to_contain_text("marked as not executed")
     entry = org.step_entry(task_id, "refund")
     resolution = entry["resolution"]
     assert (resolution["outcome"], resolution["by"], resolution["attempt"]) == (
@@ -258,4 +258,4 @@ def test_an_unknown_outcome_is_resolved_from_the_queue_and_the_detail_view(
         1,
     )
     assert resolution["note"] == "no refund in the payment history"
-    expect(panel.get_by_role("button", name="It took effect (applied)")).to_have_count(0)
+    expect(panel.get_by_role("button", name="Mark as executed")).to_have_count(0)

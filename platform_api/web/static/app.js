@@ -1112,14 +1112,36 @@
 
   // A step whose approved tool call may or may not have taken effect: the expert checks
   // the upstream and says which (POST /human-tasks/{id}/resolve); never retried on its own.
+  // What the platform knows (data.unknown_outcome) is shown first, then the two choices.
+  function unknownFacts(known) {
+    const facts = el("dl", { class: "facts", id: "unknown-facts" });
+    const when = known.request_sent_at ? new Date(known.request_sent_at).toLocaleString() : "not recorded";
+    for (const [term, value, id] of [
+      ["Request sent at", when, "unknown-sent"],
+      ["Upstream", `${known.integration || "?"} · ${known.operation || "?"}`, "unknown-upstream"],
+      ["Attempt", String(known.attempt), "unknown-attempt"],
+      ["Upstream answer", known.upstream_error || "none recorded", "unknown-error"],
+      ["Read-back", `${known.read_back}: ${known.read_back_detail}`, "unknown-readback"],
+      ["Proxy's claim", known.ledger, "unknown-ledger"],
+    ]) facts.append(el("dt", { text: term }), el("dd", { id, text: value }));
+    return facts;
+  }
+
   function renderResolve(data, step) {
     const body = $("decide-body");
+    const known = data.unknown_outcome || { choices: [] };
     body.append(el("p", { class: "deciding" },
       "Outcome unknown: ", el("strong", { text: step.description }), " ", risk(step.risk)));
     body.append(el("p", { text:
       "The approved call was sent, but its answer was lost (a timeout, a broken connection " +
-      "or a server error after sending). Check the upstream, then say whether it took effect: " +
-      "\"applied\" completes the step with it; \"not applied\" lets the agent call once more." }));
+      "or a server error after sending). Check the upstream, then say whether it took effect." }));
+    if (data.unknown_outcome) body.append(unknownFacts(known));
+    const effects = el("ul", { class: "choices", id: "unknown-choices" });
+    for (const choice of known.choices) {
+      effects.append(el("li", { "data-outcome": choice.outcome },
+        el("strong", { text: `${choice.label}: ` }), choice.effect));
+    }
+    body.append(effects);
     if (!can("run.control")) {
       body.append(el("p", { text: `Your role (${me.role}) may read this task but not resolve it.` }));
       return;
@@ -1134,17 +1156,16 @@
       el("label", { for: "resolve-note", text: "What you checked (optional)" }), note));
     const path = `/human-tasks/${data.id.split("/").map(encodeURIComponent).join("/")}/resolve`;
     const buttons = el("div", { class: "actions" });
-    for (const [outcome, text, kind] of [
-      ["applied", "It took effect (applied)", "primary"],
-      ["not_applied", "It did not (not applied)", "danger"],
-    ]) {
-      const button = el("button", { type: "button", class: kind, "data-outcome": outcome, text });
+    for (const choice of known.choices) {
+      const { outcome } = choice;
+      const kind = outcome === "applied" ? "primary" : "danger";
+      const button = el("button", { type: "button", class: kind, "data-outcome": outcome, text: choice.label });
       button.addEventListener("click", () => submitDecision(
         () => call("POST", path, { outcome, note: note.value.trim() || null }),
         button,
         outcome === "applied"
-          ? "Resolved: it took effect; the step completes."
-          : "Resolved: it did not take effect; the agent may call once more.",
+          ? "Resolved: marked as executed; the step completes."
+          : "Resolved: marked as not executed; the agent may call once more.",
       ));
       buttons.append(button);
     }
