@@ -1,9 +1,12 @@
 """Dispatch and risk: the agent's two keyword heuristics (seed 000).
 
 Mode: a request runs in *agentic* mode (a multi-step plan, each step approved by a human)
-when it contains one of the seed's agentic keywords, or when the agent is told to default
-to it (`AGENT_DEFAULT_MODE=agentic`, or `defaultMode` in the configuration); otherwise in
-*domain* mode (the fast path: one answer, read-only tool calls through function calling).
+when it contains one of the seed's agentic keywords, when it asks for a change (the words
+that make a step high or critical: "update inventory", "refund my order"; domain mode only
+reads, so a change can only be a plan a human approves), or when the agent is told to
+default to it (`AGENT_DEFAULT_MODE=agentic`, or `defaultMode` in the configuration);
+otherwise in *domain* mode (the fast path: one answer, read-only tool calls through
+function calling).
 
 Risk: every step carries a level, from the seed's table: read-only or informational is
 low; minor, reversible writes are medium; significant writes that are hard to reverse are
@@ -82,11 +85,20 @@ def agentic_keywords(message: str) -> tuple[str, ...]:
     return tuple(k for k, pattern in _AGENTIC if pattern.search(message))
 
 
+def asks_for_change(message: str) -> bool:
+    """Whether `message` asks for a change domain mode cannot make (it only reads): its
+    words are those that make a step high or critical."""
+    return risk_of_text(message) in (Risk.HIGH, Risk.CRITICAL)
+
+
 def choose_mode(message: str, default_mode: str | None = None) -> Mode:
-    """Agentic when the message holds an agentic keyword or the default says so."""
+    """Agentic when the message holds an agentic keyword, asks for a change, or the
+    default says so."""
     if (default_mode or "").strip().lower() == Mode.AGENTIC:
         return Mode.AGENTIC
-    return Mode.AGENTIC if agentic_keywords(message) else Mode.DOMAIN
+    if agentic_keywords(message) or asks_for_change(message):
+        return Mode.AGENTIC
+    return Mode.DOMAIN
 
 
 # --- tools -----------------------------------------------------------------------------------

@@ -149,6 +149,16 @@ EXTRA_SETTINGS: dict[str, list[Setting]] = {
             "address the `/metrics` endpoint binds (read by `agent_operator.handlers`)",
         ),
     ],
+    "platform": [
+        Setting(
+            "pg_bin",
+            ("HUMANWORK_PG_BIN",),
+            "str",
+            "PostgreSQL's binaries on the `PATH`",
+            "folder of `pg_dump` and `pg_restore` for `python -m platform_api.backup` "
+            "(after `--pg-bin`; read by `platform_api.backup.database`)",
+        ),
+    ],
 }
 
 ENVIRON_READ = re.compile(r"""environ(?:\.get\(|\[)\s*["']([A-Z][A-Z0-9_]*)["']""")

@@ -58,7 +58,7 @@ async def deactivate(
 @router.post(
     "/reactivate",
     summary="Reactivate an org",
-    description="A platform administrator only (403 `platform_admin_required`; the org's "
+    description="Platform administrators only (403 `platform_admin_required`; the org's "
     "own admins cannot undo a deactivation); 404 for no such org. The org takes work "
     "again; with `restoreAgents` "
     "(the default) the agents its deactivation deleted are created again from their kept "

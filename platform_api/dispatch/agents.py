@@ -1,7 +1,8 @@
 """How the dispatcher reaches an org's agent: `AgentPort` (pick the agent, send it a
 signed command, bind a requester to the task it filed), and `KubeAgents`, the real one
 over the platform's routing (`platform_api.routing`), its signed commands
-(`platform_api.agents.commands`) and the requester binding of `agents.planning`. The
+(`platform_api.agents.commands`) and the requester binding of `agents.planning` (with
+the steps the client must confirm). The
 dispatcher holds the port, so the same dispatch runs against the real agents and, in the
 tests, against an agent whose answers (and failures) the test decides."""
 
@@ -64,7 +65,14 @@ class KubeAgents:
         return await AgentCommands(self._platform).send(target, path, payload, idempotency_key)
 
     async def bind(self, target: AgentTarget, task: str, request_id: str, requester: str) -> bool:
+        """Bind the client, then record the steps it must confirm (as a plan request
+        through `agents.planning` does); the proxy refuses them unconfirmed either way."""
         kube = require_kube(self._platform, "binding a requester")
-        return await bind_requester(
+        bound = await bind_requester(
             kube, target.org.namespace, task, target.name, request_id, requester
         )
+        confirmations = self._platform.require_confirmations
+        if bound and confirmations is not None:
+            async with self._platform.sessions() as session, session.begin():
+                await confirmations(session, kube, target.org.id, target.org.namespace, task)
+        return bound
