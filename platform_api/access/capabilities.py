@@ -26,6 +26,11 @@ ORG_GRANTABLE = "org.grantable"
 """A marker, not a permission: a role holding it may be given by an org's admins to their
 members (within the admin's own capabilities in that org)."""
 
+SELF_SCOPED = frozenset({"conversations.participate", "steps.confirm"})
+"""A client's capabilities: they act only on the holder's own conversations and the steps
+it started, so an org's admin gives them (the `client` role) without holding them (an
+admin's role holds neither: it reads every conversation through `tasks.read`)."""
+
 _KNOWN: set[str] = {
     "tasks.read",
     "run.control",

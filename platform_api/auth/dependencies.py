@@ -177,3 +177,34 @@ async def ensure_capability(
     allowed = principal.can(capability) if org_id is None else principal.can_in(org_id, capability)
     if not allowed:
         raise await _deny(platform, request, principal, capability, org_id)
+
+
+def require_in_org_any(*capabilities: str) -> Any:
+    """`require_in_org` for an endpoint that either of several capabilities opens (a
+    conversation read by an expert with `tasks.read` or by a client with
+    `conversations.participate`): 404 unless the caller is a member, then 403 unless its
+    role in that org holds one of `capabilities` (all named in the refusal)."""
+    for capability in capabilities:
+        declare(capability)
+    named = " or ".join(capabilities)
+
+    async def check(
+        request: Request, org_id: uuid.UUID, principal: CurrentPrincipal, platform: PlatformDep
+    ) -> OrgScope:
+        if org_id not in principal.org_ids:
+            await abandon(request)
+            await record_detached(
+                platform.sessions,
+                actor=principal.username,
+                action="access.denied",
+                target=f"{request.method} {request.url.path}",
+                outcome="not_found",
+                details={"capability": named, "reason": "not a member of the org"},
+            )
+            raise NotFound("no such org")
+        if not any(principal.can_in(org_id, c) for c in capabilities):
+            raise await _deny(platform, request, principal.in_org(org_id), named, org_id)
+        return OrgScope(principal.in_org(org_id), org_id)
+
+    check.__name__ = "require_in_org_any_" + "_".join(c.replace(".", "_") for c in capabilities)
+    return Depends(check)

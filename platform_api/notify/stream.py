@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from typing import Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -70,26 +71,55 @@ class EventStream:
                     return None
             return list(await EventRepository(session).since(self._orgs, cursor, BATCH))
 
+    async def look(self, cursor: int) -> tuple[list[bytes], int] | None:
+        """The frames of the events after `cursor` and the new cursor; None once the
+        caller may read none of its orgs any more."""
+        rows = await self._next(cursor)
+        if rows is None:
+            return None
+        return [frame(row) for row in rows], rows[-1].seq if rows else cursor
+
     async def run(
         self, cursor: int, disconnected: Callable[[], Awaitable[bool]]
     ) -> AsyncIterator[bytes]:
         """The stream's bytes, from `cursor`, until the client goes away or may read
         nothing any more."""
-        yield f"retry: {RETRY_MS}\n: connected\n\n".encode()
-        beat = time.monotonic()
-        generation = WAKEUP.generation
-        while not await disconnected():
-            rows = await self._next(cursor)
-            if rows is None:
-                yield b": access ended\n\n"
-                return
-            for row in rows:
-                cursor = row.seq
-                yield frame(row)
-            if rows:
-                beat = time.monotonic()
-                continue
-            if time.monotonic() - beat >= self._heartbeat:
-                beat = time.monotonic()
-                yield b": heartbeat\n\n"
-            generation = await WAKEUP.wait(generation, min(self._interval, self._heartbeat))
+        async for chunk in serve(self, cursor, disconnected, self._interval, self._heartbeat):
+            yield chunk
+
+
+class Source(Protocol):
+    """What a live stream reads: the frames after a cursor (None: the stream ends)."""
+
+    async def look(self, cursor: int) -> tuple[list[bytes], int] | None: ...
+
+
+async def serve(
+    source: Source,
+    cursor: int,
+    disconnected: Callable[[], Awaitable[bool]],
+    interval: float,
+    heartbeat: float,
+) -> AsyncIterator[bytes]:
+    """A live stream's bytes: `source`'s frames from `cursor`, looked for at once when
+    this replica commits an event (`WAKEUP`) and every `interval` seconds otherwise, a
+    heartbeat comment when idle for `heartbeat` seconds, until the client goes away or
+    `source` answers None. Shared by the event stream and a conversation's stream."""
+    yield f"retry: {RETRY_MS}\n: connected\n\n".encode()
+    beat = time.monotonic()
+    generation = WAKEUP.generation
+    while not await disconnected():
+        found = await source.look(cursor)
+        if found is None:
+            yield b": access ended\n\n"
+            return
+        frames, cursor = found
+        for chunk in frames:
+            yield chunk
+        if frames:
+            beat = time.monotonic()
+            continue
+        if time.monotonic() - beat >= heartbeat:
+            beat = time.monotonic()
+            yield b": heartbeat\n\n"
+        generation = await WAKEUP.wait(generation, min(interval, heartbeat))

@@ -2,7 +2,9 @@
 
 - A role may be given in an org when it exists in the access map and, unless the caller
   is a platform administrator, it is marked `org.grantable` and holds no capability the
-  caller's own role in that org lacks (403 `role_not_grantable`). No role holds a
+  caller's own role in that org lacks (403 `role_not_grantable`); a client's capabilities
+  (`SELF_SCOPED`: its own conversations and steps) are not counted, so an org's admin
+  gives the `client` role without holding them. No role holds a
   platform administrator's capability (`access_map.service` refuses such a map).
 - A user may be managed (its role set, removed, deactivated, bound to an OIDC identity)
   only when it is not above the caller: a platform administrator only by another (403
@@ -17,7 +19,7 @@ from collections.abc import Mapping
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from platform_api.access.capabilities import ORG_GRANTABLE
+from platform_api.access.capabilities import ORG_GRANTABLE, SELF_SCOPED
 from platform_api.access.principal import Principal
 from platform_api.access.repository import AccessMapRepository
 from platform_api.auth.dependencies import PlatformAdminRequired
@@ -45,7 +47,9 @@ async def ensure_grantable(
         raise RoleNotGrantable(
             "the platform does not let orgs give this role", role=role, orgId=str(org_id)
         )
-    lacking = sorted(capabilities - {ORG_GRANTABLE} - principal.capabilities_in(org_id))
+    lacking = sorted(
+        capabilities - {ORG_GRANTABLE} - SELF_SCOPED - principal.capabilities_in(org_id)
+    )
     if lacking:
         raise RoleNotGrantable(
             "the role holds capabilities the caller lacks in the org",
@@ -71,7 +75,7 @@ async def ensure_manageable(
     access = AccessMapRepository(session)
     for org_id, role in sorted(roles.items()):
         held = await access.capabilities(role)
-        lacking = sorted(held - {ORG_GRANTABLE} - principal.capabilities_in(org_id))
+        lacking = sorted(held - {ORG_GRANTABLE} - SELF_SCOPED - principal.capabilities_in(org_id))
         if lacking:
             raise RoleNotGrantable(
                 "the user holds capabilities the caller lacks in the org",

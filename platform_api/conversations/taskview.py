@@ -1,0 +1,185 @@
+"""The client's view of a task started from its conversation: the plan in plain
+language, each step's state, decision, execution and result, and nothing a client has no
+business reading (no parameters but their redacted summary, no decider's ids, no hashes).
+
+Pure functions over the resource models (the current time is an argument). The step's
+`confirmation` (the client's own confirmation of a high-stakes step) is null here; the
+confirmation flow fills it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, Field, JsonValue
+
+from humanwork_core import catalog, taskflow
+from humanwork_core.resources import AgenticTask, ExecutionState, Step, StepState, Verdict
+from humanwork_core.risk import Risk
+from platform_api.redaction import redact
+from platform_api.tasks.seedview import SeedTaskStatus, seed_status
+from platform_api.tasks.service import phase_of
+
+SUMMARY_CHARS = 500
+RESULT_CHARS = 300
+VALUE_CHARS = 80
+
+_EXECUTION = {
+    ExecutionState.RUNNING: "executing",
+    ExecutionState.SUCCEEDED: "executed",
+    ExecutionState.FAILED: "failed",
+    ExecutionState.OUTCOME_UNKNOWN: "outcome_unknown",
+}
+
+
+class Confirmation(BaseModel):
+    """The initiating client's confirmation of a high-stakes step."""
+
+    required: bool
+    state: str = Field(description="waiting, confirmed or declined")
+    by: str | None = None
+    at: datetime | None = None
+    reason: str | None = None
+
+
+class ClientStep(BaseModel):
+    """One step of the plan as the client sees it."""
+
+    id: str
+    order: int = Field(ge=1, description="the step's place in the plan, from 1")
+    description: str
+    tool: str | None
+    risk: Risk
+    state: StepState
+    summary: str = Field(
+        description="what the step does, where, and with what (parameters redacted)"
+    )
+    decision: str = Field(
+        description="pending, approved, rejected or expired (the expert's decision)"
+    )
+    feedback: str | None = Field(default=None, description="a rejection's feedback")
+    execution: str = Field(
+        description="not_started, executing, executed, failed or outcome_unknown"
+    )
+    result: str | None = Field(default=None, description="a short summary of the outcome")
+    confirmation: Confirmation | None = None
+
+
+class ClientTask(BaseModel):
+    """A task started from the conversation, as its client follows it."""
+
+    name: str
+    uid: str
+    phase: str
+    status: SeedTaskStatus = Field(description="seed 000's snake_case status")
+    description: str
+    created_at: datetime | None
+    steps: list[ClientStep]
+
+
+class ClientTasks(BaseModel):
+    """The tasks of a conversation, newest first."""
+
+    items: list[ClientTask]
+
+
+def _value(value: JsonValue) -> str:
+    text = value if isinstance(value, str) else _compact(value)
+    text = redact(text)[0]
+    return text if len(text) <= VALUE_CHARS else text[: VALUE_CHARS - 1] + "…"
+
+
+def _compact(value: JsonValue) -> str:
+    if isinstance(value, list):
+        return ", ".join(_compact(v) for v in value[:10]) + (" …" if len(value) > 10 else "")
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_compact(v)}" for k, v in list(value.items())[:10]) + "}"
+    return str(value)
+
+
+def summary(step: Step, parameters: Mapping[str, JsonValue]) -> str:
+    """The step in plain language: whether it reads or changes something, where (the
+    tool), what (the action) and with what (each parameter, redacted like the queue)."""
+    action_name = parameters.get("action")
+    action = catalog.find(step.tool, action_name)
+    params = parameters.get("params")
+    values: Mapping[str, JsonValue] = (
+        params
+        if isinstance(params, dict)
+        else {k: v for k, v in parameters.items() if k != "action"}
+    )
+    if step.tool is None:
+        verb = "Asks the expert for input"
+    elif action is not None and action.side_effect:
+        verb = f"Changes data in {step.tool}"
+    elif action is not None:
+        verb = f"Reads from {step.tool}"
+    else:
+        verb = f"Uses {step.tool}"
+    what = f" ({action_name})" if isinstance(action_name, str) else ""
+    details = "; ".join(f"{key}: {_value(value)}" for key, value in values.items())
+    text = f"{verb}{what}" + (f": {details}" if details else "")
+    return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
+
+
+def _decision(state: StepState, verdict: Verdict | None) -> str:
+    if state is StepState.EXPIRED:
+        return "expired"
+    if verdict is None:
+        return "pending"
+    return "rejected" if verdict is Verdict.REJECT else "approved"
+
+
+def _result(result: Mapping[str, Any] | None, error: str | None) -> str | None:
+    text: str | None = None
+    if error:
+        text = error
+    elif result:
+        said = result.get("summary")
+        text = said if isinstance(said, str) else _compact(dict(result))
+    if text is None:
+        return None
+    text = redact(text)[0]
+    return text if len(text) <= RESULT_CHARS else text[: RESULT_CHARS - 1] + "…"
+
+
+def client_step(task: AgenticTask, order: int, step: Step, now: datetime) -> ClientStep:
+    entry = task.current_status().step(step.id)
+    state = taskflow.step_state(task, step.id, now)
+    decision = entry.decision
+    run = entry.execution
+    feedback = None
+    if decision is not None and decision.verdict is Verdict.REJECT and decision.feedback:
+        feedback = decision.feedback
+    return ClientStep(
+        id=step.id,
+        order=order,
+        description=step.description,
+        tool=step.tool,
+        risk=step.risk,
+        state=state,
+        summary=summary(step, taskflow.effective_parameters(step, entry)),
+        decision=_decision(state, decision.verdict if decision is not None else None),
+        feedback=feedback,
+        execution="not_started" if run is None else _EXECUTION[run.state],
+        result=None if run is None else _result(run.result, run.error),
+    )
+
+
+def client_task(task: AgenticTask, now: datetime) -> ClientTask:
+    """The client's view of `task` at `now`."""
+    phase = phase_of(task, now)
+    return ClientTask(
+        name=task.metadata.name,
+        uid=task.metadata.uid or "",
+        phase=phase.value,
+        status=seed_status(task, phase, now),
+        description=task.spec.description,
+        created_at=task.metadata.creation_timestamp,
+        steps=[
+            client_step(task, order, step, now)
+            for order, step in enumerate(task.spec.steps, start=1)
+        ],
+    )
