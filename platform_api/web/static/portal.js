@@ -413,8 +413,10 @@
     if (c && c.state === "declined") return ["declined by you", "bad"];
     if (step.execution === "executed" || step.execution === "succeeded") return ["done", "ok"];
     if (step.execution === "failed") return ["failed", "bad"];
+    if (step.execution === "outcome_unknown") return ["being checked by an expert", "warn"];
     if (step.execution === "executing") return ["in progress", "pending"];
     if (step.decision === "rejected") return ["rejected by the expert", "bad"];
+    if (step.decision === "expired") return ["expired", "bad"];
     if (c && c.required && c.state === "waiting") return ["waiting for you", "warn"];
     if (step.decision === "approved") return ["approved", "ok"];
     if (step.decision === "pending") return ["waiting for the expert", "pending"];
