@@ -177,6 +177,9 @@
     run_state_conflict: "This step is no longer waiting for you.",
     step_hash_mismatch: "The step changed since you opened it; look at it again.",
     human_task_expired: "The deadline of this step passed.",
+    confirmation_stale: "The step changed since you saw it (an expert edited it); look at it again.",
+    not_initiating_client: "Only the client who started this task confirms its steps.",
+    confirmation_refused: "This step no longer waits for your confirmation.",
   };
 
   function explain(err) {
@@ -508,7 +511,8 @@
   async function confirmStep(task, step, button) {
     button.disabled = true;
     try {
-      upsertTask(await call("POST", `${stepPath(task, step)}/confirm`, {}, newKey()));
+      const body = { step_hash: step.confirmation.step_hash };  // this very version of the step
+      upsertTask(await call("POST", `${stepPath(task, step)}/confirm`, body, newKey()));
       announce(`Confirmed: ${step.description || step.id}.`);
       toast(`Confirmed: ${step.description || step.id}`);
     } catch (err) {
