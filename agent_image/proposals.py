@@ -180,9 +180,14 @@ async def _announce(
 
 
 def rejection_feedback(task: dict[str, Any]) -> str | None:
-    """The expert's feedback on the rejected step of a task, if any."""
+    """The expert's feedback on the rejected step of a task (or the initiating client's
+    reason for declining a step, which halts the task the same way), if any."""
     for entry in (task.get("status") or {}).get("steps") or []:
         decision = entry.get("decision") or {}
         if decision.get("verdict") == "reject":
             return str(decision.get("feedback") or "") or None
+        confirmation = entry.get("confirmation") or {}
+        if confirmation.get("required") and confirmation.get("state") == "declined":
+            reason = str(confirmation.get("reason") or "")
+            return f"the client declined: {reason}" if reason else None
     return None

@@ -31,6 +31,8 @@ from platform_api.audit_api.router import router as audit_router
 from platform_api.auth.router import router as auth_router
 from platform_api.auth.signin import SignIn
 from platform_api.auth.tokens import TokenService
+from platform_api.confirmations import service as confirmations_service
+from platform_api.confirmations.router import router as confirmations_router
 from platform_api.conversations.router import router as conversations_router
 from platform_api.corrections import service as corrections_service
 from platform_api.corrections.router import router as corrections_router  # issue 14
@@ -159,6 +161,7 @@ ROUTERS = (
     deactivation_router,
     # issue 15 item 7
     access_map_router,
+    confirmations_router,  # the client's confirmation of high-stakes steps
 )
 
 
@@ -216,6 +219,7 @@ def _platform(
     )
     pusher.platform = platform
     platform.org_corrections = corrections_service.chat_payload  # issue 14
+    platform.require_confirmations = confirmations_service.require_quietly
     return platform
 
 

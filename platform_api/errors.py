@@ -204,6 +204,37 @@ class StepHashMismatch(PlatformError):
     answers = (taskflow.StepHashMismatch,)
 
 
+class NotInitiatingClient(PlatformError):
+    """Only the client who initiated the task (its vouched requester, holding
+    `steps.confirm`) confirms or declines its steps: not another client, an expert, an
+    admin or the agent."""
+
+    code = "not_initiating_client"
+    status_code = 403
+
+
+class ConfirmationStale(PlatformError):
+    """The client confirmed another version of the step than the task holds (an expert
+    edited it since, or the confirmation is a replay): read the task and confirm again."""
+
+    code = "confirmation_stale"
+    status_code = 409
+    answers = (taskflow.ConfirmationStale,)
+
+
+class ConfirmationRefused(PlatformError):
+    """The step cannot be confirmed or declined now; `details.reason` says why
+    (confirmation_not_required, step_declined, confirmation_closed, task_terminal)."""
+
+    code = "confirmation_refused"
+    status_code = 409
+    answers = (
+        taskflow.ConfirmationNotRequired,
+        taskflow.StepDeclined,
+        taskflow.StepConfirmationClosed,
+    )
+
+
 class IdempotencyConflict(PlatformError):
     """The idempotency key was already used for a different request."""
 

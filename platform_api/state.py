@@ -34,6 +34,10 @@ if TYPE_CHECKING:
 CorrectionsOf = Callable[[AsyncSession, uuid.UUID], Awaitable[list[dict[str, Any]]]]
 """The org's corrections for an agent command (session, org id) -> payload."""
 
+ConfirmationsOf = Callable[[AsyncSession, KubeClient, uuid.UUID, str, str], Awaitable[bool]]
+"""Records the client confirmations a task needs (session, kube, org id, namespace, task
+name) -> written; `confirmations.service.require_quietly`, wired by the app."""
+
 
 @dataclass
 class Platform:
@@ -73,6 +77,9 @@ class Platform:
     org_corrections: CorrectionsOf | None = None
     """The org's newest corrections as a command carries them (`corrections.service.
     chat_payload`, wired by the app): a plan command carries them too (issue 14)."""
+    require_confirmations: ConfirmationsOf | None = None
+    """Called once the platform bound a task's requester: records which of its steps the
+    initiating client must confirm (`confirmations.service.require_quietly`)."""
 
 
 def platform_of(request: Request) -> Platform:

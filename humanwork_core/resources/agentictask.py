@@ -35,6 +35,7 @@ from .common import (
 )
 from .taskstatus import (
     AgenticTaskStatus,
+    Confirmation,
     Decision,
     Execution,
     Reopening,
@@ -46,6 +47,7 @@ from .tasktypes import (
     MAX_APPROVALS,
     MAX_OPTIONS,
     MAX_STEPS,
+    ConfirmationState,
     ExecutionState,
     FreeForm,
     OnExpiry,
@@ -67,6 +69,8 @@ __all__ = [
     "AgenticTask",
     "AgenticTaskSpec",
     "AgenticTaskStatus",
+    "Confirmation",
+    "ConfirmationState",
     "Decision",
     "EscalationPolicy",
     "Execution",

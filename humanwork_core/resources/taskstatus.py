@@ -1,5 +1,6 @@
-"""The AgenticTask's status: per step the experts' approvals and decision, the agent's
-execution and an expert's resolution, and the operator's derived fields. Each writer
+"""The AgenticTask's status: per step the experts' approvals and decision, the initiating
+client's confirmation, the agent's execution and an expert's resolution, and the
+operator's derived fields. Each writer
 owns its fields (see :mod:`humanwork_core.taskflow`)."""
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from .common import (
 from .tasktypes import (
     MAX_APPROVALS,
     MAX_STEPS,
+    ConfirmationState,
     ExecutionState,
     FreeForm,
     Outcome,
@@ -150,6 +152,65 @@ class Reopening(ResourceModel):
     reason: str | None = Field(default=None, description="Why it was reopened.", max_length=4096)
 
 
+class Confirmation(ResourceModel):
+    """The initiating client's confirmation of a high-stakes step (written by the platform
+    API only): required from the start when the org's rules name the step's risk, then
+    confirmed or declined by that client. Bound to the step as the client saw it
+    (`step_hash`, taskflow.confirmation_hash): an expert's edit voids a confirmation."""
+
+    model_config = ConfigDict(
+        json_schema_extra=k8s(
+            rules=[
+                cel(
+                    "self.state == 'waiting' || (has(self.by) && has(self.at))",
+                    "a confirmation or a decline says who and when",
+                ),
+                cel(
+                    "self.state != 'confirmed' || has(self.stepHash)",
+                    "a confirmation carries the hash of the step confirmed",
+                ),
+                cel(
+                    "self.state != 'declined' || has(self.reason)",
+                    "a decline carries the client's reason",
+                ),
+            ]
+        )
+    )
+
+    required: bool = Field(description="Whether the step waits for the client's confirmation.")
+    state: ConfirmationState = Field(description="waiting, confirmed or declined.")
+    by: str | None = Field(
+        default=None,
+        description="The initiating client's username (the task's vouched requester).",
+        min_length=1,
+        max_length=253,
+    )
+    at: AwareDatetime | None = Field(default=None, description="When it was confirmed or declined.")
+    reason: str | None = Field(
+        default=None,
+        description="The client's reason for a decline (fed back to the agent).",
+        min_length=1,
+        max_length=4096,
+    )
+    step_hash: str | None = Field(
+        default=None,
+        description="SHA-256 of the step as the client confirmed it, amended parameters "
+        "included (taskflow.confirmation_hash).",
+        pattern=SHA256_PATTERN,
+        max_length=64,
+    )
+
+    @model_validator(mode="after")
+    def _complete(self) -> Self:
+        if self.state is not ConfirmationState.WAITING and (self.by is None or self.at is None):
+            raise ValueError("a confirmation or a decline says who and when")
+        if self.state is ConfirmationState.CONFIRMED and self.step_hash is None:
+            raise ValueError("a confirmation carries the hash of the step confirmed")
+        if self.state is ConfirmationState.DECLINED and self.reason is None:
+            raise ValueError("a decline carries the client's reason")
+        return self
+
+
 class StepStatus(ResourceModel):
     """Observed state of one step; each part is written by a different component."""
 
@@ -167,6 +228,11 @@ class StepStatus(ResourceModel):
     decision: Decision | None = Field(
         default=None,
         description="The effective decision (written once by the platform API, never changed).",
+    )
+    confirmation: Confirmation | None = Field(
+        default=None,
+        description="The initiating client's confirmation of a high-stakes step (written by "
+        "the platform API).",
     )
     execution: Execution | None = Field(
         default=None, description="The agent's run of the step (written by the agent)."

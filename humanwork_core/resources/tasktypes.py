@@ -64,6 +64,16 @@ class StepState(StrEnum):
     REJECTED = "Rejected"
     EXPIRED = "Expired"
     OUTCOME_UNKNOWN = "OutcomeUnknown"
+    AWAITING_CLIENT = "AwaitingClient"
+    """Approved by the experts; waits for the initiating client's confirmation."""
+
+
+class ConfirmationState(StrEnum):
+    """Where the initiating client's confirmation of a step stands."""
+
+    WAITING = "waiting"
+    CONFIRMED = "confirmed"
+    DECLINED = "declined"
 
 
 class Verdict(StrEnum):

@@ -131,3 +131,35 @@ class ToolCallMismatch(TaskFlowError):
     """The tool call differs from the approved step (tool or parameters)."""
 
     code = "tool_call_mismatch"
+
+
+class NotConfirmed(TaskFlowError):
+    """The step needs the initiating client's confirmation of its current version (an
+    expert's edit voids an earlier one), and has none."""
+
+    code = "not_confirmed"
+
+
+class ConfirmationNotRequired(TaskFlowError):
+    """The step needs no client confirmation: nothing to confirm or decline."""
+
+    code = "confirmation_not_required"
+
+
+class ConfirmationStale(TaskFlowError):
+    """The client confirmed another version of the step than the task holds (an expert
+    edited it since): the client must look again and confirm the new values."""
+
+    code = "confirmation_stale"
+
+
+class StepDeclined(TaskFlowError):
+    """The client already declined the step; a decline is never changed."""
+
+    code = "step_declined"
+
+
+class StepConfirmationClosed(TaskFlowError):
+    """The step already ran (or is running): too late to confirm or decline it."""
+
+    code = "confirmation_closed"

@@ -21,6 +21,7 @@ from ..resources.agentictask import Outcome, Resolution
 from .errors import (
     ExecutionConflict,
     NotApproved,
+    NotConfirmed,
     NotFailed,
     NotRetrySafe,
     NotUnknown,
@@ -33,8 +34,10 @@ from .state import (
     _find_step,
     derive_phase,
     effective_parameters,
+    is_confirmed,
     is_resolved,
     is_retried,
+    needs_confirmation,
     step_hash,
 )
 
@@ -43,8 +46,10 @@ MAX_ATTEMPTS = 100
 
 def approved_step(task: AgenticTask, step_id: str, now: datetime) -> tuple[Step, StepStatus]:
     """The step and its status when it may run now: the task is not terminal, the step has
-    an approving decision given to this very version of it, and every earlier step has
-    executed. The one check behind starting an execution and the proxy's tool call."""
+    an approving decision given to this very version of it, the initiating client's
+    confirmation of that version where the platform recorded it is needed, and every
+    earlier step has executed. The one check behind starting an execution and the proxy's
+    tool call."""
     step = _find_step(task, step_id)
     phase = derive_phase(task, now)
     if phase.terminal:
@@ -55,6 +60,11 @@ def approved_step(task: AgenticTask, step_id: str, now: datetime) -> tuple[Step,
     if entry.decision.step_hash != step_hash(step):
         raise StepHashMismatch(
             "the approval was given to another version of the step", step_id=step_id
+        )
+    if needs_confirmation(entry) and not is_confirmed(step, entry):
+        raise NotConfirmed(
+            "the step waits for the initiating client's confirmation of this version",
+            step_id=step_id,
         )
     if not _earlier_executed(task, step_id):
         raise StepNotExecutable("an earlier step has not executed yet", step_id=step_id)

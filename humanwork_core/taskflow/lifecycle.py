@@ -10,27 +10,31 @@ from ..resources import (
     AgenticTaskStatus,
     StepStatus,
     TaskPhase,
+    TaskPolicy,
 )
 from .errors import (
     TaskTerminal,
 )
 from .state import (
+    client_wait_step,
     current_step,
     decidable_step,
     derive_phase,
     highest_pending_risk,
-    is_expired,
     reopened,
     reopened_deadline,
     step_state,
+    wait_expired,
 )
 
 
 def tick(task: AgenticTask, now: datetime) -> AgenticTaskStatus:
     """Bring the derived parts of the status up to date at time `now`.
 
-    Gives the decidable step its deadline, escalates a missed one (new deadline) until the
-    policy's budget is spent and then expires it, and recomputes the step states, phase,
+    Gives the step waiting for a human (the decidable step, or an approved step waiting for
+    the initiating client's confirmation: one deadline covers both waits) its deadline,
+    escalates a missed one (new deadline) until the policy's budget is spent and then
+    expires it, and recomputes the step states, phase,
     current step, highest pending risk, next deadline and timestamps. A task already in a
     terminal phase is returned unchanged, unless an expert's retry reopened it
     (:func:`~humanwork_core.taskflow.state.reopened`).
@@ -39,25 +43,12 @@ def tick(task: AgenticTask, now: datetime) -> AgenticTaskStatus:
     if status.phase is not None and status.phase.terminal and not reopened(task):
         return status
     policy = task.spec.policy
-    decidable = decidable_step(task)
+    decidable = decidable_step(task) or client_wait_step(task)
     entries: list[StepStatus] = []
     for step in task.spec.steps:
         entry = status.step(step.id)
         if decidable is not None and step.id == decidable.id:
-            new_deadline = reopened_deadline(entry)
-            if new_deadline is not None:  # an expert reopened the expired step
-                entry = entry.model_copy(update={"deadline": new_deadline, "state": None})
-            elif entry.deadline is None:
-                entry = entry.model_copy(
-                    update={"deadline": now + timedelta(seconds=policy.decision_deadline_seconds)}
-                )
-            elif now >= entry.deadline and not is_expired(entry, policy, now):
-                entry = entry.model_copy(
-                    update={
-                        "escalations": entry.escalations + 1,
-                        "deadline": now + timedelta(seconds=policy.escalation.interval_seconds),
-                    }
-                )
+            entry = _waiting(entry, policy, now)
         entries.append(entry)
     updated = task.model_copy(
         update={"status": status.model_copy(update={"steps": _merge(status, entries)})}
@@ -69,8 +60,12 @@ def tick(task: AgenticTask, now: datetime) -> AgenticTaskStatus:
         update={"status": status.model_copy(update={"steps": _merge(status, entries)})}
     )
     phase = derive_phase(updated, now)
-    waiting = decidable_step(updated) if phase is TaskPhase.PENDING_APPROVAL else None
-    if waiting is not None and is_expired(updated.current_status().step(waiting.id), policy, now):
+    waiting = (
+        decidable_step(updated) or client_wait_step(updated)
+        if phase is TaskPhase.PENDING_APPROVAL
+        else None
+    )
+    if waiting is not None and wait_expired(updated.current_status().step(waiting.id), policy, now):
         waiting = None  # expired, awaiting a reopening: no deadline ahead
     new_status = updated.current_status().model_copy(
         update={
@@ -86,6 +81,26 @@ def tick(task: AgenticTask, now: datetime) -> AgenticTaskStatus:
         }
     )
     return new_status
+
+
+def _waiting(entry: StepStatus, policy: TaskPolicy, now: datetime) -> StepStatus:
+    """The step waiting for a human with its deadline given, moved by a reopening, or
+    escalated when missed (until the budget is spent)."""
+    new_deadline = reopened_deadline(entry)
+    if new_deadline is not None:  # an expert reopened the expired step
+        return entry.model_copy(update={"deadline": new_deadline, "state": None})
+    if entry.deadline is None:
+        return entry.model_copy(
+            update={"deadline": now + timedelta(seconds=policy.decision_deadline_seconds)}
+        )
+    if now >= entry.deadline and not wait_expired(entry, policy, now):
+        return entry.model_copy(
+            update={
+                "escalations": entry.escalations + 1,
+                "deadline": now + timedelta(seconds=policy.escalation.interval_seconds),
+            }
+        )
+    return entry
 
 
 def _merge(status: AgenticTaskStatus, entries: list[StepStatus]) -> tuple[StepStatus, ...]:

@@ -1,6 +1,6 @@
-"""Reading an AgenticTask's state: the step hash a decision is bound to, the step
-predicates, which step is decidable or executable, the derived phase, step states and
-the parameters a tool runs with."""
+"""Reading an AgenticTask's state: the step hash a decision is bound to (and the one a
+client's confirmation is bound to), the step predicates, which step is decidable or
+executable, the derived phase, step states and the parameters a tool runs with."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from ..policy import OrgPolicy, effective_risk
 from ..policy import required_approvals as _quorum
 from ..resources import (
     AgenticTask,
+    ConfirmationState,
     ExecutionState,
     OnExpiry,
     Risk,
@@ -82,6 +83,59 @@ def step_hash(step: Step) -> str:
     return hashlib.sha256(canonical_json(payload)).hexdigest()
 
 
+def confirmation_parameters(step: Step, entry: StepStatus) -> dict[str, JsonValue]:
+    """The parameters the client confirms: the experts' amendment (the decision's, else the
+    first approval's) if any, else the plan's."""
+    for decision in (entry.decision, *entry.approvals):
+        if decision is not None and decision.parameters is not None:
+            return dict(decision.parameters)
+    return dict(step.parameters)
+
+
+def confirmation_hash(step: Step, entry: StepStatus) -> str:
+    """SHA-256 (hex) of what the client confirms: the step (:func:`step_hash`) with the
+    parameters it will run with (:func:`confirmation_parameters`), so that an expert's edit
+    voids a confirmation given before it."""
+    payload = {"step": step_hash(step), "parameters": confirmation_parameters(step, entry)}
+    return hashlib.sha256(canonical_json(payload)).hexdigest()
+
+
+def needs_confirmation(entry: StepStatus) -> bool:
+    """Whether the platform recorded that the step needs the initiating client's word."""
+    return entry.confirmation is not None and entry.confirmation.required
+
+
+def is_confirmed(step: Step, entry: StepStatus) -> bool:
+    """Whether the client confirmed this very version of the step (edits included)."""
+    confirmation = entry.confirmation
+    return (
+        confirmation is not None
+        and confirmation.state is ConfirmationState.CONFIRMED
+        and confirmation.step_hash == confirmation_hash(step, entry)
+    )
+
+
+def is_declined(entry: StepStatus) -> bool:
+    """Whether the initiating client declined the step (it halts the task)."""
+    confirmation = entry.confirmation
+    return (
+        confirmation is not None
+        and confirmation.required
+        and confirmation.state is ConfirmationState.DECLINED
+    )
+
+
+def awaits_client(step: Step, entry: StepStatus) -> bool:
+    """Whether the step still waits for the client: required, neither declined nor
+    confirmed in its current version, and not run yet."""
+    return (
+        needs_confirmation(entry)
+        and not is_declined(entry)
+        and not is_confirmed(step, entry)
+        and entry.execution is None
+    )
+
+
 def required_approvals(task: AgenticTask, step: Step, org: OrgPolicy) -> int:
     """How many distinct experts must approve `step`: the stricter of the org's and the
     task's quorum for the step's effective risk (never below what the org set)."""
@@ -117,6 +171,12 @@ def is_expired(entry: StepStatus, policy: TaskPolicy, now: datetime) -> bool:
     reopening gives it a new deadline, see :func:`reopened_deadline`)."""
     if entry.decision is not None:
         return False
+    return wait_expired(entry, policy, now)
+
+
+def wait_expired(entry: StepStatus, policy: TaskPolicy, now: datetime) -> bool:
+    """Whether the wait for a human on the step (an expert's decision, or the client's
+    confirmation after it) ran out of time: deadline passed, escalations spent."""
     reopened = reopened_deadline(entry)
     if reopened is not None:
         return now >= reopened
@@ -173,6 +233,8 @@ def executable_step(task: AgenticTask) -> Step | None:
         entry = status.step(step.id)
         if is_executed(entry):
             continue
+        if awaits_client(step, entry) or is_declined(entry):
+            return None
         if is_approved(entry) and (
             entry.execution is None
             or entry.execution.state is ExecutionState.RUNNING
@@ -259,7 +321,7 @@ def derive_phase(task: AgenticTask, now: datetime) -> TaskPhase:
         return status.phase
     for step in task.spec.steps:
         entry = status.step(step.id)
-        if is_rejected(entry):
+        if is_rejected(entry) or is_declined(entry):
             return TaskPhase.REJECTED
         if entry.execution is not None:
             if is_retried(entry):
@@ -271,6 +333,10 @@ def derive_phase(task: AgenticTask, now: datetime) -> TaskPhase:
             if entry.execution.state is ExecutionState.OUTCOME_UNKNOWN:
                 return TaskPhase.PENDING_APPROVAL  # waits for an expert's resolution
             continue
+        if entry.decision is not None and awaits_client(step, entry):
+            expired = wait_expired(entry, task.spec.policy, now)
+            ends = task.spec.policy.on_expiry is OnExpiry.END
+            return TaskPhase.EXPIRED if expired and ends else TaskPhase.PENDING_APPROVAL
         if entry.decision is not None:
             return TaskPhase.IN_PROGRESS
         if is_expired(entry, task.spec.policy, now) and (
@@ -279,6 +345,20 @@ def derive_phase(task: AgenticTask, now: datetime) -> TaskPhase:
             return TaskPhase.EXPIRED
         return TaskPhase.PENDING_APPROVAL  # an expired step awaits a reopening
     return TaskPhase.COMPLETED
+
+
+def client_wait_step(task: AgenticTask) -> Step | None:
+    """The step the task waits on the client for: approved, every earlier step executed,
+    and its confirmation still missing; None otherwise."""
+    status = task.current_status()
+    if status.phase is not None and status.phase.terminal:
+        return None
+    for step in task.spec.steps:
+        entry = status.step(step.id)
+        if is_executed(entry):
+            continue
+        return step if is_approved(entry) and awaits_client(step, entry) else None
+    return None
 
 
 def current_step(task: AgenticTask) -> str | None:
@@ -298,9 +378,9 @@ def highest_pending_risk(task: AgenticTask, now: datetime) -> Risk | None:
 
 def step_state(task: AgenticTask, step_id: str, now: datetime) -> StepState:
     """The lifecycle state of one step (what the operator writes into `state`)."""
-    _find_step(task, step_id)
+    step = _find_step(task, step_id)
     entry = task.current_status().step(step_id)
-    if is_rejected(entry):
+    if is_rejected(entry) or is_declined(entry):
         return StepState.REJECTED
     if is_retried(entry):
         return StepState.APPROVED  # retried: waits for the agent to run it again
@@ -311,6 +391,12 @@ def step_state(task: AgenticTask, step_id: str, now: datetime) -> StepState:
             ExecutionState.FAILED: StepState.FAILED,
             ExecutionState.OUTCOME_UNKNOWN: StepState.OUTCOME_UNKNOWN,
         }[entry.execution.state]
+    if entry.decision is not None and awaits_client(step, entry):
+        return (
+            StepState.EXPIRED
+            if wait_expired(entry, task.spec.policy, now)
+            else StepState.AWAITING_CLIENT
+        )
     if entry.decision is not None:
         return StepState.APPROVED
     if is_expired(entry, task.spec.policy, now):

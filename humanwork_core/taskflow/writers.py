@@ -34,7 +34,7 @@ OPERATOR_STATUS_FIELDS = (
 
 
 STEP_FIELDS: Mapping[Writer, tuple[str, ...]] = {
-    Writer.PLATFORM_API: ("approvals", "decision", "resolution", "reopened"),
+    Writer.PLATFORM_API: ("approvals", "decision", "confirmation", "resolution", "reopened"),
     Writer.AGENT: ("execution",),
     Writer.OPERATOR: ("state", "deadline", "escalations"),
 }

@@ -3,10 +3,12 @@
 The rules are `humanwork_core.taskflow.tick` (deadlines, escalation, expiry, derived phase,
 current step, highest pending risk, next deadline); this module adds what needs the API:
 whether `spec.agentRef` names an AgentInstance of the namespace (condition
-`AgentAvailable`), the server-side apply of the operator's fields only (field manager
-`humanwork-operator`, so the platform's decisions and the agent's executions are never
-touched), the Events of a transition, and the removal of finished tasks the platform has
-archived, once their TTL has passed.
+`AgentAvailable`), whether the task waits for its initiating client's confirmation of a
+step (condition `WaitingForClient`; the phase stays PendingApproval and the step's state
+is AwaitingClient, under the step's deadline and escalations), the server-side apply of
+the operator's fields only (field manager `humanwork-operator`, so the platform's
+decisions and the agent's executions are never touched), the Events of a transition, and
+the removal of finished tasks the platform has archived, once their TTL has passed.
 """
 
 from __future__ import annotations
@@ -58,6 +60,28 @@ def agent_condition(task: AgenticTask, agent: dict[str, Any] | None, now: dateti
         reason="AgentFound" if found else "AgentNotFound",
         message=f"AgentInstance {name} "
         + ("exists in this namespace" if found else "does not exist in this namespace"),
+        last_transition_time=now,
+        observed_generation=task.metadata.generation,
+    )
+
+
+def client_condition(task: AgenticTask, status: AgenticTaskStatus, now: datetime) -> Condition:
+    """Pure: whether the task waits for its initiating client's confirmation of the next
+    step (approved or not yet), per the status after this pass."""
+    current = task.model_copy(update={"status": status})
+    waiting = None
+    if status.phase is None or not status.phase.terminal:
+        ahead = taskflow.current_step(current)
+        step = current.step(ahead) if ahead is not None else None
+        if step is not None and taskflow.awaits_client(step, status.step(step.id)):
+            waiting = step.id
+    return Condition(
+        type="WaitingForClient",
+        status=ConditionStatus.TRUE if waiting else ConditionStatus.FALSE,
+        reason="ConfirmationPending" if waiting else "NothingToConfirm",
+        message=f"step {waiting} waits for the client's confirmation"
+        if waiting
+        else "no step waits for the client",
         last_transition_time=now,
         observed_generation=task.metadata.generation,
     )
@@ -174,11 +198,10 @@ async def reconcile_task(
         new.phase is not None and new.phase.terminal
     ):
         new = taskflow.cancel(task.model_copy(update={"status": new}), now)
-    new = new.model_copy(
-        update={
-            "conditions": set_condition(new.conditions, agent_condition(task, agent, now), now=now)
-        }
-    )
+    conditions = set_condition(new.conditions, agent_condition(task, agent, now), now=now)
+    if any(taskflow.needs_confirmation(entry) for entry in new.steps):
+        conditions = set_condition(conditions, client_condition(task, new, now), now=now)
+    new = new.model_copy(update={"conditions": conditions})
     mine_before = taskflow.owned_status(old, taskflow.Writer.OPERATOR)
     mine_after = taskflow.owned_status(new, taskflow.Writer.OPERATOR)
     if mine_after != mine_before:

@@ -6,7 +6,9 @@ enabled it and the AgentInstance lists it; the org's config of the tool allows t
 (`allowedActions`, else 403 `tool_action_not_allowed`); for a side-effecting action, the
 named step of the named AgenticTask (read from the API server now, never from a cache)
 has a decision approving exactly this step, this tool and these parameters
-(`taskflow.authorize_tool_call`, edited parameters included), earlier steps have executed
+(`taskflow.authorize_tool_call`, edited parameters included), the initiating client
+confirmed this version of the step where the platform's own rules say it must
+(`access.confirmers`, recomputed here from trusted data), earlier steps have executed
 and the step has not finished, and nobody asked to cancel the task (its annotation
 `humanwork.io/cancel-requested`: 409 `task_cancel_requested` at once, whether or not the
 operator has moved it to `Cancelled` yet; audited as a refused `tool.called`); then one
@@ -60,6 +62,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from humanwork_core import catalog, keys, taskflow
 from humanwork_core.resources import AgenticTask
+from platform_api.access.confirmers import steps_to_confirm
 from platform_api.agent_api import limits, readback
 from platform_api.agent_api.identity import Agent
 from platform_api.agent_api.ledger import Claim, ToolCallLedger, request_hash, settle, step_key
@@ -253,7 +256,24 @@ class ToolProxy:
             )
         except taskflow.TaskFlowError as exc:
             raise StepNotApproved(exc.message, reason=exc.code, step=body.step) from None
+        await self._check_confirmation(agent, task, body.step)
         return task, dict(approved)
+
+    async def _check_confirmation(self, agent: Agent, task: AgenticTask, step_id: str) -> None:
+        """StepNotApproved (`not_confirmed`) when the platform's own rules, from trusted data
+        (`access.confirmers`), say the step needs the initiating client's confirmation and
+        the status holds none for the step's current version, whatever else it says."""
+        async with self.sessions() as session, session.begin():
+            _client, step_ids = await steps_to_confirm(session, uuid.UUID(agent.org_id), task)
+        step = task.step(step_id)
+        if step_id not in step_ids or step is None:
+            return
+        if not taskflow.is_confirmed(step, task.current_status().step(step_id)):
+            raise StepNotApproved(
+                "the step waits for the initiating client's confirmation of this version",
+                reason=taskflow.NotConfirmed.code,
+                step=step_id,
+            )
 
     async def _perform(
         self, agent: Agent, call: Authorised, body: ToolCallIn, *, settles: bool

@@ -108,6 +108,10 @@ async def request_plan(
     )
     if bound:
         await mark_bound(session, request_id, str(planned.get("name")))
+        if platform.require_confirmations is not None:  # the client confirms its high stakes
+            await platform.require_confirmations(
+                session, kube, org.id, org.namespace, str(planned.get("name"))
+            )
     await record(
         session,
         actor=scope.principal.username,

@@ -98,6 +98,7 @@ def _row(key: Key, task: AgenticTask, step: Step, raw: dict[str, object]) -> Row
     task_id = f"{meta.namespace}/{meta.name}"
     failed = entry.execution is not None and entry.execution.state is ExecutionState.FAILED
     deadline = None if failed else entry.deadline  # a failed step waits for no deadline
+    client = entry.decision is not None and taskflow.awaits_client(step, entry)
     item = HumanTask(
         id=f"{task_id}/{step.id}",
         task_id=task_id,
@@ -115,6 +116,8 @@ def _row(key: Key, task: AgenticTask, step: Step, raw: dict[str, object]) -> Row
         if taskflow.is_outcome_unknown(entry)
         else "failed"
         if failed
+        else "waiting_for_client"
+        if client
         else "escalated"
         if entry.escalations > 0
         else "pending",
@@ -139,7 +142,7 @@ def _row(key: Key, task: AgenticTask, step: Step, raw: dict[str, object]) -> Row
         created=meta.creation_timestamp,
         expires_at_deadline=not failed
         and entry.escalations >= task.spec.policy.escalation.max_escalations,
-        expired_state=entry.decision is None and entry.state is StepState.EXPIRED,
+        expired_state=(entry.decision is None or client) and entry.state is StepState.EXPIRED,
         head=item_json[: -len(_TIME_FIELDS)],
         raw=_compact(raw),
     )
@@ -163,7 +166,11 @@ def _seen(raw: dict[str, object]) -> tuple[Key, AgenticTask, Row | None] | None:
         return None
     key = (task.metadata.namespace or "", task.metadata.name)
     phase = task.current_status().phase
-    step = taskflow.decidable_step(task) or taskflow.awaiting_resolution(task)
+    step = (
+        taskflow.decidable_step(task)
+        or taskflow.client_wait_step(task)  # shown as `waiting_for_client`
+        or taskflow.awaiting_resolution(task)
+    )
     if phase is TaskPhase.FAILED:  # issue 15, item 9: a failed step an expert may retry
         step = taskflow.awaiting_retry(task)
         phase = None if step is not None else phase

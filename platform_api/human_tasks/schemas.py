@@ -50,12 +50,16 @@ class HumanTask(BaseModel):
     )
     tool: str | None
     risk: str
-    status: Literal["pending", "escalated", "outcome_unknown", "failed"] = Field(
-        description="`pending` or `escalated` while the step waits for a decision; "
-        "`outcome_unknown` when its approved tool call may or may not have taken effect "
-        "upstream and an expert must resolve it (`POST /human-tasks/{id}/resolve`); "
-        "`failed` when its tool call failed, its task failed with it and its action is safe "
-        "to retry (`POST /human-tasks/{id}/retry`; see the detail view for the reason)"
+    status: Literal["pending", "escalated", "outcome_unknown", "failed", "waiting_for_client"] = (
+        Field(
+            description="`pending` or `escalated` while the step waits for a decision; "
+            "`waiting_for_client` once the experts approved a step that the task's initiating "
+            "client must still confirm (it runs only then; the step's deadline covers the wait); "
+            "`outcome_unknown` when its approved tool call may or may not have taken effect "
+            "upstream and an expert must resolve it (`POST /human-tasks/{id}/resolve`); "
+            "`failed` when its tool call failed, its task failed with it and its action is safe "
+            "to retry (`POST /human-tasks/{id}/retry`; see the detail view for the reason)"
+        )
     )
     deadline: datetime | None
     escalations: int
@@ -332,6 +336,7 @@ class HumanTaskDetail(BaseModel):
         "outcome_unknown",
         "failed",
         "decided",
+        "waiting_for_client",
         "expired",
         "waiting",
         "closed",
@@ -341,7 +346,8 @@ class HumanTaskDetail(BaseModel):
         "effect upstream (resolve it with `POST /human-tasks/{id}/resolve`); `failed` when "
         "its tool call failed (the plan step's `execution.error` says why; where its "
         "`retry_safe` is true, `POST /human-tasks/{id}/retry` runs it again); `decided` once "
-        "it has its decision; `expired` when its time ran out; "
+        "it has its decision; `waiting_for_client` once approved while the task's initiating "
+        "client has still to confirm it; `expired` when its time ran out; "
         "`waiting` while an earlier step is still open; `closed` when the task ended before "
         "the step was decided"
     )

@@ -74,6 +74,9 @@ def _status(task: AgenticTask, step_id: str, now: datetime) -> str:
         and not taskflow.is_retried(entry)
     ):
         return "failed"  # issue 15, item 9
+    step = task.step(step_id)
+    if entry.decision is not None and step is not None and taskflow.awaits_client(step, entry):
+        return "waiting_for_client"
     if entry.decision is not None:
         return "decided"
     if taskflow.is_expired(entry, task.spec.policy, now):  # Expired state, or a reopening due

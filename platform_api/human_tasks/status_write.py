@@ -1,7 +1,7 @@
 """One write of the platform's part of a task's status for a step (a resolution, a
-reopening): computed from the task as read, applied under its resourceVersion, and, when
-another writer (the operator ticking the task) changed it meanwhile, computed again from a
-fresh read, a few times."""
+reopening, a client's confirmation): computed from the task as read, applied under its
+resourceVersion, and, when another writer (the operator ticking the task) changed it
+meanwhile, computed again from a fresh read, a few times."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 
 from humanwork_core import taskflow
 from humanwork_core.resources import AgenticTask, AgenticTaskStatus
-from platform_api.errors import Conflict, RunStateConflict
+from platform_api.errors import Conflict, PlatformError, RunStateConflict
 from platform_api.kube.client import KubeClient, KubeConflict, KubeInvalid
 
 WRITE_ATTEMPTS = 5
@@ -22,15 +22,19 @@ async def write_step_status(
     read: Callable[[], Awaitable[AgenticTask]],
     move: Callable[[AgenticTask], AgenticTaskStatus],
     what: str,
+    refusal: Callable[[taskflow.TaskFlowError], PlatformError] | None = None,
 ) -> tuple[AgenticTask, AgenticTaskStatus]:
-    """Apply `move(task)` (a taskflow move; its refusal answers 409 `conflict` with
-    `details.reason`); the task read and its status after. A move that changes nothing (a
-    repeat) writes nothing. `what` names the write in the errors ("resolution")."""
+    """Apply `move(task)` (a taskflow move; its refusal answers `refusal(exc)`, by default
+    409 `conflict` with `details.reason`); the task read and its status after. A move that
+    changes nothing (a repeat) writes nothing. `what` names the write in the errors
+    ("resolution")."""
     for _ in range(WRITE_ATTEMPTS):
         task = await read()
         try:
             after = move(task)
         except taskflow.TaskFlowError as exc:
+            if refusal is not None:
+                raise refusal(exc) from None
             raise Conflict(exc.message, reason=exc.code, step_id=step_id) from None
         if after == task.current_status():
             return task, after

@@ -168,8 +168,9 @@ def near_deadline(task: AgenticTask, now: datetime, near: timedelta) -> Event | 
 
 
 def deadline_of(task: AgenticTask) -> datetime | None:
-    """The deadline of the task's decidable step, if any."""
-    step = taskflow.decidable_step(task)
+    """The deadline of the task's decidable step, or of the approved step waiting for the
+    initiating client's confirmation (one deadline covers both waits), if any."""
+    step = taskflow.decidable_step(task) or taskflow.client_wait_step(task)
     if step is None:
         return None
     return task.current_status().step(step.id).deadline

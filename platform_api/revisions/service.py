@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from humanwork_core import taskflow
 from humanwork_core.plandiff import PlanDiff, plan_diff
 from humanwork_core.requester import plan_request_id
 from humanwork_core.resources import AgenticTask, Verdict
@@ -47,11 +48,15 @@ class Revised(StrEnum):
 
 
 def rejection_feedback(task: AgenticTask) -> str | None:
-    """The feedback of the task's rejected step, if any."""
+    """The feedback of the task's rejected step (or the reason the initiating client gave
+    for declining one, which halts the task the same way), if any."""
     for entry in task.current_status().steps:
         decision = entry.decision
         if decision is not None and decision.verdict is Verdict.REJECT and decision.feedback:
             return decision.feedback
+        confirmation = entry.confirmation
+        if taskflow.is_declined(entry) and confirmation is not None and confirmation.reason:
+            return f"the client declined: {confirmation.reason}"
     return None
 
 

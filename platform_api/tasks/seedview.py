@@ -54,6 +54,7 @@ STEP_STATUS: dict[StepState, SeedStepStatus] = {
     StepState.PENDING: SeedStepStatus.PENDING,
     StepState.ESCALATED: SeedStepStatus.PENDING,
     StepState.EXPIRED: SeedStepStatus.PENDING,
+    StepState.AWAITING_CLIENT: SeedStepStatus.PENDING,
     StepState.APPROVED: SeedStepStatus.APPROVED,
     StepState.EXECUTING: SeedStepStatus.APPROVED,
     StepState.OUTCOME_UNKNOWN: SeedStepStatus.APPROVED,
@@ -80,7 +81,8 @@ class SeedStep(BaseModel):
     step_id: str = Field(description="the step's id in the plan (`spec.steps[].id`)")
     order: int = Field(ge=1, description="the step's place in the plan, from 1")
     status: SeedStepStatus = Field(
-        description="seed 000's step status: `pending` (Pending, Escalated, Expired), "
+        description="seed 000's step status: `pending` (Pending, Escalated, Expired, "
+        "AwaitingClient), "
         "`approved` (Approved, Executing, OutcomeUnknown), `executed`, `failed`, `rejected`"
     )
     state: StepState = Field(description="the project's own state of the step")

@@ -70,6 +70,7 @@ def test_every_step_state_and_phase_has_a_seed_status() -> None:
         "Pending": "pending",
         "Escalated": "pending",
         "Expired": "pending",
+        "AwaitingClient": "pending",  # approved by the experts, not confirmed by the client
         "Approved": "approved",
         "Executing": "approved",
         "OutcomeUnknown": "approved",

@@ -757,6 +757,11 @@ def test_error_codes_are_stable_and_distinct() -> None:
         "step_not_failed",  # issue 15, item 9
         "step_not_retryable",
         "decision_not_expired",
+        "not_confirmed",  # the client's confirmation
+        "confirmation_not_required",
+        "confirmation_stale",
+        "step_declined",
+        "confirmation_closed",
     } == codes
     assert len(codes) == len(tf.TaskFlowError.__subclasses__())
     error = tf.HumanTaskExpired("too late", step_id="s1")

@@ -434,6 +434,17 @@
     row._select = null;
     row._actions = null;
     if (!can("run.control")) return row; // no controls the user may not use
+    if (item.status === "waiting_for_client") {  // approved; the client must confirm it
+      row._select = el("td", { class: "col-select" });
+      row._actions = el("td", { class: "col-actions", "data-label": "Decide" },
+        el("div", { class: "row-actions" }, el("a", {
+          href: detailHref(item.id),
+          class: "button-link",
+          text: "Waiting for the client…",
+          "aria-label": `Waiting for the client to confirm ${label(item)}`,
+        })));
+      return row;
+    }
     if (item.status === "failed") {
       // issue 15, item 9: a failed step is retried (or left) in the detail view
       const verb = item.requested_by === me.username ? "Details" : "Retry";
@@ -844,7 +855,7 @@
     Executed: "ok", Failed: "bad", Rejected: "bad", Expired: "bad",
     pending: "pending", escalated: "escalated", decided: "ok", expired: "overdue",
     waiting: "muted", closed: "muted", outcome_unknown: "overdue", OutcomeUnknown: "overdue",
-    failed: "bad",
+    failed: "bad", waiting_for_client: "muted", AwaitingClient: "muted",
   };
 
   function describeDecision(decision) {

@@ -1,0 +1,155 @@
+"""Writing a client's confirmation: the platform records which steps need one when it first
+sees a task (`require`), and the initiating client confirms or declines a step
+(`confirm_step`, `decline_step`). Every write goes through the one optimistic-concurrency
+path of the platform's step writes (`human_tasks.status_write.write_step_status`: computed
+from the task as read, applied under its resourceVersion, recomputed on a conflict), is a
+`taskflow` move, and is audited (`step.confirm`, `step.decline`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from humanwork_core import taskflow
+from humanwork_core.resources import AgenticTask, AgenticTaskStatus
+from platform_api.access.confirmers import steps_to_confirm
+from platform_api.access.principal import Principal
+from platform_api.audit.service import record
+from platform_api.confirmations.view import ClientTask, client_task
+from platform_api.errors import (
+    NotFound,
+    NotInitiatingClient,
+    PlatformError,
+    from_core,
+)
+from platform_api.human_tasks.status_write import write_step_status
+from platform_api.kube.client import KubeClient, KubeError
+from platform_api.models import Org
+from platform_api.tasks.orgs import OrgRef
+from platform_api.tasks.service import read_task
+
+
+def _refusal(exc: taskflow.TaskFlowError) -> PlatformError:
+    return from_core(exc)
+
+
+async def require(
+    session: AsyncSession, kube: KubeClient, org_id: uuid.UUID, task: AgenticTask
+) -> AgenticTask:
+    """Record a waiting confirmation on each step the task's initiating client must confirm
+    (`access.confirmers.steps_to_confirm`); the task as it is after (unchanged when none is
+    needed)."""
+    _client, step_ids = await steps_to_confirm(session, org_id, task)
+    if not step_ids:
+        return task
+    org = OrgRef(org_id, task.metadata.namespace or "")
+    first = sorted(step_ids)[0]
+    read, after = await write_step_status(
+        kube,
+        first,
+        lambda: read_task(kube, org, task.metadata.name),
+        lambda current: taskflow.require_confirmation(current, sorted(step_ids)),
+        "confirmation",
+        _refusal,
+    )
+    return read.model_copy(update={"status": after})
+
+
+async def require_quietly(
+    session: AsyncSession, kube: KubeClient, org_id: uuid.UUID, namespace: str, name: str
+) -> bool:
+    """`require` for the task `namespace/name` where a failure must not fail the caller
+    (the plan request answered already): False when it could not be written. The tool proxy
+    still refuses an unconfirmed step, from the same rules."""
+    try:
+        task = await read_task(kube, OrgRef(org_id, namespace), name)
+        await require(session, kube, org_id, task)
+    except (PlatformError, KubeError, ValueError):
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class ClientMove:
+    """The client's word on one step."""
+
+    name: str
+    step_id: str
+    confirm: bool
+    step_hash: str | None = None
+    reason: str | None = None
+
+
+async def _judge(
+    session: AsyncSession, principal: Principal, org_id: uuid.UUID, task: AgenticTask, step: str
+) -> frozenset[str]:
+    """The steps to confirm, when `principal` is the task's initiating client; else 404
+    (a client who may not see the task) or 403 `not_initiating_client`."""
+    if task.step(step) is None:
+        raise NotFound("the plan has no such step", step_id=step)
+    client, step_ids = await steps_to_confirm(session, org_id, task)
+    if client == principal.username:
+        return step_ids
+    org = await session.get(Org, org_id)
+    sees = principal.can_in(org_id, "tasks.read") or bool(
+        org is not None and org.clients_share_conversations
+    )
+    if not sees:
+        raise NotFound("no such task")
+    raise NotInitiatingClient(
+        "only the client who initiated the task confirms or declines its steps", step_id=step
+    )
+
+
+def _move(
+    move: ClientMove, by: str, step_ids: frozenset[str], now: datetime
+) -> Callable[[AgenticTask], AgenticTaskStatus]:
+    def apply(task: AgenticTask) -> AgenticTaskStatus:
+        # the record the platform writes when it first sees the task, if it could not
+        required = taskflow.require_confirmation(task, sorted(step_ids & {move.step_id}))
+        current = task.model_copy(update={"status": required})
+        if move.confirm:
+            return taskflow.confirm(
+                current, move.step_id, by=by, step_hash=move.step_hash or "", now=now
+            )
+        return taskflow.decline(current, move.step_id, by=by, reason=move.reason or "", now=now)
+
+    return apply
+
+
+async def answer(
+    session: AsyncSession, kube: KubeClient, principal: Principal, org: OrgRef, move: ClientMove
+) -> ClientTask:
+    """Record the initiating client's confirmation or decline (see the module docstring);
+    the task as the client now sees it."""
+    first = await read_task(kube, org, move.name)
+    step_ids = await _judge(session, principal, org.id, first, move.step_id)
+    now = datetime.now(UTC)
+    task, after = await write_step_status(
+        kube,
+        move.step_id,
+        lambda: read_task(kube, org, move.name),
+        _move(move, principal.username, step_ids, now),
+        "confirmation",
+        _refusal,
+    )
+    entry = after.step(move.step_id)
+    await record(
+        session,
+        actor=principal.username,
+        action="step.confirm" if move.confirm else "step.decline",
+        target=f"agentictask:{org.namespace}/{move.name}",
+        org_id=org.id,
+        details={
+            "step_id": move.step_id,
+            "step_hash": entry.confirmation.step_hash if entry.confirmation else None,
+            "reason": move.reason,
+            "uid": task.metadata.uid,
+        },
+    )
+    return client_task(task.model_copy(update={"status": after}), now)
