@@ -39,6 +39,8 @@ from platform_api.corrections.router import router as corrections_router  # issu
 from platform_api.corrections.service import CorrectionPusher  # issue 14
 from platform_api.db import make_engine, make_sessionmaker, migrate
 from platform_api.deactivation.router import router as deactivation_router
+from platform_api.dispatch.agents import KubeAgents
+from platform_api.dispatch.loop import Dispatcher
 from platform_api.errors import install_error_handlers
 from platform_api.health.router import router as health_router
 from platform_api.human_tasks.index import DecisionIndex
@@ -259,6 +261,14 @@ def _start_notifier(platform: Platform) -> tuple[list[asyncio.Task[None]], httpx
     return [asyncio.create_task(notifier.run(), name="notifier")], client
 
 
+def _start_dispatcher(app: FastAPI, platform: Platform) -> asyncio.Task[None]:
+    """The dispatch of clients' messages (`platform_api.dispatch`), on every replica;
+    `app.state.dispatcher` holds it."""
+    dispatcher = Dispatcher(platform.sessions, platform.settings, KubeAgents(platform))
+    app.state.dispatcher = dispatcher
+    return asyncio.create_task(dispatcher.run(), name="dispatcher")
+
+
 log = logging.getLogger(__name__)
 
 SHUTDOWN_SECONDS = 10
@@ -317,7 +327,7 @@ def _lifespan(
             platform = _platform(settings, engine, kube, org_namespaces, egress)
             await _bootstrap(platform)
             notifier, webhooks = _start_notifier(platform)  # notify: subscribed before the watch
-            tasks = [*_start_watch(platform), *notifier]
+            tasks = [*_start_watch(platform), *notifier, _start_dispatcher(app, platform)]
             app.state.platform = platform
             if settings.metrics_port:
                 platform.metrics.serve(settings.metrics_port, settings.metrics_address)

@@ -312,6 +312,29 @@ class Settings(BaseSettings):
         default="0.0.0.0", description="address the `/metrics` endpoint binds"
     )
 
+    # --- the dispatch of clients' messages ------------------------------------------
+    dispatch_interval_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        le=60,
+        description="how often each replica looks for client messages to dispatch",
+    )
+    dispatch_batch: int = Field(
+        default=8, ge=1, le=100, description="client messages one replica dispatches at once"
+    )
+    dispatch_timeout_seconds: float = Field(
+        default=120.0,
+        gt=0,
+        description="time the org's agent has to answer a client message (classify, and "
+        "draft or plan); past it the dispatch fails and an expert is told",
+    )
+    dispatch_lease_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description="how long a replica's claim on a client message holds; a claim whose "
+        "replica died is taken over after it (longer than the dispatch timeout)",
+    )
+
     # --- notify (issue 14, item 3): webhooks and the live event stream ---------------
     webhook_max_attempts: int = Field(
         default=8, ge=1, le=50, description="attempts per webhook delivery before it is failed"
@@ -360,6 +383,15 @@ class Settings(BaseSettings):
             except ValueError as exc:
                 raise ValueError(f"{cidr!r} is not an IP address or CIDR") from exc
         return value
+
+    @model_validator(mode="after")
+    def _dispatch_lease(self) -> Settings:
+        """A claim must outlive the dispatch it covers, or a live replica loses it."""
+        if self.dispatch_lease_seconds <= self.dispatch_timeout_seconds:
+            raise ValueError(
+                "HUMANWORK_DISPATCH_LEASE_SECONDS must exceed HUMANWORK_DISPATCH_TIMEOUT_SECONDS"
+            )
+        return self
 
     @model_validator(mode="after")
     def _tls_pair(self) -> Settings:

@@ -34,6 +34,8 @@ FAILED = "failed"
 DECIDED = "decided"
 REQUEST_ENDED = "request_ended"
 CANCELLED = "cancelled"
+DISPATCH_FAILED = "dispatch_failed"
+"""A client's message the agent did not answer (`platform_api.dispatch`): an expert acts."""
 
 WEBHOOK_EVENTS = (
     DECISION_NEEDED,
@@ -44,6 +46,7 @@ WEBHOOK_EVENTS = (
     STEP_FAILED,
     COMPLETED,
     FAILED,
+    DISPATCH_FAILED,
 )
 """What a webhook receives unless it names fewer."""
 
@@ -78,6 +81,7 @@ def _base(task: AgenticTask) -> dict[str, Any]:
         "summary": task.spec.description,
         "workflow": task.spec.agent_ref.name,
         "revision_of": task.spec.revision_of,
+        "conversation_id": task.spec.conversation_id,
     }
 
 
@@ -104,7 +108,11 @@ def _step_events(task: AgenticTask) -> list[Event]:
     for step in task.spec.steps:
         entry = task.current_status().step(step.id)
         if entry.decision is not None:
-            payload = {**_step(task, step), "verdict": entry.decision.verdict.value}
+            payload = {
+                **_step(task, step),
+                "verdict": entry.decision.verdict.value,
+                "feedback": entry.decision.feedback,
+            }
             found.append(_make(task, f"{step.id}:decided", DECIDED, payload))
         if entry.execution is not None and entry.execution.state is ExecutionState.FAILED:
             payload = {**_step(task, step), "error": entry.execution.error}

@@ -68,14 +68,23 @@ class EventRepository:
         return org.namespace if org is not None else None
 
     async def tell_conversation(
-        self, conversation_id: uuid.UUID, org_id: uuid.UUID, text: str
+        self,
+        conversation_id: uuid.UUID,
+        org_id: uuid.UUID,
+        text: str,
+        meta: dict[str, Any] | None = None,
     ) -> None:
-        """Append a platform message to the org's conversation (none for another org's)."""
+        """Append a platform message (`meta`: what it reports) to the org's conversation
+        (none for another org's)."""
         conversation = await self.session.get(Conversation, conversation_id)
         if conversation is not None and conversation.org_id == org_id:
             self.session.add(
                 Message(
-                    conversation_id=conversation_id, role="system", author="platform", content=text
+                    conversation_id=conversation_id,
+                    role="system",
+                    author="platform",
+                    content=text,
+                    meta=meta,
                 )
             )
 

@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from humanwork_core.resources import AgenticTask
-from platform_api.notify import events
+from platform_api.notify import events, progress
 from platform_api.notify.deadlines import Deadlines
 from platform_api.notify.delivery import Deliverer
 from platform_api.notify.emitter import record
@@ -167,6 +167,8 @@ class TaskNotifier:
                 for event in batch.events:
                     payload = {**event.payload, "event_id": event.event_id}
                     new = await record(session, org_id, event.event, payload)
+                    if new:  # the task's conversation hears of its progress, once
+                        await progress.tell(session, org_id, event)
                     if new and event.event in ENDING_TEXT:
                         ended = event
                 if ended is not None and batch.task is not None:
@@ -202,7 +204,7 @@ class TaskNotifier:
         }
         async with self._sessions() as session, session.begin():
             if await record(session, org_id, events.REQUEST_ENDED, payload):
-                await _tell(session, task, org_id, text)
+                await _tell(session, task, org_id, text, ended.event)
 
     def _remember(self, event_id: str) -> None:
         self._seen[event_id] = None
@@ -255,10 +257,13 @@ def _ended(task: AgenticTask) -> bool:
     return phase is not None and phase.terminal
 
 
-async def _tell(session: AsyncSession, task: AgenticTask, org_id: uuid.UUID, text: str) -> None:
+async def _tell(
+    session: AsyncSession, task: AgenticTask, org_id: uuid.UUID, text: str, ending: str
+) -> None:
     """A platform message in the task's conversation saying how the request ended."""
     if not task.spec.conversation_id:
         return
+    meta = {"event": "request_ended", "task": task.metadata.name, "ending": ending}
     await EventRepository(session).tell_conversation(
-        uuid.UUID(task.spec.conversation_id), org_id, text
+        uuid.UUID(task.spec.conversation_id), org_id, text, meta
     )

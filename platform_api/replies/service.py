@@ -2,11 +2,14 @@
 it or queue it; decide a queued draft.
 
 The agent answers with the draft, its confidence (0 to 1), risk and `flag_for_review`.
-The agent is untrusted, so the platform decides by itself whether the draft needs an
-expert: below the AgentInstance's `spec.confidenceThreshold` (percent, 70 unless set;
-100: every draft), flagged, or of high or critical risk, it waits in the review queue
-(kind `reply`); otherwise the platform appends it to the conversation as the agent's
-message. Every
+The agent is untrusted, and its confidence and risk are its own claims, which the client's
+text reaches (a message may ask the model to "rate your confidence 10"). So a draft skips
+review only under a rule the org's admin set (`orgs.reply_auto_send`: `{max_risk,
+min_confidence}`; null, the default: every draft is reviewed), and even then only when it
+also clears the AgentInstance's `spec.confidenceThreshold` (percent, 70 unless set; 100:
+every draft), is not flagged and is not of high or critical risk; any other draft waits
+in the review queue (kind `reply`). A draft that skips review is appended to the
+conversation as the agent's message. Every
 draft is audited as `reply.drafted` with the client message and the draft redacted (as the
 review queue redacts them), and every message sent as `reply.sent`. An expert approves
 (the draft is sent), edits (the edited text is sent, and a `reply_edit` correction is kept)
@@ -26,6 +29,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from humanwork_core.resources import Risk
 from platform_api import notify_hooks
 from platform_api.access.principal import Principal
 from platform_api.agents.commands import AgentTarget, org_agent, require_kube
@@ -40,7 +44,7 @@ from platform_api.errors import (
     ValidationFailed,
 )
 from platform_api.human_tasks.redact import redact
-from platform_api.models import ExpertCorrection, Message, ReplyDraft
+from platform_api.models import ExpertCorrection, Message, Org, ReplyDraft
 from platform_api.replies.repository import ReplyRepository
 from platform_api.replies.schemas import ReplyDecision, ReplyRead
 from platform_api.state import Platform
@@ -71,12 +75,30 @@ def threshold_of(instance: dict[str, Any]) -> float:
         return DEFAULT_THRESHOLD / 100
 
 
-def needs_review(answer: dict[str, Any], threshold: float) -> bool:
-    """Whether a draft goes to an expert (see the module docstring). A threshold of 100
-    means every draft: the agent's confidence is its own claim, so no confidence it
-    reports may carry a draft past an org that reviews them all."""
+def allowed_by_rule(answer: dict[str, Any], rule: dict[str, Any] | None) -> bool:
+    """Whether the admin's auto-send rule (`orgs.reply_auto_send`) lets the draft skip
+    review: a rule is set, well formed, and the draft is within its risk and confidence."""
+    if not isinstance(rule, dict):
+        return False
+    try:
+        max_risk = Risk(str(rule.get("max_risk")))
+        min_confidence = float(rule.get("min_confidence"))  # type: ignore[arg-type]
+        risk = Risk(str(answer["risk_level"]))
+    except (TypeError, ValueError):
+        return False
+    return risk.rank <= max_risk.rank and float(answer["confidence"]) >= min_confidence
+
+
+def needs_review(
+    answer: dict[str, Any], threshold: float, rule: dict[str, Any] | None = None
+) -> bool:
+    """Whether a draft goes to an expert (see the module docstring). Without the admin's
+    rule every draft does. A threshold of 100 means every draft: the agent's confidence
+    is its own claim, so no confidence it reports may carry a draft past an org that
+    reviews them all."""
     return (
-        threshold >= 1.0
+        not allowed_by_rule(answer, rule)
+        or threshold >= 1.0
         or float(answer["confidence"]) < threshold
         or bool(answer["flag_for_review"])
         or answer["risk_level"] in ("high", "critical")
@@ -140,7 +162,8 @@ async def settle(
 ) -> ReplyDraft:
     """Keep the agent's draft, audit the chat, then send it or queue it."""
     answer = checked_answer(prepared.target, answer)
-    review = needs_review(answer, prepared.threshold)
+    org = await session.get(Org, prepared.target.org.id)
+    review = needs_review(answer, prepared.threshold, org.reply_auto_send if org else None)
     draft = await ReplyRepository(session).add(
         ReplyDraft(
             id=uuid.uuid4(),

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from humanwork_core import signing
 from humanwork_dev.processes import AgentProcess
@@ -97,6 +100,23 @@ async def _queue(world: World) -> list[dict[str, Any]]:
     return items
 
 
+async def _allow_auto_send(world: World) -> None:
+    """The org's admin rule under which a confident, low or medium risk draft is sent
+    without review (without a rule every draft is reviewed)."""
+    engine = create_async_engine(world.platform.env["HUMANWORK_DATABASE_URL"])
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(
+                text("UPDATE orgs SET reply_auto_send = :rule WHERE id = :org"),
+                {
+                    "rule": json.dumps({"max_risk": "medium", "min_confidence": 0.7}),
+                    "org": uuid.UUID(world.org_id),
+                },
+            )
+    finally:
+        await engine.dispose()
+
+
 async def _agent_corrections(agent: AgentProcess) -> int:
     async with httpx.AsyncClient() as http:
         r = await http.get(f"{agent.url}/v1/status")
@@ -108,6 +128,7 @@ async def test_a_low_confidence_draft_is_reviewed_and_the_edit_teaches_the_agent
     world: World,
 ) -> None:
     base = world.platform.url
+    await _allow_auto_send(world)
     cid = await _conversation(world, FIRST)
 
     # the agent's holding reply (confidence 0.3 < the threshold 70) waits for an expert
@@ -178,6 +199,7 @@ async def test_a_low_confidence_draft_is_reviewed_and_the_edit_teaches_the_agent
 
 async def test_a_new_replica_without_the_corrections_still_uses_them(world: World) -> None:
     base = world.platform.url
+    await _allow_auto_send(world)
     cid = await _conversation(world, FIRST)
     draft = (await _draft(world, cid)).json()
     r = await world.http.post(

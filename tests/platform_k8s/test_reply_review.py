@@ -1,15 +1,20 @@
 """The bar for sending a drafted reply is the org's, not the agent's (issue 14): a
 taken-over agent (tests/platform_k8s/takeover.py) answers every chat command with a
-draft it calls certain, harmless and unflagged. Under the default threshold (70) that
-draft is sent, which is the org's choice; an org that sets `confidenceThreshold: 100`
-has every reply reviewed, whatever confidence the agent claims.
+draft it calls certain, harmless and unflagged. Without the admin's auto-send rule
+(`orgs.reply_auto_send`, null by default) that draft waits for an expert; under a rule
+that allows it, and the default threshold (70), it is sent, which is the org's choice; an
+org that sets `confidenceThreshold: 100` has every reply reviewed, whatever confidence
+the agent claims, rule or not.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.platform_k8s.conftest import Orgs
 from tests.platform_k8s.takeover import TakenOverAgent, agent, settings
@@ -43,9 +48,18 @@ async def draft(client: httpx.AsyncClient, orgs: Orgs) -> dict[str, Any]:
 
 
 async def test_an_org_that_reviews_every_reply_is_not_overruled_by_a_certain_agent(
-    client: httpx.AsyncClient, orgs: Orgs, agent: TakenOverAgent
+    client: httpx.AsyncClient, orgs: Orgs, agent: TakenOverAgent, db: AsyncEngine
 ) -> None:
-    # the positive control: under the default threshold the agent's certainty sends it
+    # no admin rule: the agent's certainty sends nothing
+    held = await draft(client, orgs)
+    assert held["confidence"] == 1.0 and held["state"] == "pending", held
+
+    # the positive control: under the admin's rule and the default threshold it is sent
+    async with db.begin() as conn:
+        await conn.execute(
+            text("UPDATE orgs SET reply_auto_send = :r WHERE id = :o"),
+            {"r": json.dumps({"max_risk": "medium", "min_confidence": 0.9}), "o": orgs.org_a},
+        )
     sent = await draft(client, orgs)
     assert sent["confidence"] == 1.0 and sent["state"] == "sent", sent
 
