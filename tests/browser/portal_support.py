@@ -109,8 +109,10 @@ WRITE = {
 
 def client_task(org: Org, client: Client, cid: str, steps: list[dict[str, Any]]) -> str:
     """A task started from the client's conversation, as the agent files it for the client's
-    message (written here as the cluster admin, with the requester the platform would
-    vouch for); its `namespace/name` once the operator gave it a deadline."""
+    message and the platform binds it (written here as the cluster admin: the requester
+    the platform vouches for, and a waiting confirmation on each high-risk action step, the
+    record the platform writes when it binds a client's plan); its `namespace/name` once
+    the operator gave it a deadline."""
     name = f"portal-{uuid.uuid4().hex[:8]}"
     kclient.CustomObjectsApi(org.cluster.api).create_namespaced_custom_object(
         "humanwork.io",
@@ -133,7 +135,40 @@ def client_task(org: Org, client: Client, cid: str, steps: list[dict[str, Any]])
     )
     task_id = f"{org.namespace}/{name}"
     org.wait(task_id, lambda t: bool(t["status"].get("nextDeadline")))
+    high = [s["id"] for s in steps if s.get("kind") == "action" and s["risk"] in HIGH]
+    if high:
+        require_confirmation(org, name, high)
     return task_id
+
+
+HIGH = ("high", "critical")
+"""The risks an org's clients confirm by default (`client_confirm_risks` unset)."""
+
+
+def require_confirmation(org: Org, name: str, step_ids: list[str]) -> None:
+    """Record a waiting confirmation on each step, as the platform does for a client's plan."""
+    api = kclient.CustomObjectsApi(org.cluster.api)
+    for _ in range(20):  # the operator writes the status too: retry on a conflict
+        raw = api.get_namespaced_custom_object(
+            "humanwork.io", "v1alpha1", org.namespace, "agentictasks", name
+        )
+        entries = raw["status"]["steps"]
+        for entry in entries:
+            if entry["id"] in step_ids:
+                entry["confirmation"] = {"required": True, "state": "waiting"}
+        patch = {
+            "metadata": {"resourceVersion": raw["metadata"]["resourceVersion"]},
+            "status": {"steps": entries},
+        }
+        try:
+            api.patch_namespaced_custom_object_status(
+                "humanwork.io", "v1alpha1", org.namespace, "agentictasks", name, patch
+            )
+            return
+        except kclient.ApiException as exc:
+            if exc.status != 409:
+                raise
+    raise AssertionError(f"could not record the confirmations of {name}")
 
 
 def tab_to(page: Page, selector: str, presses: int = 80) -> None:

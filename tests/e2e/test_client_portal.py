@@ -149,9 +149,10 @@ async def test_a_client_starts_the_seed_flow_and_confirms_the_write_in_the_porta
     assert len(world.shop.side_effects) == 1
     assert world.shop.levels() == catalog.expected_inventory_after_reconcile()
 
-    # the conversation shows the result, live
+    # the conversation shows the result, live: the step done, the request's ending message
     await expect(card.locator(f'li[data-step="{write}"]')).to_have_attribute("data-state", "done")
-    await expect(page.locator('#messages li[data-author-kind="system"]').last).to_be_visible()
+    ended = page.locator('#messages li[data-author-kind="system"]', has_text="is complete")
+    await expect(ended).to_have_count(1)
     async with httpx.AsyncClient(timeout=30) as http:
         token = await http.post(
             f"{base}/auth/token", json={"username": username, "password": password}
@@ -159,8 +160,10 @@ async def test_a_client_starts_the_seed_flow_and_confirms_the_write_in_the_porta
         headers = {"Authorization": f"Bearer {token.json()['access_token']}"}
         r = await http.get(f"{base}/orgs/{world.org_id}/conversations/{cid}", headers=headers)
     assert r.status_code == 200, r.text
-    events = [m["meta"] for m in r.json()["messages"] if m.get("meta")]
-    assert any(e.get("task") == name for e in events), events
+    told = [m["meta"] for m in r.json()["messages"] if m["author_kind"] == "system" and m["meta"]]
+    assert {"event": "request_ended", "task": name, "ending": "completed"} in [
+        {k: e.get(k) for k in ("event", "task", "ending")} for e in told
+    ], told
     assert len(world.shop.side_effects) == 1  # still one
     await context.close()
     assert not problems, problems

@@ -411,13 +411,23 @@
 
   // --- one conversation: the plan card of each task ------------------------------------
 
+  // the execution's names in both read models of a task (the conversation's and the
+  // confirmation's answer)
+  const EXECUTION = {
+    executed: ["done", "ok"],
+    succeeded: ["done", "ok"],
+    failed: ["failed", "bad"],
+    outcome_unknown: ["being checked by an expert", "warn"],
+    outcomeunknown: ["being checked by an expert", "warn"],
+    executing: ["in progress", "pending"],
+    running: ["in progress", "pending"],
+  };
+
   function stepState(step) {
     const c = step.confirmation;
     if (c && c.state === "declined") return ["declined by you", "bad"];
-    if (step.execution === "executed" || step.execution === "succeeded") return ["done", "ok"];
-    if (step.execution === "failed") return ["failed", "bad"];
-    if (step.execution === "outcome_unknown") return ["being checked by an expert", "warn"];
-    if (step.execution === "executing") return ["in progress", "pending"];
+    const run = EXECUTION[step.execution];
+    if (run) return run;
     if (step.decision === "rejected") return ["rejected by the expert", "bad"];
     if (step.decision === "expired") return ["expired", "bad"];
     if (c && c.required && c.state === "waiting") return ["waiting for you", "warn"];
