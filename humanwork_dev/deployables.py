@@ -304,7 +304,7 @@ def openapi() -> dict[str, Any]:
     return document
 
 
-CAPABILITY = re.compile(r"Capability `([a-z_]+\.[a-z_]+)`")
+CAPABILITY = re.compile(r"Capability `([a-z_]+\.[a-z_]+)`(?: or `([a-z_]+\.[a-z_]+)`)?")
 AGENT_SCOPE = re.compile(r"Agent token with `([a-z_]+:[a-z_]+)`")
 METHODS = ("get", "post", "put", "patch", "delete")
 
@@ -320,6 +320,8 @@ def credential(operation: dict[str, Any]) -> str:
         if description.startswith("Platform administrators only"):
             return "user token, platform administrator"
         capability = CAPABILITY.search(description)
+        if capability and capability.group(2):
+            return f"user token, capability `{capability.group(1)}` or `{capability.group(2)}`"
         if capability:
             return f"user token, capability `{capability.group(1)}`"
         return "user token, any user"

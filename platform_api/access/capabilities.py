@@ -42,6 +42,8 @@ _KNOWN: set[str] = {
     "users.manage",
     "policy.manage",
     "org.grantable",
+    "conversations.participate",
+    "steps.confirm",
 }
 
 

@@ -45,10 +45,11 @@ router = APIRouter(tags=["conversations"])
 Reader = Annotated[OrgScope, require_in_org_any(READ_ALL, PARTICIPATE)]
 Cid = Annotated[uuid.UUID, Path(description="the conversation's id")]
 READERS = (
-    "Capability `tasks.read` (every conversation of the org, internal notes included) or "
-    "`conversations.participate` (a client: the conversations it takes part in, or all of "
-    "its org's when the org shares them; never internal notes). 404 for a conversation "
-    "the caller may not see, as for one that does not exist."
+    "Capability `tasks.read` or `conversations.participate`: the first sees every "
+    "conversation of the org, internal notes included; a client (the second only) sees the "
+    "conversations it takes part in, or all of its org's when the org shares them, never "
+    "internal notes. 404 for a conversation the caller may not see, as for one that does "
+    "not exist."
 )
 
 
@@ -76,8 +77,8 @@ async def list_conversations(
     status_code=status.HTTP_201_CREATED,
     response_model=ConversationRead,
     summary="Start a conversation",
-    description="Capability `agents.manage` (an operator) or `conversations.participate` "
-    "(a client: it is `created_by` and takes part; `message`, when given, is its first "
+    description="Capability `agents.manage` or `conversations.participate` (an operator, "
+    "or a client: it is `created_by` and takes part; `message`, when given, is its first "
     "message, dispatched like any other). 404 first for an org the caller is not a member "
     "of. `id` may be given (the id a task's `conversationId` names); 409 `conflict` when "
     "it is taken. Audited `conversation.created` (and `conversation.message`).",
