@@ -224,7 +224,8 @@ class ConfirmationStale(PlatformError):
 
 class ConfirmationRefused(PlatformError):
     """The step cannot be confirmed or declined now; `details.reason` says why
-    (confirmation_not_required, step_declined, confirmation_closed, task_terminal)."""
+    (confirmation_not_required, step_declined, confirmation_closed); a task that ended
+    answers `run_state_conflict`."""
 
     code = "confirmation_refused"
     status_code = 409

@@ -139,6 +139,8 @@ async def answer(
         _refusal,
     )
     entry = after.step(move.step_id)
+    if after == task.current_status():  # a repeat of what is recorded: nothing new to audit
+        return client_task(task, now)
     await record(
         session,
         actor=principal.username,

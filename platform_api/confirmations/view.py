@@ -80,8 +80,10 @@ def summary(step: Step, entry: StepStatus) -> str:
     parameters = taskflow.confirmation_parameters(step, entry)
     action = parameters.get("action")
     params = parameters.get("params")
+    if not isinstance(params, Mapping):  # a flat call: every value but the action's name
+        params = {key: value for key, value in parameters.items() if key != "action"}
     where = f"{step.tool}.{action}" if step.tool and action else step.tool or ""
-    values = _text(params) if isinstance(params, Mapping) and params else ""
+    values = _text(params) if params else ""
     text = step.description
     if where:
         text += f" ({where}{': ' + values if values else ''})"
