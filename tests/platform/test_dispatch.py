@@ -6,11 +6,11 @@ failure where the conversation and the experts see it."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 from fastapi import FastAPI
 from sqlalchemy import text
@@ -19,13 +19,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from platform_api.dispatch.service import FAILED_TEXT, PLAN_TEXT
 from platform_api.errors import AgentRefused, AgentUnreachable
 from platform_api.settings import Settings
-from tests.platform.conftest import Api, TwoOrgs, make_settings
+from tests.platform.conftest import Api, Caller, TwoOrgs, make_settings
 from tests.platform.dispatch_support import (
     ATTACK,
     SEED_REQUEST,
     FakeAgents,
-    client_message,
-    conversation,
     rows,
     until,
     use,
@@ -51,20 +49,48 @@ async def agents(app: FastAPI) -> AsyncIterator[FakeAgents]:
 
 
 class Client:
-    """A client of org A and a conversation it started."""
+    """A client of org A, signed in, and a conversation it started through its endpoint."""
 
-    def __init__(self, username: str, uid: uuid.UUID, cid: uuid.UUID) -> None:
-        self.username, self.uid, self.cid = username, uid, cid
+    def __init__(
+        self, http: httpx.AsyncClient, caller: Caller, org_id: str, uid: uuid.UUID, cid: str
+    ) -> None:
+        self.http, self.caller, self.org_id, self.uid = http, caller, org_id, uid
+        self.cid = uuid.UUID(cid)
+        self.username = caller.username
 
     async def says(self, db: AsyncEngine, content: str) -> int:
-        return await client_message(db, self.cid, self.username, self.uid, content)
+        """The client posts a message (`POST /orgs/{id}/conversations/{cid}/messages`)."""
+        r = await self.http.post(
+            f"/orgs/{self.org_id}/conversations/{self.cid}/messages",
+            json={"content": content},
+            headers=self.caller.headers,
+        )
+        assert r.status_code == 201, r.text
+        return int(r.json()["id"])
+
+    async def reads(self) -> list[dict[str, Any]]:
+        """The conversation as the client reads it."""
+        r = await self.http.get(
+            f"/orgs/{self.org_id}/conversations/{self.cid}", headers=self.caller.headers
+        )
+        assert r.status_code == 200, r.text
+        found: list[dict[str, Any]] = r.json()["messages"]
+        return found
 
 
 @pytest.fixture
-async def client_a(api: Api, two_orgs: TwoOrgs, db: AsyncEngine) -> Client:
+async def client_a(
+    api: Api, client: httpx.AsyncClient, two_orgs: TwoOrgs, db: AsyncEngine
+) -> Client:
     made = await api.user(two_orgs.admin, "client-a", "client", [two_orgs.org_a])
+    r = await client.post(
+        f"/orgs/{two_orgs.org_a}/conversations",
+        json={"subject": "Help"},
+        headers=made.headers,
+    )
+    assert r.status_code == 201, r.text
     uid = await user_id(db, made.username)
-    return Client(made.username, uid, await conversation(db, two_orgs.org_a, uid))
+    return Client(client, made, two_orgs.org_a, uid, r.json()["id"])
 
 
 async def dispatched(db: AsyncEngine, message_id: int) -> dict[str, Any]:
@@ -108,16 +134,17 @@ async def test_a_client_cannot_talk_a_draft_past_review(
     assert "agent" not in {m["role"] for m in await messages(db, client_a.cid)}
 
     # the positive control: the org's admin allows auto-send of such drafts -> sent
-    async with db.begin() as conn:
-        await conn.execute(
-            text("UPDATE orgs SET reply_auto_send = :r WHERE id = :o"),
-            {"r": json.dumps({"max_risk": "low", "min_confidence": 0.9}), "o": two_orgs.org_a},
-        )
+    r = await client_a.http.put(
+        f"/orgs/{two_orgs.org_a}/client-settings",
+        json={"reply_auto_send": {"max_risk": "low", "min_confidence": 0.9}},
+        headers=two_orgs.admin_a.headers,
+    )
+    assert r.status_code == 200, r.text
     again = await client_a.says(db, ATTACK)
     await dispatched(db, again)
     (sent,) = await rows(db, "SELECT * FROM reply_drafts WHERE message_id = :m", m=again)
     assert sent["state"] == "sent" and sent["sent_message_id"] is not None
-    agent_says = [m for m in await messages(db, client_a.cid) if m["role"] == "agent"]
+    agent_says = [m for m in await client_a.reads() if m["author_kind"] == "agent"]
     assert [m["id"] for m in agent_says] == [sent["sent_message_id"]]
 
 
@@ -134,7 +161,7 @@ async def test_an_agentic_request_files_one_plan_bound_to_the_client(
     assert agents.bound == [(found["task"], command["planRequest"], "client-a")]
     (binding,) = await rows(db, "SELECT * FROM plan_bindings")
     assert binding["requester"] == "client-a" and binding["task"] == found["task"]
-    (said,) = [m for m in await messages(db, client_a.cid) if m["role"] == "system"]
+    (said,) = [m for m in await client_a.reads() if m["author_kind"] == "system"]
     assert said["content"] == PLAN_TEXT and not said["internal"]
     assert said["meta"] == {"event": "plan_waiting", "task": found["task"]}
     assert not await rows(db, "SELECT id FROM reply_drafts")
@@ -181,7 +208,7 @@ async def test_a_failing_agent_leaves_a_visible_state(
     mid = await client_a.says(db, "Where is my order?")
     found = await dispatched(db, mid)
     assert found["state"] == "failed" and found["error"].startswith(reason), found
-    (said,) = [m for m in await messages(db, client_a.cid) if m["role"] == "system"]
+    (said,) = [m for m in await client_a.reads() if m["author_kind"] == "system"]
     assert said["content"] == FAILED_TEXT
     assert said["meta"] == {"event": "dispatch_failed", "message": mid}
     (event,) = await rows(db, "SELECT * FROM notify_events WHERE event = 'dispatch_failed'")
