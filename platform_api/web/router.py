@@ -1,4 +1,5 @@
-"""`/workspace`: the pages of the expert workspace and their static assets.
+"""`/workspace`: the pages of the expert workspace and their static assets; `router` also
+carries the client portal's pages (`/portal`, `portal.py`).
 
 Every page is the same layout (`templates/base.html`) around one page template; the
 values put into a template are HTML-escaped. The pages hold no user data: `app.js` reads
@@ -9,120 +10,46 @@ document.
 
 from __future__ import annotations
 
-import hashlib
-import html
 import re
 import uuid
-from dataclasses import dataclass
-from functools import cache
-from importlib import resources
-from string import Template
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import RedirectResponse, Response
 
 from platform_api.errors import NotFound
+from platform_api.web.pages import STATIC_TYPES, asset, render
+from platform_api.web.portal import portal
 
-router = APIRouter(prefix="/workspace", include_in_schema=False)
+workspace_router = APIRouter(prefix="/workspace", include_in_schema=False)
 
 NAMESPACE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 STEP = r"^[^/]{1,63}$"
 
-CONTENT_SECURITY_POLICY = "; ".join(
-    [
-        "default-src 'none'",
-        "script-src 'self'",
-        "style-src 'self'",
-        "img-src 'self' data:",
-        "connect-src 'self'",
-        "form-action 'self'",
-        "frame-ancestors 'none'",
-        "base-uri 'none'",
-    ]
-)
-PAGE_HEADERS = {
-    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
-    "X-Content-Type-Options": "nosniff",
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
-    "Cache-Control": "no-store",
-}
-STATIC_TYPES = {
-    "app.js": "text/javascript; charset=utf-8",
-    "app.css": "text/css; charset=utf-8",
-    "favicon.svg": "image/svg+xml",
-}
 
-
-@dataclass(frozen=True)
-class Asset:
-    """A static file with its validator."""
-
-    body: bytes
-    media_type: str
-    etag: str
-
-
-def _read(folder: str, name: str) -> bytes:
-    return resources.files("platform_api.web").joinpath(folder, name).read_bytes()
-
-
-@cache
-def _template(name: str) -> Template:
-    return Template(_read("templates", name).decode())
-
-
-@cache
-def _asset(name: str) -> Asset:
-    body = _read("static", name)
-    return Asset(body, STATIC_TYPES[name], f'"{hashlib.sha256(body).hexdigest()[:32]}"')
-
-
-def _version() -> str:
-    """A token that changes with the assets, so that browsers fetch new ones."""
-    digest = hashlib.sha256()
-    for name in sorted(STATIC_TYPES):
-        digest.update(_asset(name).etag.encode())
-    return digest.hexdigest()[:12]
-
-
-def render(page: str, title: str, **values: str) -> Response:
-    """The layout around `templates/<page>.html`; every value is HTML-escaped."""
-    escaped = {key: html.escape(value, quote=True) for key, value in values.items()}
-    body = _template(f"{page}.html").substitute(escaped)
-    document = _template("base.html").substitute(
-        title=html.escape(title),
-        page=page,
-        version=_version(),
-        body=body,
-    )
-    return Response(document, media_type="text/html; charset=utf-8", headers=PAGE_HEADERS)
-
-
-@router.get("")
-@router.get("/")
+@workspace_router.get("")
+@workspace_router.get("/")
 async def workspace() -> RedirectResponse:
     return RedirectResponse("/workspace/tasks", status_code=303)
 
 
-@router.get("/login")
+@workspace_router.get("/login")
 async def login_page() -> Response:
     return render("login", "Log in · humanwork")
 
 
-@router.get("/tasks")
+@workspace_router.get("/tasks")
 async def queue_page() -> Response:
     return render("tasks", "To Review · humanwork")
 
 
-@router.get("/access")  # issue 15 item 7
+@workspace_router.get("/access")  # issue 15 item 7
 async def access_page() -> Response:
     return render("access", "Access map · humanwork")
 
 
-@router.get("/tasks/{namespace}/{name}/{step_id}")
+@workspace_router.get("/tasks/{namespace}/{name}/{step_id}")
 async def detail_page(
     namespace: Annotated[str, Path(max_length=63, pattern=NAMESPACE)],
     name: Annotated[str, Path(max_length=253, pattern=NAME)],
@@ -138,13 +65,13 @@ async def detail_page(
 
 
 # issue 14: a draft reply waiting in the queue, with its thread
-@router.get("/replies/{reply_id}")
+@workspace_router.get("/replies/{reply_id}")
 async def reply_page(reply_id: uuid.UUID) -> Response:
     return render("reply", "Draft reply · humanwork", reply=str(reply_id))
 
 
 # issue 15 (onboard): the org's agents and their health
-@router.get("/agents")
+@workspace_router.get("/agents")
 async def agents_page() -> Response:
     return render("agents", "Agents · humanwork")
 
@@ -152,16 +79,21 @@ async def agents_page() -> Response:
 _FILENAME = re.compile(r"^[a-z]+\.[a-z]+$")
 
 
-@router.get("/static/{filename}")
+@workspace_router.get("/static/{filename}")
 async def static(filename: str, request: Request) -> Response:
     if not _FILENAME.match(filename) or filename not in STATIC_TYPES:
         raise NotFound("no such file")
-    asset = _asset(filename)
+    found = asset(filename)
     headers = {
-        "ETag": asset.etag,
+        "ETag": found.etag,
         "Cache-Control": "no-cache",
         "X-Content-Type-Options": "nosniff",
     }
-    if request.headers.get("if-none-match") == asset.etag:
+    if request.headers.get("if-none-match") == found.etag:
         return Response(status_code=304, headers=headers)
-    return Response(asset.body, media_type=asset.media_type, headers=headers)
+    return Response(found.body, media_type=found.media_type, headers=headers)
+
+
+router = APIRouter(include_in_schema=False)
+router.include_router(workspace_router)
+router.include_router(portal)
