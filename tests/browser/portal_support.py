@@ -10,22 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 from kubernetes import client as kclient
 from playwright.sync_api import Page, expect
 
 from humanwork_core.requester import REQUESTER_ANNOTATION
 from tests.browser.support import Org, _login
 from tests.platform.conftest import ADMIN_PASSWORD
-
-NEEDS_CONFIRMATION_IN_THE_TASK_LIST = pytest.mark.xfail(
-    strict=True,
-    reason="needs GET /orgs/{org_id}/conversations/{cid}/tasks (and the stream's `task` "
-    "events) to carry each step's `confirmation` (the confirmation's ClientTask view); the "
-    "conversation's task list answers `confirmation: null` until the two read models are "
-    "one. Strict: remove this mark once they are.",
-)
-"""A test of what the portal needs from the merged API, kept running (strict)."""
 
 expect.set_options(timeout=20_000)  # a loaded two-core machine: pages take a while
 DOCS_IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"

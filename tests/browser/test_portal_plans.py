@@ -14,7 +14,6 @@ from playwright.sync_api import Page, expect
 
 from tests.browser.portal_support import (
     DOCS_IMAGES,
-    NEEDS_CONFIRMATION_IN_THE_TASK_LIST,
     READ,
     WRITE,
     Client,
@@ -88,7 +87,6 @@ def test_the_plan_card_follows_the_experts_decisions_live(
     assert page.evaluate("window.__sameDocument") is True
 
 
-@NEEDS_CONFIRMATION_IN_THE_TASK_LIST
 def test_the_write_waits_for_the_client_in_plain_language(
     page: Page, org: Org, client_a: Client, artifacts: Path
 ) -> None:
@@ -108,7 +106,6 @@ def test_the_write_waits_for_the_client_in_plain_language(
     page.screenshot(path=str(artifacts / "portal-confirm.png"), full_page=True)
 
 
-@NEEDS_CONFIRMATION_IN_THE_TASK_LIST
 def test_decline_needs_a_reason_and_confirm_is_recorded(
     page: Page, org: Org, client_a: Client
 ) -> None:
@@ -145,7 +142,6 @@ def test_decline_needs_a_reason_and_confirm_is_recorded(
     assert confirmed["state"] == "confirmed" and confirmed["by"] == client_a.username
 
 
-@NEEDS_CONFIRMATION_IN_THE_TASK_LIST
 def test_posting_and_confirming_by_keyboard_alone(page: Page, org: Org, client_a: Client) -> None:
     cid = conversation_of(org, client_a, "By keyboard", REQUEST)
     client_task(org, client_a, cid, [WRITE])

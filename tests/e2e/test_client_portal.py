@@ -26,7 +26,6 @@ from playwright.async_api import Browser, Page, async_playwright, expect
 
 from humanwork_dev.fakes import catalog
 from tests.browser.conftest import chromium_executable
-from tests.browser.portal_support import NEEDS_CONFIRMATION_IN_THE_TASK_LIST
 from tests.e2e.conftest import SEED_REQUEST, World, execution_state, step_of
 
 FIX = {
@@ -102,7 +101,6 @@ def phase(task: dict[str, Any]) -> Any:
     return (task.get("status") or {}).get("phase")
 
 
-@NEEDS_CONFIRMATION_IN_THE_TASK_LIST
 async def test_a_client_starts_the_seed_flow_and_confirms_the_write_in_the_portal(
     world: World, chromium: Browser
 ) -> None:
