@@ -25,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from humanwork_core import taskflow
 from humanwork_core.resources import AgenticTask, AgenticTaskStatus, Decision, StepStatus, Verdict
+from platform_api import faultpoints
 from platform_api.access.principal import Principal
 from platform_api.audit.service import record, record_detached
 from platform_api.corrections import service as corrections  # issue 14
@@ -247,13 +248,16 @@ class DecisionService:
     async def _write(self, kube: KubeClient, ballot: Ballot, attempt: _Attempt) -> dict[str, Any]:
         """Apply the platform's part of the status under the resourceVersion judged;
         `_Retry` when another writer changed the task meanwhile."""
+        faultpoints.reach("decision.before_status_write")
         try:
-            return await kube.apply_task_status(
+            written = await kube.apply_task_status(
                 ballot.namespace,
                 ballot.name,
                 attempt.task.metadata.resource_version or "",
                 taskflow.owned_status(attempt.after, taskflow.Writer.PLATFORM_API),
             )
+            faultpoints.reach("decision.after_status_write")
+            return written
         except KubeConflict:
             raise _Retry from None
         except KubeNotFound:
