@@ -19,7 +19,7 @@ CLUSTER := $(VENV)/bin/humanwork-cluster
 # the slowest tests in every log (CI included), to see where the wall time goes
 PYTEST_ARGS ?= --durations=40
 
-.PHONY: all venv cluster-binaries cluster-up cluster-down cluster-status up demo down run-operator run-platform run-agent test test-unit lint format crds bench clean
+.PHONY: all venv cluster-binaries cluster-up cluster-down cluster-status up demo down run-operator run-platform run-agent test test-unit test-faults lint format crds bench clean
 
 all: venv
 
@@ -79,7 +79,12 @@ down: venv
 
 # everything, the real node's tests (tests/node: root, containerd, iptables) included
 test: venv cluster-binaries postgres-binaries browser-binaries node-binaries images
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest --ignore=tests/faults $(PYTEST_ARGS)
+	$(PY) -m pytest tests/faults $(PYTEST_ARGS)
+
+# the fault suite alone (also the last part of `make test`): parts killed or cut mid-approval
+test-faults: venv cluster-binaries postgres-binaries
+	$(PY) -m pytest tests/faults $(PYTEST_ARGS)
 
 test-unit: venv
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

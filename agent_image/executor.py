@@ -134,8 +134,9 @@ TRANSIENT_CODES = frozenset(
     }
 )
 """Answers that say nothing about the step (the platform or the proxy's claim is busy or
-away): the call is sent again with the same key. Every other refusal, the upstream's
-included, fails the step with its reason; an expert may retry it (`retry_safe`)."""
+away): the call is sent again with the same key, as after the upstream's 429 (`transient`).
+Every other refusal, the upstream's included, fails the step with its reason; an expert may
+retry it (`retry_safe`)."""
 
 
 def failure(exc: Exception) -> StepFailed:
@@ -502,7 +503,7 @@ class Executor:
                     self.checkpoints.write(key, state="unknown")
                     raise OutcomeUnknown(f"{OUTCOME_UNKNOWN_CODE}: {exc}") from exc
                 last = failure(exc)
-                if code not in TRANSIENT_CODES and not isinstance(exc, OSError):
+                if not transient(exc):
                     raise last from exc
                 LOG.info("step %s: proxy answered %s; retrying with the same key", key, code)
                 await asyncio.sleep(self.retry_seconds)
@@ -513,6 +514,17 @@ class Executor:
             code=last.code if last is not None else "tool_call_failed",
             details=last.details if last is not None else None,
         )
+
+
+def transient(exc: Exception) -> bool:
+    """Whether a refused call may be sent again with the same key: the platform away or
+    busy (`TRANSIENT_CODES`, a connection error), or the upstream's 429 (it did nothing, and
+    the proxy released the step's claim: the call waits and goes again, it never fails the
+    step)."""
+    code = getattr(exc, "code", None)
+    details = getattr(exc, "details", None) or {}
+    rate_limited = code == "upstream_error" and details.get("upstreamAnswered") == "429"
+    return code in TRANSIENT_CODES or isinstance(exc, OSError) or rate_limited
 
 
 def _result(answer: object) -> dict[str, Any]:

@@ -198,8 +198,12 @@ class PlatformProcess(_Process):
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 60.0) -> None:
-        self.port = free_port()
+    def start(
+        self, timeout: float = 60.0, *, port: int = 0, env: dict[str, str] | None = None
+    ) -> None:
+        """Start on `port` (a free one by default: pass the old one to restart in place),
+        with `env` added to the settings for this run only."""
+        self.port = port or free_port()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", self.module, "serve", "--port", str(self.port)],
             env={
@@ -207,6 +211,7 @@ class PlatformProcess(_Process):
                 "HUMANWORK_KUBECONFIG": str(self.kubeconfig),
                 "HUMANWORK_HOST": "127.0.0.1",
                 **self.env,
+                **(env or {}),
             },
             stdout=self.log.open("ab"),
             stderr=subprocess.STDOUT,

@@ -315,3 +315,18 @@ def reopen(store: Store) -> Store:
     task = with_status(task, taskflow.tick(task, T0))
     store.raw = {**task.to_wire(), "metadata": store.raw["metadata"]}
     return store
+
+
+async def test_an_upstream_429_to_a_write_is_waited_out_with_the_same_key(tmp_path: Path) -> None:
+    """The upstream rate-limited the write (it did nothing; the proxy released the step's
+    claim): the agent calls again with the same key instead of failing the step."""
+    store = approved(WRITE)
+    proxy = Proxy(
+        refusal(429, "upstream_error", "shopify answered 429", upstreamAnswered="429"),
+        ok({"inventory_level": {"available": 5}}),
+    )
+    events = await run(tmp_path, store, proxy)
+    assert execution(store, "set").state.value == "Succeeded"
+    assert len(proxy.requests) == 2
+    assert proxy.requests[0].content == proxy.requests[1].content  # the same call, its key
+    assert events.of("task.step_failed") == []
