@@ -30,7 +30,6 @@ from humanwork_core.resources import (
 from humanwork_core.risk import Risk
 from platform_api.redaction import redact
 from platform_api.tasks.seedview import SeedTaskStatus, seed_status
-from platform_api.tasks.service import phase_of
 
 SUMMARY_CHARS = 500
 RESULT_CHARS = 300
@@ -207,8 +206,9 @@ def client_step(task: AgenticTask, order: int, step: Step, now: datetime) -> Cli
 
 
 def client_task(task: AgenticTask, now: datetime) -> ClientTask:
-    """The client's view of `task` at `now`."""
-    phase = phase_of(task, now)
+    """The client's view of `task` at `now` (the phase derived from the status, which
+    keeps a recorded terminal phase: fresh right after the client's own decline)."""
+    phase = taskflow.derive_phase(task, now)
     return ClientTask(
         name=task.metadata.name,
         uid=task.metadata.uid or "",
