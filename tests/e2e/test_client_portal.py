@@ -138,6 +138,10 @@ async def test_a_client_starts_the_seed_flow_and_confirms_the_write_in_the_porta
     assert r.status_code == 200, r.text
     confirm = card.locator(f'li[data-step="{write}"] button.confirm')
     await expect(confirm).to_be_visible()
+    # the client sees the values the expert set before it confirms (a confirmation of the
+    # plan as first shown would be refused as stale: the expert's edit voided it)
+    edited = f"available_adjustment: {-catalog.DISCREPANCY}"
+    await expect(card.locator(f'li[data-step="{write}"]')).to_contain_text(edited)
     task = await world.task(name)
     assert execution_state(task, write) is None
     assert world.shop.side_effects == []  # nothing written before the client confirms
