@@ -20,6 +20,10 @@ MAX_OFFSET = 1_000_000
 MAX_LIMIT = 500
 """The most items one page of a list holds."""
 
+MAX_ROW_ID = 2**31 - 1
+"""The largest id of a row with an integer key (32 bits in PostgreSQL): a cursor or an
+`after` past it could only ever answer nothing, and the database refuses it in a query."""
+
 MAX_DOCUMENT_LIMIT = 200
 """The most knowledge documents one page holds (each may be 100,000 characters)."""
 
@@ -37,3 +41,12 @@ DocumentLimit = Annotated[
         description=f"documents in the page (1 to {MAX_DOCUMENT_LIMIT})",
     ),
 ]
+
+
+def event_cursor(last_event_id: str | None) -> int | None:
+    """The cursor a `Last-Event-ID` header names: its ASCII digits as a number, capped at
+    `MAX_ROW_ID`; None when it is absent or not a number (the stream then starts now)."""
+    text = (last_event_id or "").strip()
+    if not text or not (text.isascii() and text.isdigit()):
+        return None
+    return min(int(text), MAX_ROW_ID)

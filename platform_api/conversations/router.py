@@ -17,7 +17,7 @@ from pydantic import AfterValidator
 from platform_api.access.principal import OrgScope, Principal
 from platform_api.activity.repository import ensure_active
 from platform_api.auth.dependencies import require, require_in_org, require_in_org_any
-from platform_api.bounds import MAX_LIMIT
+from platform_api.bounds import MAX_LIMIT, MAX_ROW_ID
 from platform_api.conversations import client_settings, service
 from platform_api.conversations.client_settings import ClientSettings
 from platform_api.conversations.repository import ConversationRepository
@@ -105,7 +105,7 @@ async def read_conversation(
     scope: Reader,
     conversation_id: Cid,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="1 to 500")] = 100,
-    after: Annotated[int, Query(ge=0, le=2**62, description="the last message id seen")] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_ROW_ID, description="the last message id seen")] = 0,
 ) -> ConversationThread:
     return await service.read_thread(session, scope, conversation_id, limit, after)
 

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from platform_api.accounts.repository import UserRepository
+from platform_api.bounds import event_cursor
 from platform_api.conversations.repository import ConversationRepository, Visibility
 from platform_api.conversations.schemas import MessageView
 from platform_api.conversations.service import (
@@ -67,8 +68,9 @@ class ConversationStream:
 
     async def start(self, last_event_id: str | None) -> int:
         """The cursor: `Last-Event-ID` when it is a message id, else the newest now."""
-        if last_event_id is not None and last_event_id.strip().isdigit():
-            return int(last_event_id.strip())
+        cursor = event_cursor(last_event_id)
+        if cursor is not None:
+            return cursor
         async with self._sessions() as session:
             return await ConversationRepository(session).last_message_id(self._cid)
 

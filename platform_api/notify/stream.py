@@ -20,6 +20,7 @@ from typing import Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from platform_api.bounds import event_cursor
 from platform_api.models import NotifyEvent
 from platform_api.notify.delivery import envelope
 from platform_api.notify.repository import EventRepository
@@ -57,8 +58,9 @@ class EventStream:
 
     async def start(self, last_event_id: str | None) -> int:
         """The cursor: `Last-Event-ID` when it is a seq, else the newest event now."""
-        if last_event_id is not None and last_event_id.strip().isdigit():
-            return int(last_event_id.strip())
+        cursor = event_cursor(last_event_id)
+        if cursor is not None:
+            return cursor
         async with self._sessions() as session:
             return await EventRepository(session).last_seq()
 
