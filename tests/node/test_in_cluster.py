@@ -187,6 +187,75 @@ def test_the_seed_example_runs_end_to_end_with_everything_in_containers(
     assert inventory(product) == before - catalog.DISCREPANCY
 
 
+def client_of(org: Org) -> dict[str, str]:
+    """A user with the role `client` in the org, made by the platform admin; its headers."""
+    http = org.http
+    admin = incluster.login(http, "admin", incluster.DEV_ADMIN_PASSWORD)
+    name, password = f"client-{org.namespace}", f"pw-client-{uuid.uuid4().hex[:12]}"
+    doc = {"username": name, "password": password, "role": "client", "org_ids": [org.id]}
+    r = http.post("/users", json=doc, headers=admin)
+    assert r.status_code == 201, r.text
+    return incluster.login(http, name, password)
+
+
+def client_plan(org: Org, client: dict[str, str], cid: str, within: float = 180) -> Any:
+    """The plan filed for conversation `cid`, as its client follows it, once there is one."""
+    deadline = time.monotonic() + within
+    while True:
+        r = org.http.get(f"/orgs/{org.id}/conversations/{cid}/tasks", headers=client)
+        assert r.status_code == 200, r.text
+        if r.json()["items"]:
+            return r.json()["items"][0]
+        assert time.monotonic() < deadline, f"no plan for {cid} within {within}s"
+        time.sleep(0.5)
+
+
+def test_a_clients_message_dispatches_itself_and_its_confirmation_releases_the_write(
+    cluster: Cluster, product: incluster.Deployed, org: Org
+) -> None:
+    """The client's side with everything in containers: a client writes the seed's request
+    and nobody presses a button; the plan it files waits for the expert; the write the expert
+    approved still waits for the client, who confirms it; exactly one write reaches the fake
+    Shopify and the conversation tells the client the request is complete."""
+    client = client_of(org)
+    before = inventory(product)
+    r = org.http.post(f"/orgs/{org.id}/conversations", headers=client,
+                      json={"subject": "October", "message": SEED_REQUEST})  # fmt: skip
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    planned = client_plan(org, client, cid)
+    name, (read, write) = planned["name"], planned["steps"]
+    assert (read["tool"], write["tool"]) == ("amazon", "shopify"), planned["steps"]
+    assert write["confirmation"]["required"] and write["confirmation"]["state"] == "waiting"
+
+    r = org.http.post(f"/agentic/tasks/{org.namespace}/{name}/steps/{read['id']}/approve",
+                      json={}, headers=org.expert)  # fmt: skip
+    assert r.status_code == 200, r.text
+    org.until(name, lambda t: state_of(t, read["id"]) == "Succeeded", within=180)
+    r = org.http.post(f"/human-tasks/{org.namespace}/{name}/{write['id']}/resume",
+                      json={"action": "edit", "parameters": FIX}, headers=org.expert)  # fmt: skip
+    assert r.status_code == 200, r.text
+    # approved by the expert, the write still waits for the client: nothing is written
+    shown = client_plan(org, client, cid)["steps"][1]
+    assert shown["decision"] == "approved" and shown["execution"] == "not_started", shown
+    assert state_of(org.task(name), write["id"]) is None and inventory(product) == before
+
+    r = org.http.post(f"/orgs/{org.id}/tasks/{name}/steps/{write['id']}/confirm",
+                      json={"step_hash": shown["confirmation"]["step_hash"]},
+                      headers=client)  # fmt: skip
+    assert r.status_code == 200, r.text
+    task = org.until(name, lambda t: (t.get("status") or {}).get("phase") == "Completed",
+                     within=180)  # fmt: skip
+    assert state_of(task, write["id"]) == "Succeeded"
+    assert inventory(product) == before - catalog.DISCREPANCY  # exactly one write
+    r = org.http.get(f"/orgs/{org.id}/conversations/{cid}", headers=client)
+    assert r.status_code == 200, r.text
+    endings = [m["meta"].get("ending") for m in r.json()["messages"]
+               if m["author_kind"] == "system" and (m.get("meta") or {}).get("task") == name
+               and m["meta"].get("event") == "request_ended"]  # fmt: skip
+    assert endings == ["completed"], r.json()["messages"]
+
+
 def secret_token(cluster: Cluster, namespace: str) -> str:
     raw = cluster.kubectl("-n", namespace, "get", "secret", "agent-agent-token",
                           "-o", "jsonpath={.data.token}").stdout  # fmt: skip
