@@ -100,11 +100,12 @@ def by_key(docs: list[Doc]) -> dict[Key, Doc]:
     return found
 
 
-def documented_differences(overlay: list[Doc]) -> list[Doc]:
-    """The overlay's objects as the chart renders them: the README's list of differences."""
+def documented_differences(overlay: list[Doc], namespace: bool = False) -> list[Doc]:
+    """The overlay's objects as the chart renders them: the README's list of differences
+    (the Namespace only with namespace.create=true)."""
     out = []
     for doc in copy.deepcopy(overlay):
-        if doc["kind"] == "Namespace":
+        if doc["kind"] == "Namespace" and not namespace:
             continue  # Helm keeps its release in the namespace: it exists before the install
         if doc["kind"] == "CustomResourceDefinition":
             doc["metadata"]["annotations"] = {"helm.sh/resource-policy": "keep"}
@@ -112,8 +113,8 @@ def documented_differences(overlay: list[Doc]) -> list[Doc]:
     return out
 
 
-def assert_same_objects(rendered: list[Doc], overlay: list[Doc]) -> None:
-    chart, kust = by_key(rendered), by_key(documented_differences(overlay))
+def assert_same_objects(rendered: list[Doc], overlay: list[Doc], namespace: bool = False) -> None:
+    chart, kust = by_key(rendered), by_key(documented_differences(overlay, namespace))
     assert sorted(chart) == sorted(kust), {
         "only in the chart": sorted(set(chart) - set(kust)),
         "only in the overlay": sorted(set(kust) - set(chart)),
@@ -146,6 +147,8 @@ def test_defaults_render_the_production_overlay(helm: Callable[..., str]) -> Non
     rendered, overlay = template(helm), kustomize("manifests/overlays/production")
     assert len(rendered) >= 50  # CRDs, policies, both components: not an empty chart
     assert_same_objects(rendered, overlay)
+    # rendered for a GitOps tool (no Helm release): the Namespace with its Pod Security labels
+    assert_same_objects(template(helm, {"namespace.create": "true"}), overlay, namespace=True)
 
 
 def test_cert_manager_renders_the_cert_manager_overlay(helm: Callable[..., str]) -> None:
