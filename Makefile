@@ -6,7 +6,8 @@
 #                   process with UP_ARGS=--agent-mode=process
 #   make demo       the demo agent plans the seed's example task: a plan waits in the queue
 #   make test       everything the CI runs, on a fresh machine
-#   make docs       regenerate the generated docs (OpenAPI, configuration tables)
+#   make docs       regenerate the generated docs (OpenAPI, configuration tables, the chart's values)
+#   make helm-binaries  helm (the chart's tests) from the Go module proxy, cached per machine
 #   make images     build the container images with buildah on a Debian base (no Docker needed)
 #   make node-up    a real node (kubelet, containerd, CNI, kube-proxy, CoreDNS, kube-router)
 #                   beside the kwok node of a running `make cluster-up`; make node-down stops it
@@ -33,6 +34,11 @@ $(STAMP): pyproject.toml
 
 cluster-binaries: venv
 	@ln -sf "$$(humanwork_dev/scripts/build.sh)/kubectl" $(VENV)/bin/kubectl
+
+# helm, built from the Go module proxy at a pinned version into ~/.cache/humanwork (the chart's tests)
+.PHONY: helm-binaries
+helm-binaries: venv
+	@ln -sf "$$(humanwork_dev/scripts/build-helm.sh)/helm" $(VENV)/bin/helm
 
 .PHONY: postgres-binaries
 postgres-binaries:
@@ -71,14 +77,16 @@ run-agent: venv
 	@test -n "$(AGENT)" || { echo "usage: make run-agent AGENT=<namespace>/<name>"; exit 2; }
 	$(VENV)/bin/humanwork-run-agent $(AGENT) --platform-url http://127.0.0.1:8000
 
+# the CRDs from the models: for kustomize (crds/) and for the Helm chart (its files/crds/)
 crds: venv
 	$(PY) -m humanwork_core.crdgen --out crds/
+	$(PY) -m humanwork_core.crdgen --out charts/humanwork-operator/files/crds/
 
 down: venv
 	@$(VENV)/bin/humanwork-stack down
 
 # everything, the real node's tests (tests/node: root, containerd, iptables) included
-test: venv cluster-binaries postgres-binaries browser-binaries node-binaries images
+test: venv cluster-binaries helm-binaries postgres-binaries browser-binaries node-binaries images
 	$(PY) -m pytest --ignore=tests/faults $(PYTEST_ARGS)
 	$(PY) -m pytest tests/faults $(PYTEST_ARGS)
 
@@ -95,6 +103,7 @@ lint: venv
 	$(VENV)/bin/mypy -p humanwork_core -p agent_operator -p platform_api -p agent_image -p humanwork_dev -p kubectl_humanwork
 	$(VENV)/bin/lint-imports
 	$(PY) -m humanwork_dev.deployables --check
+	$(PY) -m humanwork_dev.helmdocs --check
 	$(PY) -m humanwork_dev.sizes
 
 format: venv
@@ -110,6 +119,7 @@ clean:
 .PHONY: docs images
 docs: venv
 	$(PY) -m humanwork_dev.deployables
+	$(PY) -m humanwork_dev.helmdocs
 
 # buildah (Debian's package) on a base made by debootstrap; cached in ~/.cache/humanwork/images.
 # With Docker: docker build -f Dockerfile.<name> -t humanwork/<name>:0.1.0 . works unchanged.
