@@ -5,10 +5,11 @@ current step, highest pending risk, next deadline); this module adds what needs 
 whether `spec.agentRef` names an AgentInstance of the namespace (condition
 `AgentAvailable`), whether the task waits for its initiating client's confirmation of a
 step (condition `WaitingForClient`; the phase stays PendingApproval and the step's state
-is AwaitingClient, under the step's deadline and escalations), the server-side apply of
-the operator's fields only (field manager `humanwork-operator`, so the platform's
-decisions and the agent's executions are never touched), the Events of a transition, and
-the removal of finished tasks the platform has archived, once their TTL has passed.
+is AwaitingClient, under the step's deadline and escalations; the Events
+`WaitingForClient`, `ClientConfirmed` and `ClientDeclined` on its transitions only), the
+server-side apply of the operator's fields only (field manager `humanwork-operator`, so
+the platform's decisions and the agent's executions are never touched), the Events of a
+transition, and the removal of finished tasks the platform has archived, once their TTL has passed.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from humanwork_core.resources import (
     AgenticTaskStatus,
     Condition,
     ConditionStatus,
+    ConfirmationState,
     StepState,
     StepStatus,
     TaskPhase,
@@ -76,7 +78,7 @@ def client_condition(task: AgenticTask, status: AgenticTaskStatus, now: datetime
         if step is not None and taskflow.awaits_client(step, status.step(step.id)):
             waiting = step.id
     return Condition(
-        type="WaitingForClient",
+        type=WAITING_FOR_CLIENT,
         status=ConditionStatus.TRUE if waiting else ConditionStatus.FALSE,
         reason="ConfirmationPending" if waiting else "NothingToConfirm",
         message=f"step {waiting} waits for the client's confirmation"
@@ -85,6 +87,49 @@ def client_condition(task: AgenticTask, status: AgenticTaskStatus, now: datetime
         last_transition_time=now,
         observed_generation=task.metadata.generation,
     )
+
+
+WAITING_FOR_CLIENT = "WaitingForClient"
+
+
+def _waiting_on(status: AgenticTaskStatus) -> str | None:
+    """The step the status says waits for the client (its `WaitingForClient` condition
+    is true; the step is its current one, which the same pass wrote), or None."""
+    for condition in status.conditions:
+        if condition.type == WAITING_FOR_CLIENT and condition.status is ConditionStatus.TRUE:
+            return status.current_step
+    return None
+
+
+def _named(task: AgenticTask, step_id: str) -> str:
+    step = task.step(step_id)
+    return f"step {step_id}" + (f" ({step.description})" if step is not None else "")
+
+
+def client_events(task: AgenticTask, old: AgenticTaskStatus, new: AgenticTaskStatus) -> list[Event]:
+    """Pure: the Events of the task's wait for its initiating client, on the transition
+    of the `WaitingForClient` condition only (a pass that keeps the wait posts nothing):
+    `WaitingForClient` when a step starts waiting, `ClientConfirmed` or `ClientDeclined`
+    when it stops because the client answered (the decline's reason, the client's own
+    words, stays in the task's status)."""
+    before, after = _waiting_on(old), _waiting_on(new)
+    if before == after:
+        return []
+    events: list[Event] = []
+    if before is not None:
+        record = new.step(before).confirmation
+        state = record.state if record is not None else None
+        if state is ConfirmationState.CONFIRMED:
+            events.append(
+                Event("ClientConfirmed", f"{_named(task, before)} confirmed by the client")
+            )
+        elif state is ConfirmationState.DECLINED:
+            events.append(Event("ClientDeclined", f"{_named(task, before)} declined by the client"))
+    if after is not None:
+        events.append(
+            Event(WAITING_FOR_CLIENT, f"{_named(task, after)} waits for the client's confirmation")
+        )
+    return events
 
 
 def transition_events(old: AgenticTaskStatus, new: AgenticTaskStatus) -> list[Event]:
@@ -213,4 +258,5 @@ async def reconcile_task(
         and ARCHIVED_ANNOTATION in (task.metadata.annotations)
     ):
         wake_at = (new.completed_at or now) + timedelta(seconds=ttl_of(task, settings))
-    return TaskOutcome(status=new.to_wire(), events=transition_events(old, new), wake_at=wake_at)
+    events = [*transition_events(old, new), *client_events(task, old, new)]
+    return TaskOutcome(status=new.to_wire(), events=events, wake_at=wake_at)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
 
 from pydantic import BaseModel, Field, JsonValue
 
@@ -29,10 +28,10 @@ from humanwork_core.resources import (
 )
 from humanwork_core.risk import Risk
 from platform_api.redaction import redact
+from platform_api.step_results import compact, result_text
 from platform_api.tasks.seedview import SeedTaskStatus, seed_status
 
 SUMMARY_CHARS = 500
-RESULT_CHARS = 300
 VALUE_CHARS = 80
 
 _EXECUTION = {
@@ -102,17 +101,9 @@ class ClientTasks(BaseModel):
 
 
 def _value(value: JsonValue) -> str:
-    text = value if isinstance(value, str) else _compact(value)
+    text = value if isinstance(value, str) else compact(value)
     text = redact(text)[0]
     return text if len(text) <= VALUE_CHARS else text[: VALUE_CHARS - 1] + "…"
-
-
-def _compact(value: JsonValue) -> str:
-    if isinstance(value, list):
-        return ", ".join(_compact(v) for v in value[:10]) + (" …" if len(value) > 10 else "")
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {_compact(v)}" for k, v in list(value.items())[:10]) + "}"
-    return str(value)
 
 
 def summary(step: Step, parameters: Mapping[str, JsonValue]) -> str:
@@ -146,19 +137,6 @@ def _decision(state: StepState, verdict: Verdict | None) -> str:
     if verdict is None:
         return "pending"
     return "rejected" if verdict is Verdict.REJECT else "approved"
-
-
-def _result(result: Mapping[str, Any] | None, error: str | None) -> str | None:
-    text: str | None = None
-    if error:
-        text = error
-    elif result:
-        said = result.get("summary")
-        text = said if isinstance(said, str) else _compact(dict(result))
-    if text is None:
-        return None
-    text = redact(text)[0]
-    return text if len(text) <= RESULT_CHARS else text[: RESULT_CHARS - 1] + "…"
 
 
 def confirmation(step: Step, entry: StepStatus) -> Confirmation | None:
@@ -200,7 +178,7 @@ def client_step(task: AgenticTask, order: int, step: Step, now: datetime) -> Cli
         decision=_decision(state, decision.verdict if decision is not None else None),
         feedback=feedback,
         execution="not_started" if run is None else _EXECUTION[run.state],
-        result=None if run is None else _result(run.result, run.error),
+        result=None if run is None else result_text(run.result, run.error),
         confirmation=confirmation(step, entry),
     )
 

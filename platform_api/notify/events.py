@@ -16,12 +16,14 @@ from humanwork_core import taskflow
 from humanwork_core.policy import effective_risk
 from humanwork_core.resources import (
     AgenticTask,
+    Execution,
     ExecutionState,
     Step,
     StepState,
     StepStatus,
     TaskPhase,
 )
+from platform_api.step_results import result_text
 
 DECISION_NEEDED = "decision_needed"
 NEAR_DEADLINE = "near_deadline"
@@ -29,6 +31,10 @@ ESCALATED = "escalated"
 EXPIRED = "expired"
 REJECTED = "rejected"
 STEP_FAILED = "step_failed"
+STEP_EXECUTED = "step_executed"
+"""A step's tool call ran and succeeded (its result summary in `result`)."""
+STEP_OUTCOME_UNKNOWN = "step_outcome_unknown"
+"""Whether a step's tool call took effect is unknown: an expert resolves it."""
 COMPLETED = "completed"
 FAILED = "failed"
 DECIDED = "decided"
@@ -50,10 +56,18 @@ WEBHOOK_EVENTS = (
 )
 """What a webhook receives unless it names fewer."""
 
-EVENTS = (*WEBHOOK_EVENTS, DECIDED, REQUEST_ENDED, CANCELLED)
+EVENTS = (
+    *WEBHOOK_EVENTS,
+    DECIDED,
+    REQUEST_ENDED,
+    CANCELLED,
+    STEP_EXECUTED,
+    STEP_OUTCOME_UNKNOWN,
+)
 """Every event a webhook may ask for; the live stream carries them all. `request_ended`:
 a request's last task ended (a rejection revised by the agent does not end it);
-`cancelled`: a task was cancelled (so that open screens learn it too)."""
+`cancelled`: a task was cancelled (so that open screens learn it too); `step_executed` and
+`step_outcome_unknown`: how a step's run ended (its conversation is told, with the result)."""
 
 ENDINGS = {
     TaskPhase.COMPLETED: COMPLETED,
@@ -98,6 +112,28 @@ def _step(task: AgenticTask, step: Step) -> dict[str, Any]:
     }
 
 
+_RUN_ENDINGS = {
+    ExecutionState.SUCCEEDED: STEP_EXECUTED,
+    ExecutionState.FAILED: STEP_FAILED,
+    ExecutionState.OUTCOME_UNKNOWN: STEP_OUTCOME_UNKNOWN,
+}
+"""How a step's run ended, as the event that tells it (one per attempt)."""
+
+
+def _run_event(task: AgenticTask, step: Step, run: Execution) -> Event | None:
+    """The event of the step's finished run (None while it runs): its error and its
+    result in plain language (redacted, as the client's view of the step shows it)."""
+    event = _RUN_ENDINGS.get(run.state)
+    if event is None:
+        return None
+    payload = {
+        **_step(task, step),
+        "error": run.error,
+        "result": result_text(run.result, run.error),
+    }
+    return _make(task, f"{step.id}:{event}:{run.attempt}", event, payload)
+
+
 def _make(task: AgenticTask, suffix: str, event: str, payload: dict[str, Any]) -> Event:
     uid = task.metadata.uid or f"{task.metadata.namespace}/{task.metadata.name}"
     return Event(task.spec.org_id, f"{uid}:{suffix}", event, payload)
@@ -114,16 +150,9 @@ def _step_events(task: AgenticTask) -> list[Event]:
                 "feedback": entry.decision.feedback,
             }
             found.append(_make(task, f"{step.id}:decided", DECIDED, payload))
-        if entry.execution is not None and entry.execution.state is ExecutionState.FAILED:
-            payload = {**_step(task, step), "error": entry.execution.error}
-            found.append(
-                _make(
-                    task,
-                    f"{step.id}:step_failed:{entry.execution.attempt}",
-                    STEP_FAILED,
-                    payload,
-                )
-            )
+        run = _run_event(task, step, entry.execution) if entry.execution else None
+        if run is not None:
+            found.append(run)
         if entry.escalations > 0:
             suffix = f"{step.id}:escalated:{entry.escalations}"
             found.append(_make(task, suffix, ESCALATED, _step(task, step)))

@@ -131,3 +131,78 @@ async def test_each_step_event_is_told_once_in_the_conversation(
         "step": "write",
         "feedback": "Only SKU-2 is off",
     }
+
+
+def _ran(state: str, attempt: int = 1, **fields: Any) -> dict[str, Any]:
+    """The step approved and its run ended in `state` (as its agent writes it)."""
+    at = datetime.now(UTC).isoformat()
+    decision = {
+        "verdict": "approve",
+        "by": "expert-a",
+        "at": at,
+        "idempotencyKey": "k-1",
+        "stepHash": "0" * 64,
+    }
+    run = {"state": state, "attempt": attempt, "startedAt": at, "finishedAt": at, **fields}
+    return {
+        "phase": "InProgress",
+        "steps": [{"id": "write", "decision": decision, "execution": run}],
+    }
+
+
+async def test_each_run_of_a_step_is_told_once_with_its_result(
+    database_url: str, sessions: async_sessionmaker[AsyncSession]
+) -> None:
+    org = Org(slug=f"r-{uuid.uuid4().hex[:6]}", name="R", namespace="org-results")
+    async with sessions() as session, session.begin():
+        session.add(org)
+        await session.flush()
+        conversation = Conversation(org_id=org.id, subject="October")
+        session.add(conversation)
+    cid = conversation.id
+    settings = make_settings(database_url, notify_interval_seconds=3600)
+    one, two = (TaskNotifier(sessions, settings, deliverer=None) for _ in range(2))
+    secret = "sk_live_4f9a8b7c6d5e4f3a2b1c"
+    runs = [
+        _ran("Failed", error=f"Shopify answered 500; api_key={secret}"),
+        _ran("OutcomeUnknown", 2, error="the connection dropped after sending"),
+        _ran("Succeeded", 3, result={"summary": "SKU-1 set to 7", "token": secret}),
+    ]
+    async with _running(one, two):
+        for done, status in enumerate(runs, start=2):  # the approval, then one per run
+            for notifier in (one, two, one):  # two replicas, and a relist
+                notifier.observe(_task(org, cid, status))
+            await until(lambda: _events(sessions, org), lambda n, done=done: n >= done)
+    # a restart: a notifier that remembers nothing sees every state again, then the task
+    # complete (its one new event: recorded after the earlier states' events were looked at)
+    three = TaskNotifier(sessions, settings, deliverer=None)
+    completed = {**runs[-1], "phase": "Completed"}
+    async with _running(three):
+        for status in [*runs, completed]:
+            three.observe(_task(org, cid, status))
+        await until(lambda: _events(sessions, org), lambda n: n >= len(runs) + 2)
+    said = await _said(sessions, cid)
+    told = [(m.meta or {}).get("event") for m in said]
+    for event in ("step_failed", "step_outcome_unknown", "step_executed"):
+        assert told.count(event) == 1, told
+    by_event = {(m.meta or {}).get("event"): m for m in said}
+    failed = by_event["step_failed"]
+    assert failed.content == (
+        "The step “Set inventory of SKU-1 to 7” failed. Reason: Shopify answered 500; "
+        "api_key=[token]"
+    )
+    assert failed.meta == {
+        "event": "step_failed",
+        "task": "plan-1",
+        "step": "write",
+        "result": "Shopify answered 500; api_key=[token]",
+    }
+    unknown = by_event["step_outcome_unknown"]
+    assert "whether it took effect is not known yet" in unknown.content
+    executed = by_event["step_executed"]
+    assert executed.content == (
+        "The step “Set inventory of SKU-1 to 7” was carried out. Result: SKU-1 set to 7"
+    )
+    assert all(secret not in m.content for m in said)
+    assert all((m.role, m.author, m.internal) == ("system", "platform", False) for m in said)
+    assert told.count("step_approved") == 1
