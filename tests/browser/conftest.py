@@ -16,12 +16,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Error, Page, sync_playwright
+from playwright.sync_api import Browser, ConsoleMessage, Error, Page, expect, sync_playwright
 from playwright.sync_api._context_manager import PlaywrightContextManager
 
 from humanwork_dev.processes import PlatformProcess
 from tests.browser.support import Org, org_fixture
 from tests.conftest import Cluster
+
+# every `expect` waits as long as a page action may (Playwright's own default is 5 s, too
+# short for a loaded two-core machine); a condition that holds returns at once
+expect.set_options(timeout=20_000)
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 

@@ -32,6 +32,13 @@ STEP = {
     "risk": "high",
 }
 
+EXPIRES_AFTER_THE_PAGE_SHOWS = 25
+"""A decision deadline (seconds) for a test that shows the step on a page, then lets it
+expire: long enough for a login and a page load on a loaded two-core machine (a few
+seconds were not), so the page shows it before it expires."""
+EXPIRY_WAIT = EXPIRES_AFTER_THE_PAGE_SHOWS + 60
+"""How long such a test waits for the operator to expire the step."""
+
 
 def until(read: Callable[[], T], check: Callable[[T], bool], within: float = 30) -> T:
     """Poll `read` until `check` holds; fail with the last value otherwise."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from playwright.sync_api import Page, expect
 
-from tests.browser.support import STEP, Org
+from tests.browser.support import EXPIRES_AFTER_THE_PAGE_SHOWS, EXPIRY_WAIT, STEP, Org
 from tests.browser.test_queue import login
 
 LOOK = {
@@ -182,7 +182,7 @@ def test_detail_controls_follow_the_capabilities(page: Page, org: Org) -> None:
 def test_a_decision_in_the_detail_view_past_the_deadline(page: Page, org: Org) -> None:
     made = org.task(
         policy={
-            "decisionDeadlineSeconds": 4,
+            "decisionDeadlineSeconds": EXPIRES_AFTER_THE_PAGE_SHOWS,
             "escalation": {"maxEscalations": 0},
             "onExpiry": "End",
         }
@@ -192,7 +192,7 @@ def test_a_decision_in_the_detail_view_past_the_deadline(page: Page, org: Org) -
     )  # a stale screen
     approve = page.locator("#decide").get_by_role("button", name="Approve", exact=True)
     expect(approve).to_be_visible()
-    org.wait(made["id"], lambda t: t["phase"] == "Expired")
+    org.wait(made["id"], lambda t: t["phase"] == "Expired", within=EXPIRY_WAIT)
     approve.click()
     expect(page.locator("#message")).to_have_text(
         "Task expired: the decision deadline passed, so it can no longer be decided."

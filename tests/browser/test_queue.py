@@ -7,7 +7,7 @@ from pathlib import Path
 
 from playwright.sync_api import Page, expect
 
-from tests.browser.support import STEP, Org, User
+from tests.browser.support import EXPIRES_AFTER_THE_PAGE_SHOWS, EXPIRY_WAIT, STEP, Org, User
 
 
 def login(page: Page, org: Org, user: User, path: str = "/workspace/tasks") -> None:
@@ -67,10 +67,18 @@ def test_login_shows_the_queue_deadline_first(page: Page, org: Org, artifacts: P
     expect(toast).to_have_count(1)
     expect(toast).to_contain_text("Refund order 7 now")
     page.screenshot(path=str(artifacts / "queue.png"), full_page=True)
-    page.reload()
+    # the positive control: a task that came due while the screen was stale (no stream, no
+    # polling) is toasted after the reload, in the same pass that would toast the first
+    # one again
+    page.goto(f"{org.url}/workspace/tasks?poll=60&stream=off")
     expect(page.locator("#queue-body tr")).to_have_count(3)
-    page.wait_for_timeout(500)
-    expect(page.locator(".toast.warn")).to_have_count(0)
+    newer = org.task(policy={"decisionDeadlineSeconds": 300}, description="Refund order 8 now")
+    page.reload()
+    expect(page.locator("#queue-body tr")).to_have_count(4)
+    expect(page.locator(".toast.warn")).to_have_count(1)
+    expect(page.locator(".toast.warn")).to_contain_text("Refund order 8 now")
+    expect(page.locator(".toast.warn")).not_to_contain_text("Refund order 7 now")
+    assert f"{newer['id']}/refund" in rows(page)
 
     # readable on a narrow screen: no horizontal scrolling, rows as cards
     page.set_viewport_size({"width": 400, "height": 800})
@@ -147,7 +155,7 @@ def test_approve_and_reject_from_the_row(page: Page, org: Org) -> None:
 def test_a_decision_past_the_deadline_says_task_expired(page: Page, org: Org) -> None:
     late = org.task(
         policy={
-            "decisionDeadlineSeconds": 4,
+            "decisionDeadlineSeconds": EXPIRES_AFTER_THE_PAGE_SHOWS,
             "escalation": {"maxEscalations": 0},
             "onExpiry": "End",
         },
@@ -157,7 +165,7 @@ def test_a_decision_past_the_deadline_says_task_expired(page: Page, org: Org) ->
     # no polling and no live stream during the test: the row stays on screen after its deadline
     login(page, org, org.expert, "/workspace/tasks?poll=60&stream=off")  # a stale screen
     expect(page.locator("#queue-body tr")).to_have_count(2)
-    org.wait(late["id"], lambda t: t["phase"] == "Expired")
+    org.wait(late["id"], lambda t: t["phase"] == "Expired", within=EXPIRY_WAIT)
     row = page.locator(f'#queue-body tr[data-id="{late["id"]}/refund"]')
     row.get_by_role("button", name=re.compile("^Approve")).click()
     expect(page.locator("#message")).to_contain_text("Task expired")
@@ -174,7 +182,7 @@ def test_bulk_approve_a_mix_including_an_expired_task(
     fine = [org.task(policy={"decisionDeadlineSeconds": 900}) for _ in range(2)]
     expiring = org.task(
         policy={
-            "decisionDeadlineSeconds": 4,
+            "decisionDeadlineSeconds": EXPIRES_AFTER_THE_PAGE_SHOWS,
             "escalation": {"maxEscalations": 0},
             "onExpiry": "End",
         }
@@ -191,7 +199,7 @@ def test_bulk_approve_a_mix_including_an_expired_task(
     expect(page.locator("#selected-count")).to_have_text("3 selected")
     assert page.locator("#select-all").evaluate("el => el.indeterminate") is True
 
-    org.wait(expiring["id"], lambda t: t["phase"] == "Expired")
+    org.wait(expiring["id"], lambda t: t["phase"] == "Expired", within=EXPIRY_WAIT)
     page.get_by_role("button", name="Approve selected").click()
     banner = page.locator("#bulk-result")
     expect(banner).to_be_visible()

@@ -9,9 +9,14 @@ halts; an agent killed in the middle of a side effect is restarted without repea
 from __future__ import annotations
 
 import asyncio
+import time
+from datetime import datetime, timedelta
+from typing import Any
 
 from humanwork_dev.fakes import catalog
+from tests.e2e.barriers import agent_caught_up
 from tests.e2e.conftest import World, _login, execution_state, step_of
+from tests.held import HeldRequest
 
 MUG = catalog.BY_SKU[catalog.DISCREPANT_SKU].inventory_item_id
 WAREHOUSE = catalog.WAREHOUSE_LOCATION_ID
@@ -25,8 +30,20 @@ FIX = {
 }
 
 
+SECOND = timedelta(seconds=1)  # the status's timestamps are to the second
+
+
 def phase(task: dict[str, object]) -> object:
     return (task.get("status") or {}).get("phase")  # type: ignore[union-attr]
+
+
+def _at(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+async def _started(world: World, name: str) -> list[dict[str, Any]]:
+    """The agent's `step_started` events for the task."""
+    return [r for r in await world.audit("agent.task.step_started") if name in r["target"]]
 
 
 async def test_the_seed_example_executes_each_step_after_its_approval(world: World) -> None:
@@ -39,8 +56,8 @@ async def test_the_seed_example_executes_each_step_after_its_approval(world: Wor
     assert write["risk"] in ("high", "critical")
     assert write["parameters"]["action"] in ("adjustInventoryLevel", "setInventoryLevel")
 
-    # nothing runs before an expert decides
-    await asyncio.sleep(1.5)
+    # nothing runs before an expert decides: the step's only execution started after the
+    # decision (its first attempt, the agent's only `step_started` for it)
     task = await world.task(name)
     assert execution_state(task, read["id"]) is None
     assert world.amazon.side_effects == [] and world.shop.side_effects == []
@@ -49,8 +66,17 @@ async def test_the_seed_example_executes_each_step_after_its_approval(world: Wor
     r = await world.decide(name, read["id"])
     assert r.status_code == 200, r.text
     task = await world.until(name, lambda t: execution_state(t, read["id"]) == "Succeeded")
-    result = step_of(task, read["id"])["execution"]["result"]
+    entry = step_of(task, read["id"])
+    result = entry["execution"]["result"]
     assert result, task
+    assert entry["execution"]["attempt"] == 1
+    assert _at(entry["execution"]["startedAt"]) >= _at(entry["decision"]["at"]) - SECOND
+    started = [
+        row
+        for row in await world.audit("agent.task.step_started")
+        if name in row["target"] and row["details"].get("step_id") == read["id"]
+    ]
+    assert len(started) == 1, started
     assert len(world.amazon.requests_to("/orders/v0/orders")) > orders_before
     assert execution_state(task, write["id"]) is None  # step 2 waits for its own approval
     assert world.shop.side_effects == []
@@ -88,14 +114,17 @@ async def test_a_rejection_halts_the_plan_with_its_feedback(world: World) -> Non
     assert r.status_code == 200, r.text
     task = await world.until(name, lambda t: phase(t) == "Rejected")
     assert execution_state(task, first) is None
-    await asyncio.sleep(1.0)
-    assert world.amazon.requests_to("/orders/v0/orders") == []
-    assert world.shop.side_effects == []
-    # the feedback reaches the planner: the revised plan names the task it revises
+    # the feedback reaches the planner: the revised plan names the task it revises (asked
+    # at once: a finished task leaves the cluster for the archive after a short while)
     revised = await world.plan(revises=name)
     assert revised["name"] != name
     spec = (await world.task(revised["name"]))["spec"]
     assert spec.get("revisionOf") == name
+    # and the rejected step never ran
+    await agent_caught_up(world)  # it ran another task's approved step since
+    assert execution_state(await world.task(name), first) is None
+    assert not await _started(world, name)
+    assert world.shop.side_effects == []
 
 
 async def test_an_expired_decision_halts_and_cannot_be_decided(world: World) -> None:
@@ -109,9 +138,9 @@ async def test_an_expired_decision_halts_and_cannot_be_decided(world: World) -> 
     await world.until(name, lambda t: phase(t) == "Expired", within=30)
     late = await world.decide(name, first)
     assert late.status_code == 410 and late.json()["code"] == "human_task_expired"
-    await asyncio.sleep(1.0)
+    await agent_caught_up(world)  # it ran another task's approved step since
     assert execution_state(await world.task(name), first) is None
-    assert world.amazon.requests_to("/orders/v0/orders") == []
+    assert not await _started(world, name)
 
 
 async def test_an_agent_killed_mid_side_effect_does_not_repeat_it(world: World) -> None:
@@ -121,14 +150,15 @@ async def test_an_agent_killed_mid_side_effect_does_not_repeat_it(world: World) 
     assert (await world.decide(name, read["id"])).status_code == 200
     await world.until(name, lambda t: execution_state(t, read["id"]) == "Succeeded")
 
-    world.shop.stall_next(4.0, path_contains="inventory_levels/adjust")
+    held = HeldRequest(world.shop, "inventory_levels/adjust")
     assert (await world.resume(name, write["id"], action="edit", parameters=FIX)).status_code == 200
     await world.until(name, lambda t: execution_state(t, write["id"]) == "Running", within=30)
-    # the proxy reaches the stalled upstream within a moment of the step starting; while the
+    # the write reached the upstream, which holds it before applying it; while the
     # upstream is applying the change, the agent dies without a word
-    await asyncio.sleep(1.0)
+    await asyncio.to_thread(held.wait_arrived, 60)
     assert world.shop.side_effects == []
     world.agent.kill()
+    held.release()  # the upstream applies the change after its caller died
     world.agent.start()  # the same pod folder: the container restarts, its emptyDir stays
 
     task = await world.until(name, lambda t: phase(t) == "Completed", within=60)
@@ -145,10 +175,11 @@ async def test_an_input_step_asks_the_expert_and_completes_with_the_provided_val
     name = planned["name"]
     (step,) = planned["steps"]
     assert step["kind"] == "input"
-    for _ in range(50):
-        asked = [r for r in await world.audit("agent.task.needs_input") if name in r["target"]]
-        if asked:
-            break
+    deadline = time.monotonic() + 60
+    while not (
+        asked := [r for r in await world.audit("agent.task.needs_input") if name in r["target"]]
+    ):
+        assert time.monotonic() < deadline, "the agent never asked for the input"
         await asyncio.sleep(0.2)
     assert len(asked) == 1 and asked[0]["details"]["step_id"] == step["id"]
 

@@ -11,7 +11,6 @@ approves it, so the stock staying at 40 means something."""
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import uuid
 from pathlib import Path
@@ -21,6 +20,7 @@ import yaml
 
 from humanwork_dev.cluster import token_kubeconfig
 from humanwork_dev.fakes import catalog
+from tests.e2e.barriers import agent_caught_up
 from tests.e2e.conftest import World, execution_state, step_of
 
 MUG = catalog.BY_SKU["HW-MUG-001"].inventory_item_id
@@ -107,7 +107,7 @@ async def test_the_issue_attack_verbatim_changes_nothing(world: World, tmp_path:
     assert done.returncode == 0, done.stderr
     name = manifest["metadata"]["name"]
     task = await world.until(name, lambda t: bool((t.get("status") or {}).get("nextDeadline")))
-    await asyncio.sleep(3)  # the platform's watch, the agent's watch and the executor had time
+    await agent_caught_up(world)  # the agent's watch and its executor saw it, and acted
     task = await world.task(name)
     assert not step_of(task, "1").get("decision"), task
     assert execution_state(task, "1") is None

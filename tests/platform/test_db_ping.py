@@ -6,6 +6,7 @@ wide as the pool keeps its connections open for the next one."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from sqlalchemy import text
@@ -15,26 +16,36 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from platform_api.db import make_engine
 
 BACKEND = text("SELECT pg_backend_pid()")
+ALIVE = text("SELECT count(*) FROM pg_stat_activity WHERE pid = :pid")
 
 
-async def _kill_pooled_backend(engine: AsyncEngine, database_url: str) -> int:
-    """Use a connection of `engine`'s pool, then end its server process from outside."""
+async def _kill_pooled_backend(engine: AsyncEngine, database_url: str, rest: float = 0.0) -> int:
+    """Use a connection of `engine`'s pool, then end its server process from outside and
+    wait until the server no longer lists it; return once the connection rested `rest`
+    seconds in the pool."""
     async with engine.connect() as conn:
         pid: int = (await conn.execute(BACKEND)).scalar_one()
+    returned = time.monotonic()
     other = make_engine(database_url)
     try:
         async with other.connect() as conn:
             await conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+            deadline = time.monotonic() + 60
+            while (await conn.execute(ALIVE, {"pid": pid})).scalar_one():
+                assert time.monotonic() < deadline, f"backend {pid} did not end"
+                await asyncio.sleep(0.02)
     finally:
         await other.dispose()
-    await asyncio.sleep(0.2)
+    resting = rest - (time.monotonic() - returned)
+    if resting > 0:  # the condition is the time itself: longer than the ping threshold
+        await asyncio.sleep(resting)
     return pid
 
 
 async def test_a_rested_connection_whose_backend_died_is_replaced(database_url: str) -> None:
     engine = make_engine(database_url, ping_after_idle=0.05)
     try:
-        pid = await _kill_pooled_backend(engine, database_url)
+        pid = await _kill_pooled_backend(engine, database_url, rest=0.1)
         async with engine.connect() as conn:  # pinged, found dead, replaced
             assert (await conn.execute(BACKEND)).scalar_one() != pid
     finally:

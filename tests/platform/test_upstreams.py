@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -609,7 +610,11 @@ async def test_a_slow_get_is_retried_a_slow_post_is_reported_unknown(
         )
     assert caught.value.status == 504 and "unknown" in caught.value.message
     assert caught.value.details["outcome"] == "unknown"
-    await asyncio.sleep(1.0)  # the stalled request still lands: the outcome really is unknown
+    # the stalled request still lands: the outcome really is unknown
+    deadline = time.monotonic() + 60
+    while not shop.requests_to("/inventory_levels/set.json"):
+        assert time.monotonic() < deadline, "the stalled request never landed"
+        await asyncio.sleep(0.05)
     assert len(shop.requests_to("/inventory_levels/set.json")) == 1
 
 

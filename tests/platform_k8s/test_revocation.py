@@ -26,7 +26,7 @@ from tests.agents import (
 from tests.conftest import Cluster
 from tests.fixtures.stack import TOKEN_GRACE_SECONDS
 from tests.platform.conftest import Api
-from tests.platform_k8s.conftest import Orgs
+from tests.platform_k8s.conftest import Orgs, until
 from tests.support import eventually
 
 WHOAMI = "/v1/agent-api/whoami"
@@ -63,23 +63,22 @@ async def test_an_org_admin_revokes_the_token_at_once_and_the_agent_stays(
     assert (await call(client, stolen)).status_code == 200
 
     revoked = await client.post(url, headers=orgs.admin_a.headers)
-    started = time.monotonic()
     assert revoked.status_code == 202, revoked.text
     assert revoked.json()["revokedJti"] == tokens.read_minted_token(stolen).claims.jti
+    # the very next call is refused: no window in which the stolen token still works
     refused = await call(client, stolen)
     assert refused.status_code == 401 and refused.json()["details"]["reason"] == "token_revoked"
-    assert time.monotonic() - started < 1.0
 
     # the operator issues a new token, with no grace for the revoked one; the agent stays
     old_jti = tokens.read_minted_token(stolen).claims.jti
-    status = wait_rotated(cluster, orgs.ns_a, old_jti, timeout=20)
+    status = wait_rotated(cluster, orgs.ns_a, old_jti, timeout=60)
     assert "previousJti" not in status and "previousGraceEndsAt" not in status
-    fresh = eventually(lambda: (t := agent_token(cluster, orgs.ns_a)) != stolen and t, timeout=10)
+    fresh = eventually(lambda: (t := agent_token(cluster, orgs.ns_a)) != stolen and t, timeout=60)
 
     async def accepted() -> bool:
         return (await call(client, fresh)).status_code == 200
 
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 60
     while not await accepted():
         assert time.monotonic() < deadline, "the new token was never accepted"
         await asyncio.sleep(0.2)
@@ -112,14 +111,23 @@ async def test_after_a_refresh_the_old_token_dies_after_the_short_grace(
         "/v1/agent-api/token/refresh", headers={"Authorization": f"Bearer {old}"}
     )
     assert asked.status_code == 202, asked.text
-    rotated_at = datetime.now(UTC)
-    status = wait_rotated(cluster, ns, tokens.read_minted_token(old).claims.jti, timeout=20)
+    asked_at = datetime.now(UTC)
+    status = wait_rotated(cluster, ns, tokens.read_minted_token(old).claims.jti, timeout=60)
+    seen_at = datetime.now(UTC)
     grace_ends = datetime.fromisoformat(status["previousGraceEndsAt"])
-    # the operator's setting, not the token's rotateBeforeSeconds (an hour by default)
-    assert grace_ends <= rotated_at + timedelta(seconds=TOKEN_GRACE_SECONDS + 3)
+    # the operator's setting, not the token's rotateBeforeSeconds (an hour by default): the
+    # rotation happened between the request and the status showing it, however long the
+    # operator took (a second of slack for the timestamp's rounding)
+    grace = timedelta(seconds=TOKEN_GRACE_SECONDS)
+    assert asked_at + grace - timedelta(seconds=1) <= grace_ends <= seen_at + grace
     assert (await call(client, old)).status_code == 200  # within its grace
-    await asyncio.sleep(max(0.0, (grace_ends - datetime.now(UTC)).total_seconds()) + 1.5)
-    refused = await call(client, old)
+
+    async def old_refused() -> httpx.Response | None:
+        r = await call(client, old)
+        return r if r.status_code != 200 else None
+
+    refused = await until(old_refused, lambda r: r is not None, within=TOKEN_GRACE_SECONDS + 60)
+    assert refused is not None and datetime.now(UTC) >= grace_ends - timedelta(seconds=1)
     assert refused.status_code == 401 and refused.json()["details"]["reason"] == "token_revoked"
     new = agent_token(cluster, ns)
     assert (await call(client, new)).status_code == 200

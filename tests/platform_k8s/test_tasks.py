@@ -328,11 +328,33 @@ MEDIUM = {**LOW, "id": "tag", "description": "Tag order 17", "risk": "medium"}
 UNKNOWN = {**LOW, "id": "poke", "parameters": {"action": "pokeOrder"}}
 
 
-async def settled(tasks: TaskApi, caller: Any, task_id: str) -> dict[str, Any]:
-    """The task once the operator ticked it and the platform's watch saw every change."""
-    await tasks.until(caller, task_id, ticked)
-    await asyncio.sleep(1.5)
-    task: dict[str, Any] = (await tasks.get(caller, task_id)).json()
+async def opt_in(client: httpx.AsyncClient, org: str, admin: Any) -> None:
+    r = await client.put(
+        f"/orgs/{org}/policy", json={"autoApproveLow": True}, headers=admin.headers
+    )
+    assert r.status_code == 200, r.text
+
+
+async def watch_caught_up(tasks: TaskApi, orgs: Orgs) -> None:
+    """A barrier for "not auto-approved" checks: a task of org B (opted in) that asks for
+    auto-approval, created after the tasks under test, was auto-approved, so the platform's
+    watch had seen those before it (its events come in order) and queued or declined them."""
+    marker = await tasks.create(
+        orgs.expert_b, orgs.org_b, steps=[LOW], policy={"autoApprove": ["low"]}
+    )
+    await tasks.until(
+        orgs.expert_b,
+        marker["id"],
+        lambda t: any(s.get("decision") for s in t["status"].get("steps", [])),
+        within=60,
+    )
+
+
+async def settled(tasks: TaskApi, orgs: Orgs, task_id: str) -> dict[str, Any]:
+    """The task once the operator ticked it and the platform's watch saw it (a barrier)."""
+    await tasks.until(orgs.viewer, task_id, ticked, within=60)
+    await watch_caught_up(tasks, orgs)
+    task: dict[str, Any] = (await tasks.get(orgs.viewer, task_id)).json()
     return task
 
 
@@ -393,11 +415,12 @@ async def test_the_org_quorum_binds_a_task_that_asks_for_less(
 async def test_auto_approval_needs_the_org_to_opt_in_and_a_catalog_read(
     tasks: TaskApi, orgs: Orgs, client: httpx.AsyncClient, cluster: Cluster
 ) -> None:
+    await opt_in(client, orgs.org_b, orgs.admin_b)  # for the barrier's markers
     # the task asks, the org did not opt in: a human decides
     asked = await tasks.create(
         orgs.requester, orgs.org_a, steps=[LOW], policy={"autoApprove": ["low"]}
     )
-    waiting = await settled(tasks, orgs.viewer, asked["id"])
+    waiting = await settled(tasks, orgs, asked["id"])
     assert not waiting["status"]["steps"][0].get("decision"), waiting
     r = await client.put(
         f"/orgs/{orgs.org_a}/policy", json={"autoApproveLow": True}, headers=orgs.admin_a.headers
@@ -442,7 +465,7 @@ async def test_auto_approval_needs_the_org_to_opt_in_and_a_catalog_read(
 
     # the task's default policy, a risk above low and an action outside the catalog wait
     for made in (default, not_listed, unknown):
-        waiting = await settled(tasks, orgs.viewer, made["id"])
+        waiting = await settled(tasks, orgs, made["id"])
         assert not waiting["status"]["steps"][0].get("decision"), waiting
         assert waiting["phase"] == "PendingApproval"
     queue = await client.get("/human-tasks", headers=orgs.viewer.headers)

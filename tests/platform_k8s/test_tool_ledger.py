@@ -11,7 +11,6 @@ agent's keys (tool calls, events) neither block nor replay another agent's in th
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from collections.abc import Iterator
@@ -37,7 +36,7 @@ from tests.agents import (
 )
 from tests.conftest import Cluster
 from tests.platform.conftest import make_settings
-from tests.platform_k8s.conftest import Orgs, TaskApi
+from tests.platform_k8s.conftest import Orgs, TaskApi, until
 from tests.platform_k8s.test_tool_proxy import call, enable, store_credentials, write_plan
 
 MUG = catalog.BY_SKU[catalog.DISCREPANT_SKU].inventory_item_id
@@ -109,7 +108,12 @@ async def test_a_write_whose_answer_is_lost_reaches_the_upstream_once(
         for k in ("k", "k", "fresh-1", "fresh-2", "k", "fresh-3", "k", "k")
     ]
     assert [r.json()["code"] for r in later] == ["tool_call_outcome_unknown"] * 8
-    await asyncio.sleep(PROXY_TIMEOUT + 2)  # the late answer is logged once it is sent
+
+    # the fake logs the late write once it answered it: wait for that, then nothing else came
+    async def late_write_logged() -> list[Any]:
+        return shop.requests_to("inventory_levels/adjust.json")
+
+    await until(late_write_logged, bool, within=PROXY_TIMEOUT + 60)
     assert len(shop.side_effects) == 1, shop.side_effects
     assert shop.inventory(MUG) == before - 3
     assert len(shop.requests_to("inventory_levels/adjust.json")) == 1

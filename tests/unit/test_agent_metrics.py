@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -100,12 +101,19 @@ async def test_replies_model_calls_reloads_and_events_are_counted_on_their_own_p
         assert (await made.post("/v1/configure", {"confidenceThreshold": 80})).status_code == 200
         data = json.loads(made.settings.config_file.read_text())
         made.settings.config_file.write_text(json.dumps({**data, "model": "openai/gpt-4o-mini"}))
-        for _ in range(60):
-            if receiver.of_type("config.applied")[1:]:
+        # both reloads were told, and the sender counted every answer (the last answer
+        # reaches the sender after the receiver logged the event)
+        delivered = "humanwork_agent_events_total"
+        deadline = time.monotonic() + 60
+        while True:
+            text, after = await scrape(url)
+            sent = len(receiver.events())
+            if receiver.of_type("config.applied")[1:] and (
+                value(after, delivered, outcome="delivered") == sent
+            ):
                 break
+            assert time.monotonic() < deadline, f"events not all counted as delivered: {text}"
             await asyncio.sleep(0.05)
-        await asyncio.sleep(0.3)  # the last answer reaches the sender after the receiver
-        text, after = await scrape(url)
         # the command API has no /metrics
         assert (await made.http.get("/metrics")).status_code == 404
 
