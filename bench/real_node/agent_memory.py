@@ -23,11 +23,9 @@ from typing import Any
 import httpx
 
 from humanwork_dev import cluster, incluster, node
+from humanwork_dev.fakes.catalog import SEED_REQUEST
 
 STATE = cluster.REPO / ".cluster-node"
-SEED_REQUEST = (
-    "Reconcile all Amazon orders for October and update inventory in Shopify for any discrepancies"
-)
 
 
 def _agent_pod(kubectl: incluster.Kubectl, namespace: str) -> dict[str, Any]:
