@@ -1,4 +1,4 @@
-"""Benchmark: a real agent container's memory on the real node (issue 13), from its
+"""Benchmark: a real agent container's memory on the real node, from its
 cgroup (v1 here: memory.usage_in_bytes and memory.stat's total_rss, of the container's
 cgroup and of its pod's), idle and after it planned the seed's example once.
 
