@@ -180,9 +180,11 @@ def test_detail_controls_follow_the_capabilities(page: Page, org: Org) -> None:
 
 
 def test_a_decision_in_the_detail_view_past_the_deadline(page: Page, org: Org) -> None:
+    # the page must be open before the deadline passes: long enough for a sign-in on a
+    # loaded machine (4 s was not), and the wait for the expiry is on the task's phase
     made = org.task(
         policy={
-            "decisionDeadlineSeconds": 4,
+            "decisionDeadlineSeconds": 30,
             "escalation": {"maxEscalations": 0},
             "onExpiry": "End",
         }
@@ -192,7 +194,7 @@ def test_a_decision_in_the_detail_view_past_the_deadline(page: Page, org: Org) -
     )  # a stale screen
     approve = page.locator("#decide").get_by_role("button", name="Approve", exact=True)
     expect(approve).to_be_visible()
-    org.wait(made["id"], lambda t: t["phase"] == "Expired")
+    org.wait(made["id"], lambda t: t["phase"] == "Expired", within=120)
     approve.click()
     expect(page.locator("#message")).to_have_text(
         "Task expired: the decision deadline passed, so it can no longer be decided."

@@ -11,7 +11,7 @@
 (() => {
   const {
     STREAM_RETRY_MS, $, el, sleep, newKey, timeFormat, invalid, pill, announce, showMessage,
-    token, forget, toLogin, ApiError, call, loginPage, readStream,
+    token, forget, toLogin, ApiError, call, readStream, start,
   } = humanworkPage({
     prefix: "/workspace", home: "/workspace/tasks", keyPrefix: "web-", signIn: "log in",
     markFields: true,
@@ -1403,31 +1403,11 @@
 
   // --- start ---------------------------------------------------------------------------
 
-  async function start() {
-    const page = document.body.dataset.page;
-    if (page === "login") {
-      loginPage(explain);
-      return;
-    }
-    if (!token()) {
-      toLogin();
-      return;
-    }
-    $("logout").addEventListener("click", () => {
-      forget();
-      location.replace("/workspace/login");
-    });
-    try {
-      if (page === "tasks") await queuePage();
-      else if (page === "task") await detailPage();
-      else if (page === "reply") await replyPage();
-      else if (page === "agents") await agentsPage();
-      else if (page === "access") await accessPage();
-    } catch (err) {
-      if (err.status !== 401) showMessage(explain(err));
-    }
-  }
-
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
-  else start();
+  start(explain, {
+    tasks: queuePage,
+    task: detailPage,
+    reply: replyPage,
+    agents: agentsPage,
+    access: accessPage,
+  });
 })();

@@ -247,8 +247,36 @@ function humanworkPage(area) {
     }
   }
 
+  // --- the entry of every page --------------------------------------------------------
+
+  // the sign-in page signs in; any other page needs a session and runs `pages[its name]`
+  function start(explain, pages) {
+    const run = async () => {
+      const page = document.body.dataset.page;
+      if (page === "login") {
+        loginPage(explain);
+        return;
+      }
+      if (!token()) {
+        toLogin();
+        return;
+      }
+      $("logout").addEventListener("click", () => {
+        forget();
+        location.replace(`${area.prefix}/login`);
+      });
+      try {
+        if (pages[page]) await pages[page]();
+      } catch (err) {
+        if (err.status !== 401) showMessage(explain(err));
+      }
+    };
+    if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", run);
+    else run();
+  }
+
   return {
     STREAM_RETRY_MS, $, el, sleep, newKey, timeFormat, invalid, pill, announce, showMessage,
-    token, forget, toLogin, ApiError, call, loginPage, readStream,
+    token, forget, toLogin, ApiError, call, readStream, start,
   };
 }

@@ -11,7 +11,7 @@
 (() => {
   const {
     STREAM_RETRY_MS, $, el, sleep, newKey, timeFormat, invalid, pill, announce, showMessage,
-    token, forget, toLogin, ApiError, call, loginPage, readStream,
+    token, forget, toLogin, ApiError, call, readStream, start,
   } = humanworkPage({
     prefix: "/portal", home: "/portal/conversations", keyPrefix: "portal-", signIn: "sign in",
     markFields: false,
@@ -550,28 +550,5 @@
 
   // --- start ---------------------------------------------------------------------------
 
-  async function start() {
-    const page = document.body.dataset.page;
-    if (page === "portal_login") {
-      loginPage(explain);
-      return;
-    }
-    if (!token()) {
-      toLogin();
-      return;
-    }
-    $("logout").addEventListener("click", () => {
-      forget();
-      location.replace("/portal/login");
-    });
-    try {
-      if (page === "portal_list") await listPage();
-      else if (page === "portal_conversation") await conversationPage();
-    } catch (err) {
-      if (err.status !== 401) showMessage(explain(err));
-    }
-  }
-
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
-  else start();
+  start(explain, { portal_list: listPage, portal_conversation: conversationPage });
 })();
