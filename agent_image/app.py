@@ -116,7 +116,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        # --- metrics (issue 17, item 4): on a port of their own, never the command port ---
+        # --- metrics: on a port of their own, never the command port ----------------------
         if settings.agent_metrics_port:
             rt.metrics.serve(settings.agent_metrics_port, settings.host)
         running = _start(rt, jobs)

@@ -233,7 +233,7 @@ class ChatRequest(_Body):
         max_length=20,
         description="Knowledge snippets; fetched from the platform's context API when absent.",
     )
-    # issue 14: the org's corrections, kept on the platform, sent with each chat command so
+    # the org's corrections, kept on the platform, sent with each chat command so
     # that a restarted agent or a new replica has them (stored when new or changed)
     corrections: list[CorrectionIn] | None = Field(default=None, max_length=500)
 
@@ -275,7 +275,7 @@ class TaskRequest(_Body):
         description="Names the task: the same key, the same task (also accepted as the "
         "Idempotency-Key header; signed only here, in the body).",
     )
-    # issue 14: the org's corrections, as with a chat command (a plan proposing what an
+    # the org's corrections, as with a chat command (a plan proposing what an
     # expert corrected for a similar request takes the expert's correction)
     corrections: list[CorrectionIn] | None = Field(default=None, max_length=500)
 
@@ -363,7 +363,7 @@ class CorrectionIn(_Body):
     id: str | None = Field(default=None, min_length=1, max_length=128)
     conversation_id: str | None = Field(default=None, alias="conversationId", max_length=64)
     by: str | None = Field(default=None, max_length=253)
-    # issue 14: what was corrected (see agent_image.corrections.Correction.kind)
+    # what was corrected (see agent_image.corrections.Correction.kind)
     kind: str = Field(
         default="reply",
         pattern=r"^(reply|reply_edit|reply_rejected|step_edit|step_rejected)$",

@@ -63,7 +63,7 @@ class Correction:
     by: str | None = None
     at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
     kind: str = "reply"
-    """What was corrected (issue 14): `reply` or `reply_edit` (a reply the expert sent
+    """What was corrected: `reply` or `reply_edit` (a reply the expert sent
     instead: the responder's examples), `reply_rejected`, `step_edit`, `step_rejected`."""
 
 
@@ -135,7 +135,7 @@ class CorrectionStore:
             return len(self._items)
 
     def missing(self, corrections: list[Correction]) -> list[Correction]:
-        """Those of `corrections` not stored as they are (issue 14: the platform sends the
+        """Those of `corrections` not stored as they are (the platform sends the
         org's corrections with each chat command, so a restarted agent or a new replica
         has them; only the new or changed ones are written)."""
         known = {c.id: c for c in self._items}

@@ -55,7 +55,7 @@ async def propose(runtime: Runtime, proposal: Proposal) -> tuple[dict[str, Any],
         return existing, None, False
     feedback = await _revision_feedback(runtime, proposal)
     plan = await runtime.planner.plan(proposal.request, runtime.config(), feedback=feedback)
-    plan = apply_corrections(plan, proposal.request, runtime.corrections)  # issue 14
+    plan = apply_corrections(plan, proposal.request, runtime.corrections)
     body = task_body(runtime, name, proposal, plan)
     task, created = await _create(runtime, name, proposal, body)
     if not created:

@@ -26,7 +26,7 @@ class AgentSettings(BaseSettings):
     it from a ConfigMap; re-read when it changes: agent_image.tls). Unset: the system's CAs
     for an https URL."""
     agent_port: int = 8080
-    # --- metrics (issue 17, item 4) ---------------------------------------------------------
+    # --- metrics --------------------------------------------------------------------------
     agent_metrics_port: int = Field(default=0, ge=0, le=65535)
     """Port of the agent's Prometheus `/metrics` endpoint (bound on `HUMANWORK_HOST`); 0: off.
     Never the command port (refused); set by the operator from its own

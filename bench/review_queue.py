@@ -1,4 +1,4 @@
-"""Benchmark: the review queue with many open decisions (issue 17), beside its ceiling.
+"""Benchmark: the review queue with many open decisions, beside its ceiling.
 
 On a scratch local control plane and a throwaway PostgreSQL, the platform API runs as a
 real server (`humanwork-platform serve` on loopback, under the humanwork-platform-api

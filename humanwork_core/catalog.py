@@ -260,7 +260,7 @@ _AMAZON = _tool(
     ),
 )
 
-# issue 15, item 10 (UC-8): a read-only fetch of a web page, through the proxy
+# UC-8: a read-only fetch of a web page, through the proxy
 _WEB = _tool(
     "web",
     "web",

@@ -1,6 +1,6 @@
 """Who asked for a task: the requester the platform vouches for, never one an agent names.
 
-An agent creates the AgenticTask for a plan request, but it is untrusted (issue 12, item 3):
+An agent creates the AgenticTask for a plan request, but it is untrusted:
 admission makes an agent's task say `spec.requestedBy: agent:<its name>`
 (manifests/base/policies/agent-task-identity.yaml). The platform records each plan request
 it sends an agent under an id (:func:`plan_request_id`), the agent puts that id on the task

@@ -48,6 +48,7 @@ from pathlib import Path
 import httpx
 
 from humanwork_dev import cluster, incluster, node
+from humanwork_dev.fakes.catalog import SEED_REQUEST
 
 PORT_OFFSET = int(os.environ.get("HUMANWORK_STACK_PORT_OFFSET", "0"))
 """Added to every port below, to run a second stack beside one (the stack's own test)."""
@@ -62,9 +63,6 @@ DEMO_NAMESPACE = f"org-{DEMO_SLUG}"
 DEMO_EXPERT = "expert"
 DEMO_CLIENT = "client"
 """The demo org's client (role `client`): signs in to the portal at `/portal`."""
-SEED_REQUEST = (
-    "Reconcile all Amazon orders for October and update inventory in Shopify for any discrepancies"
-)
 AGENT_MODES = ("container", "process")
 NO_NODE = (
     "the demo agent runs as a container on a real node, which needs root and containerd "

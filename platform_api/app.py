@@ -18,7 +18,7 @@ from fastapi import Depends, FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from platform_api.access.repository import AccessMapRepository
-from platform_api.access_map.router import router as access_map_router  # issue 15 item 7
+from platform_api.access_map.router import router as access_map_router
 from platform_api.access_map.service import check_platform
 from platform_api.activity.guard import refuse_work_of_deactivated_orgs
 from platform_api.agent_api.proxy import ToolProxy
@@ -35,8 +35,8 @@ from platform_api.confirmations import service as confirmations_service
 from platform_api.confirmations.router import router as confirmations_router
 from platform_api.conversations.router import router as conversations_router
 from platform_api.corrections import service as corrections_service
-from platform_api.corrections.router import router as corrections_router  # issue 14
-from platform_api.corrections.service import CorrectionPusher  # issue 14
+from platform_api.corrections.router import router as corrections_router
+from platform_api.corrections.service import CorrectionPusher
 from platform_api.db import make_engine, make_sessionmaker, migrate
 from platform_api.deactivation.router import router as deactivation_router
 from platform_api.dispatch.agents import KubeAgents
@@ -57,9 +57,9 @@ from platform_api.notify.router import router as webhooks_router
 from platform_api.notify.watch import TaskNotifier
 from platform_api.orgs.namespaces import NoopOrgNamespaces, OrgNamespaces
 from platform_api.orgs.router import router as orgs_router
-from platform_api.replies.router import router as replies_router  # issue 14
+from platform_api.replies.router import router as replies_router
 from platform_api.revisions.service import Reviser
-from platform_api.routing.router import router as routing_router  # issue 15, item 5
+from platform_api.routing.router import router as routing_router
 from platform_api.settings import Settings
 from platform_api.state import Platform
 from platform_api.tasks.automation import TaskAutomation
@@ -69,7 +69,7 @@ from platform_api.tasks.router import router as tasks_router
 from platform_api.tools.catalog_router import router as catalog_router
 from platform_api.tools.router import router as tools_router
 from platform_api.tools.upstreams.egress import Egress, EgressClient, EgressPolicy, Resolver
-from platform_api.tools.upstreams.web import WebLimits  # issue 15, item 10
+from platform_api.tools.upstreams.web import WebLimits
 from platform_api.users.members_router import router as members_router
 from platform_api.users.router import router as users_router
 from platform_api.users.service import ensure_admin
@@ -153,15 +153,14 @@ ROUTERS = (
     agent_events_router,
     knowledge_router,
     agents_router,
-    # issue 14: draft replies and corrections
+    # draft replies and corrections
     replies_router,
     corrections_router,
-    routing_router,  # issue 15, item 5: POST /orgs/{org_id}/tasks
+    routing_router,  # POST /orgs/{org_id}/tasks
     web_router,
-    # issue 15 (onboard)
+    # orgs and their agents managed through the platform
     managed_agents_router,
     deactivation_router,
-    # issue 15 item 7
     access_map_router,
     confirmations_router,  # the client's confirmation of high-stakes steps
 )
@@ -188,7 +187,7 @@ def _platform(
     metrics = PlatformMetrics()
     if decisions is not None:
         metrics.queue.source = decisions.summary
-    pusher = CorrectionPusher()  # issue 14: a step's corrections reach the org's agents
+    pusher = CorrectionPusher()  # a step's corrections reach the org's agents
     platform = Platform(
         settings=settings,
         engine=engine,
@@ -220,7 +219,7 @@ def _platform(
         egress=egress,
     )
     pusher.platform = platform
-    platform.org_corrections = corrections_service.chat_payload  # issue 14
+    platform.org_corrections = corrections_service.chat_payload
     platform.require_confirmations = confirmations_service.require_quietly
     return platform
 
@@ -239,7 +238,7 @@ def _start_watch(platform: Platform) -> list[asyncio.Task[None]]:
 
 
 def _start_notifier(platform: Platform) -> tuple[list[asyncio.Task[None]], httpx.AsyncClient]:
-    """notify (issue 14, item 3): the events of the watched tasks, the near-deadline
+    """notify: the events of the watched tasks, the near-deadline
     check and the webhook deliveries (through an egress client of their own)."""
     settings = platform.settings
     client = EgressClient(platform.egress, timeout=settings.webhook_timeout_seconds)
@@ -252,8 +251,8 @@ def _start_notifier(platform: Platform) -> tuple[list[asyncio.Task[None]], httpx
         settings.webhook_timeout_seconds,
         on_attempt=lambda outcome: platform.metrics.webhook_deliveries.labels(outcome).inc(),
     )
-    reviser = Reviser(platform)  # the revision loop (issue 14, item 2)
-    # issue 17: the notifier reads a task due near its deadline from the index
+    reviser = Reviser(platform)  # the revision loop
+    # the notifier reads a task due near its deadline from the index
     tasks = platform.decisions.task if platform.decisions is not None else None
     notifier = TaskNotifier(platform.sessions, settings, deliverer, reviser, tasks)
     if platform.decisions is not None:
@@ -363,7 +362,7 @@ def create_app(
         description=DESCRIPTION,
         openapi_tags=TAGS,
         lifespan=_lifespan(settings, namespaces, egress),
-        # issue 15 (onboard): a deactivated org takes no new work
+        # a deactivated org takes no new work
         dependencies=[Depends(refuse_work_of_deactivated_orgs)],
     )
     install_error_handlers(app)

@@ -44,7 +44,7 @@ def make_engine(
     pool_overflow: int = 10,
 ) -> AsyncEngine:
     """An async engine for `url` (asyncpg or aiosqlite). PostgreSQL: `pool_size`
-    connections kept open, `pool_overflow` more opened in a burst. Issue 17: SQLAlchemy's
+    connections kept open, `pool_overflow` more opened in a burst: SQLAlchemy's
     default of 5 kept open was fewer than the connections eight concurrent decisions hold
     (each request's transaction and the deactivation guard's read), so every burst opened
     and closed connections, each open a handshake and each statement prepared afresh."""

@@ -276,7 +276,7 @@ class ToolNotPermitted(PlatformError):
     status_code = 403
 
 
-# --- issue 15, item 10: the org's tool config, enforced by the proxy -----------------------
+# --- the org's tool config, enforced by the proxy ------------------------------------------
 
 
 class ToolActionNotAllowed(PlatformError):
@@ -298,7 +298,7 @@ class ToolRateLimited(PlatformError):
         return {"Retry-After": str(self.details.get("retryAfterSeconds", 60))}
 
 
-# --- end of issue 15, item 10 ---------------------------------------------------------------
+# --- end of the tool config's errors -------------------------------------------------------
 
 
 class StepNotApproved(PlatformError):
@@ -343,7 +343,7 @@ class AgentRefused(PlatformError):
     status_code = 502
 
 
-# --- issue 15 (onboard): managed agents and org deactivation --------------------------
+# --- managed agents and org deactivation --------------------------------------------------
 
 
 class AgentSpecInvalid(PlatformError):

@@ -86,7 +86,7 @@ class Org(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     approval_policy: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     """The org's `OrgPolicy` (wire form); null for the strict default."""
-    # issue 15 (onboard): deactivation (migration 0007_onboard)
+    # deactivation (migration 0010_org_deactivation)
     deactivated_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     """When the org was deactivated; null while it is active."""
     deactivated_by: Mapped[str | None] = mapped_column(String(100), nullable=True)
@@ -348,7 +348,7 @@ class LoginFailure(Base):
     __table_args__ = (Index("ix_login_failures_scope_key_at", "scope", "key", "at"),)
 
 
-# --- issue 15, item 10: the tools' per-org hourly rate, counted across replicas ------------
+# --- the tools' per-org hourly rate, counted across replicas -------------------------------
 
 
 class ToolCallCount(Base):
@@ -365,7 +365,7 @@ class ToolCallCount(Base):
     count: Mapped[int] = mapped_column(Integer)
 
 
-# --- notify (issue 14, item 3): per-org webhooks, the event log, webhook deliveries -----
+# --- notify: per-org webhooks, the event log, webhook deliveries --------------------------
 
 
 class Webhook(Base):
@@ -387,7 +387,7 @@ class Webhook(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
-# --- issue 14 (replies): reply drafts and expert corrections ---------------------------------
+# --- reply drafts and expert corrections ----------------------------------------------------
 
 
 class ReplyDraft(Base):

@@ -209,7 +209,7 @@ class Settings(BaseSettings):
     agent_timeout_seconds: float = Field(
         default=60.0, gt=0, description="timeout of the platform's signed commands to agents"
     )
-    # the router (issue 15, item 5): an optional LLM for requests the keywords leave open
+    # the router: an optional LLM for requests the keywords leave open
     router_llm_base_url: str | None = Field(
         default=None,
         description="base URL of an OpenAI-compatible API (…/v1) the router asks to choose an "
@@ -235,7 +235,7 @@ class Settings(BaseSettings):
         "(`*.myshopify.com`; the Amazon SP-API regional hosts and `api.amazon.com`), never "
         "with userinfo or a fragment, and every resolved address must be public",
     )
-    # issue 15, item 10: the read-only web.fetch tool
+    # the read-only web.fetch tool
     web_fetch_max_bytes: int = Field(
         default=1_048_576,
         ge=1024,
@@ -335,7 +335,7 @@ class Settings(BaseSettings):
         "replica died is taken over after it (longer than the dispatch timeout)",
     )
 
-    # --- notify (issue 14, item 3): webhooks and the live event stream ---------------
+    # --- notify: webhooks and the live event stream ---------------------------------------
     webhook_max_attempts: int = Field(
         default=8, ge=1, le=50, description="attempts per webhook delivery before it is failed"
     )

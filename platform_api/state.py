@@ -14,7 +14,7 @@ import httpx
 from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from platform_api.agent_api.rotations import TokenRotations  # issue 14
+from platform_api.agent_api.rotations import TokenRotations
 from platform_api.auth.signin import SignIn
 from platform_api.auth.tokens import TokenService
 from platform_api.human_tasks.index import DecisionIndex
@@ -71,12 +71,11 @@ class Platform:
     """The operator's published token verification keys, cached briefly."""
     callback_key: CallbackKey = field(default_factory=CallbackKey)
     """The installation's callback master key, cached briefly."""
-    # issue 14
     rotations: TokenRotations = field(default_factory=TokenRotations)
     """The agent tokens audited as `agent.token_rotated` (agent_api.rotations)."""
     org_corrections: CorrectionsOf | None = None
     """The org's newest corrections as a command carries them (`corrections.service.
-    chat_payload`, wired by the app): a plan command carries them too (issue 14)."""
+    chat_payload`, wired by the app): a plan command carries them too."""
     require_confirmations: ConfirmationsOf | None = None
     """Called once the platform bound a task's requester: records which of its steps the
     initiating client must confirm (`confirmations.service.require_quietly`)."""

@@ -1,4 +1,4 @@
-"""Experts' step corrections applied to a new plan (issue 14, item 4; seed 002 UC-21).
+"""Experts' step corrections applied to a new plan (seed 002 UC-21).
 
 When an expert edited a step's parameters, or rejected a step with feedback, the platform
 keeps that as a correction of the org (`kind` `step_edit` or `step_rejected`, the request

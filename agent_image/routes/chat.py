@@ -25,7 +25,7 @@ router = APIRouter(prefix="/v1", tags=["chat"])
 
 async def gather(rt: Runtime, body: ChatRequest) -> tuple[list[dict[str, Any]], list[str]]:
     """History and knowledge for a model prompt (best effort; none offline)."""
-    if body.corrections:  # issue 14: the platform's corrections of the org, kept here
+    if body.corrections:  # the platform's corrections of the org, kept here
         missing = rt.corrections.missing([from_command(c) for c in body.corrections])
         if missing:
             rt.corrections.add(missing)

@@ -30,7 +30,7 @@ async def create_task(raw: Signed, request: Request, rt: RuntimeDep) -> JSONResp
     `idempotencyKey`, else the `Idempotency-Key` header, else the signature: a replay
     is the same request) already made one."""
     body = parse(TaskRequest, raw)
-    if body.corrections:  # issue 14: the org's corrections, kept here (as for a chat)
+    if body.corrections:  # the org's corrections, kept here (as for a chat)
         missing = rt.corrections.missing([from_command(c) for c in body.corrections])
         if missing:
             rt.corrections.add(missing)

@@ -1,4 +1,4 @@
-"""Benchmark: a real agent container's memory on the real node (issue 13), from its
+"""Benchmark: a real agent container's memory on the real node, from its
 cgroup (v1 here: memory.usage_in_bytes and memory.stat's total_rss, of the container's
 cgroup and of its pod's), idle and after it planned the seed's example once.
 
@@ -23,11 +23,9 @@ from typing import Any
 import httpx
 
 from humanwork_dev import cluster, incluster, node
+from humanwork_dev.fakes.catalog import SEED_REQUEST
 
 STATE = cluster.REPO / ".cluster-node"
-SEED_REQUEST = (
-    "Reconcile all Amazon orders for October and update inventory in Shopify for any discrepancies"
-)
 
 
 def _agent_pod(kubectl: incluster.Kubectl, namespace: str) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Benchmark: restricted pods on the real node (issue 13) — create-to-Ready over N pods
+"""Benchmark: restricted pods on the real node — create-to-Ready over N pods
 one after another, and how many agents the node holds at the operator's default requests.
 
 Needs a running control plane and real node (`make node-up`, root); not part of

@@ -419,7 +419,7 @@ class AgenticTask(KubeResource):
         ),
         selectable_fields=(".spec.orgId", ".spec.agentRef.name", ".status.phase"),
         root_rules=(
-            cel(  # the revision loop (issue 14): no task becomes another's revision later
+            cel(  # the revision loop: no task becomes another's revision later
                 "has(self.spec.revisionOf) == has(oldSelf.spec.revisionOf) && "
                 "(!has(self.spec.revisionOf) || self.spec.revisionOf == oldSelf.spec.revisionOf)",
                 "spec.revisionOf is immutable: a revision names the plan it revises when it "

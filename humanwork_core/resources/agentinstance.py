@@ -75,7 +75,7 @@ class Specialist(ResourceModel):
         min_length=1,
         max_length=32768,
     )
-    # routing (issue 15, item 5): what a request that names no agent is matched against
+    # routing: what a request that names no agent is matched against
     description: str | None = Field(
         default=None,
         description="What the specialist handles, in a sentence; the router shows it to the "
@@ -306,7 +306,7 @@ class ResourceRequirements(ResourceModel):
 
 
 class Autoscaling(ResourceModel):
-    """Scale the agent with its open work (issue 15, item 3): the operator sets
+    """Scale the agent with its open work: the operator sets
     `spec.replicas` through the scale subresource to ceil(open tasks / openTasksPerReplica),
     kept within minReplicas..maxReplicas; scaling down waits for the operator's cooldown."""
 

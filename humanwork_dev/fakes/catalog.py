@@ -1,8 +1,8 @@
 """The seeded world both fakes share: one merchant selling five SKUs on its Shopify
 store and on Amazon (US marketplace), with October 2026 orders.
 
-The story (what "reconcile October's Amazon orders" finds): every Amazon order is
-fulfilled from the Shopify warehouse stock, and a sync app copies each Amazon order
+The story (what `SEED_REQUEST`, "reconcile October 2026's Amazon orders", finds): every
+Amazon order is fulfilled from the Shopify warehouse stock, and a sync app copies each Amazon order
 into Shopify (`source_name: "amazon"`, tag `amazon`, note attribute
 `amazon_order_id`), which is what deducts its units from Shopify's inventory. One
 October order, `113-2026100-0000004` (3 x `HW-MUG-001`, still Unshipped), was never
@@ -190,6 +190,15 @@ SHOPIFY_WEB_ORDERS: tuple[tuple[int, datetime, tuple[tuple[str, int], ...]], ...
 
 OCTOBER_START = "2026-10-01T00:00:00Z"
 OCTOBER_END = "2026-10-31T23:59:59Z"
+PERIOD = "October 2026"
+"""The period the seeded orders fill, named with its year: a request that says only
+"October" means the latest October begun (October 2027 once it starts), which holds none."""
+SEED_REQUEST = (
+    f"Reconcile all Amazon orders for {PERIOD} and update inventory in Shopify for any "
+    "discrepancies"
+)
+"""The demo's request (`make demo`, the stack's and the node's tests, the benches): it
+names its year, so it plans the same read and write whatever today's date is."""
 
 # the ground truth of the reconciliation
 DISCREPANT_SKU = "HW-MUG-001"

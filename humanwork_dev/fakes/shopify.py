@@ -133,7 +133,8 @@ class FakeShopify(FakeUpstream):
         """From now on every inventory write is APPLIED (and counted as a side effect),
         and then: `late` answers normally after `seconds` (past the proxy's timeout);
         `503` answers 503; `cut` sends the first bytes of the answer and drops the
-        connection. `behave()` ends it. The flaky upstreams of issue 12 item 4."""
+        connection. `behave()` ends it. The flaky upstreams that make a
+        tool call's outcome unknown."""
         if mode not in ("late", "503", "cut"):
             raise ValueError(f"unknown misbehaviour {mode!r}")
         with self._lock:

@@ -1,4 +1,4 @@
-"""Scale an AgentInstance with its open work (issue 15, item 3; UC-19).
+"""Scale an AgentInstance with its open work (UC-19).
 
 An AgentInstance with `spec.autoscaling` gets ceil(open tasks / openTasksPerReplica) pods,
 kept within minReplicas..maxReplicas. Its open tasks are its AgenticTasks not in a terminal

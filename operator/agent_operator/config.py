@@ -65,8 +65,8 @@ class OperatorSettings:
     annotation humanwork.io/archived); then the operator deletes it."""
     retry_window_seconds: int = 86400
     """How long, at least, a task that failed on a step an expert may retry (its action is
-    safe to retry) stays before it is deleted, whatever `task_ttl_seconds` says (issue 15,
-    item 9): the time experts have to retry it."""
+    safe to retry) stays before it is deleted, whatever `task_ttl_seconds` says: the
+    time experts have to retry it."""
     previous_token_grace_seconds: int = 60
     """How long the previous token stays valid after an ordinary rotation or a refresh the
     agent asked for (so the agent can re-read its Secret); none after a revocation."""
@@ -96,7 +96,7 @@ class OperatorSettings:
     lease_retry_seconds: int = 2
     """How often the leader renews and a standby tries."""
 
-    # --- the agents' metrics (issue 17, item 4) --------------------------------------------
+    # --- the agents' metrics --------------------------------------------------------------
     agent_metrics_port: int = 0
     """Port of the agents' Prometheus `/metrics` (the container port `metrics`, given to the
     agent as `HUMANWORK_AGENT_METRICS_PORT`); 0: the agents serve no metrics."""

@@ -9,7 +9,7 @@
 - an event on any child the operator manages (deleted or edited by hand, or a Deployment
   whose readiness changed) reconciles its owner, which restores the child; Secrets are
   not watched (a cluster-wide watch needs a cluster-wide `list`, and the operator reads
-  Secrets only in org namespaces, issue 12 item 6): a deleted or edited token or callback
+  Secrets only in org namespaces): a deleted or edited token or callback
   Secret is restored at the instance's next reconcile, at the latest its periodic resync;
 - the DELETED event of an AgentInstance records its tokens as revoked (no finalizer: a
   deletion never waits for the operator; the children go by garbage collection);
@@ -115,7 +115,7 @@ class State:
 
     def active(self) -> None:
         """Note work just done (an event handled, a reconcile ended): the heap is trimmed
-        once the operator has then been quiet for QUIET_SECONDS. Issue 17: events of other
+        once the operator has then been quiet for QUIET_SECONDS: events of other
         shards' orgs, dropped without a reconcile, left their burst's memory untrimmed."""
         self.last_active, self.trimmed = time.monotonic(), False
 
@@ -150,8 +150,8 @@ def _state(memo: kopf.Memo) -> State:
 def watch_selectors() -> dict[tuple[str, str, str], str]:
     """The label selectors the API server applies to the operator's watches, the same as
     its handlers' label filters: every namespace gets a ServiceAccount and a ConfigMap of
-    its own, and without them each would reach the operator only to be dropped (issue 17:
-    9,000 orgs of another shard were about 36,000 such events)."""
+    its own, and without them each would reach the operator only to be dropped (9,000
+    orgs of another shard were about 36,000 such events)."""
     children = label_selector(CHILD_LABELS)
     return {
         **{kind: children for kind in CHILD_KINDS},
@@ -170,7 +170,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.watching.server_timeout = 300
     # at most WORKERS objects' events handled at once; a worker leaves its slot once its
     # object has been quiet for IDLE_SECONDS (kopf's 5 s let a burst of 9,000 other shards'
-    # objects wait minutes for a slot, holding their events: issue 17)
+    # objects wait minutes for a slot, holding their events)
     settings.queueing.worker_limit = WORKERS
     settings.queueing.idle_timeout = IDLE_SECONDS
     for kind, selector in watch_selectors().items():

@@ -157,7 +157,7 @@ def transition_events(old: AgenticTaskStatus, new: AgenticTaskStatus) -> list[Ev
                     warning=True,
                 )
             )
-        events.extend(_expiry_events(before, entry, new))  # issue 15 item 8
+        events.extend(_expiry_events(before, entry, new))
     if new.phase != old.phase and new.phase is not None:
         warning = new.phase.value in ("Expired", "Failed", "Rejected")
         events.append(
@@ -218,7 +218,7 @@ def expired_ttl(task: AgenticTask, ttl_seconds: int, now: datetime) -> bool:
     """Pure: a finished task the platform archived, past its TTL, may be removed."""
     status = task.current_status()
     if status.phase is None or not status.phase.terminal or taskflow.reopened(task):
-        return False  # a failed task an expert retried is about to go on (issue 15, item 9)
+        return False  # a failed task an expert retried is about to go on
     if ARCHIVED_ANNOTATION not in task.metadata.annotations:
         return False
     finished = status.completed_at or now

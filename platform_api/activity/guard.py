@@ -36,7 +36,7 @@ _CHECKING_THEMSELVES: set[Callable[..., Any]] = set()
 def checks_activity_itself(endpoint: Endpoint) -> Endpoint:
     """Mark an endpoint that refuses a deactivated org's work in its own transaction
     (deciding reads the org's policy and active flag in one query, after its membership
-    check): the guard does not read it a second time (issue 17: a round trip and a pooled
+    check): the guard does not read it a second time (a round trip and a pooled
     connection on every decision)."""
     _CHECKING_THEMSELVES.add(endpoint)
     return endpoint

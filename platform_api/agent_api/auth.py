@@ -113,10 +113,10 @@ async def current_agent(
         platform.settings.agent_token_audience,
         datetime.now(UTC),
     )
-    # issue 15 (onboard): a deactivated org's tokens are refused at once, on every replica
+    # a deactivated org's tokens are refused at once, on every replica
     if await deactivated_now(platform.sessions, agent.org_id):
         raise Unauthenticated("the org is deactivated", reason="token_revoked", org="deactivated")
-    # issue 14: a token seen for the first time is a rotation, audited by its hash
+    # a token seen for the first time is a rotation, audited by its hash
     assert credentials is not None  # authenticate refuses a request without one
     await platform.rotations.observe(platform.sessions, agent, credentials.credentials)
     return agent

@@ -213,7 +213,7 @@ async def receive(
         ) from None
     if str(event.org_id) != agent.org_id:
         raise SignatureRefused("the event names another org", reason="wrong_org")
-    if await deactivated_now(sessions, event.org_id):  # issue 15 (onboard)
+    if await deactivated_now(sessions, event.org_id):
         raise SignatureRefused("the org is deactivated", reason="org_deactivated")
     duplicate = not await _store(sessions, agent, event, now)
     if event.event_type is EventType.CONFIG_APPLIED and not duplicate and kube is not None:

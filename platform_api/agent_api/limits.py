@@ -1,5 +1,5 @@
-"""What the tool proxy enforces of an org's tool config before any upstream call (issue 15,
-item 10; the config itself: `platform_api.tools.config`):
+"""What the tool proxy enforces of an org's tool config before any upstream call (the
+config itself: `platform_api.tools.config`):
 
 - `check_action`: an action the config does not allow answers 403 `tool_action_not_allowed`;
 - `take`: one call of the org's hourly allowance of the tool, counted in `tool_call_counts`

@@ -131,7 +131,7 @@ class ToolProxy:
     cipher: CredentialCipher | None
     http: httpx.AsyncClient | None
     web: WebLimits = field(default_factory=WebLimits)
-    """The platform's limits of `web.fetch` (issue 15, item 10)."""
+    """The platform's limits of `web.fetch`."""
     ledger: ToolCallLedger = field(init=False)
     on_called: Callable[[str, str], None] | None = None
     """Told the tool and the outcome (`success` or the error code) of every call that
@@ -215,7 +215,7 @@ class ToolProxy:
                 ) from None
 
     async def _count(self, agent: Agent, tool: str, config: ToolConfig) -> None:
-        """Take one call of the org's hourly allowance of the tool (issue 15, item 10)."""
+        """Take one call of the org's hourly allowance of the tool."""
         if config.rate_per_hour is None:
             return
         async with self.sessions() as session, session.begin():

@@ -1,4 +1,4 @@
-"""Token rotations as audit rows (issue 14, item 5; seed 002 section 4.4).
+"""Token rotations as audit rows (seed 002 section 4.4).
 
 The operator rotates agents' tokens; the platform learns of a rotation when the agent
 first presents its new token (verified against the AgentInstance's `status.token`, as

@@ -105,7 +105,7 @@ class AgentCommands:
         url = endpoint_override(self._platform.settings, target.agent_id) or str(
             (target.instance.get("status") or {}).get("endpoint") or ""
         )
-        if not url:  # issue 15: not provisioned yet is a state, not a gateway failure
+        if not url:  # not provisioned yet is a state, not a gateway failure
             raise AgentNotReady("the agent has no endpoint yet", agent=target.agent_id)
         return url.rstrip("/")
 

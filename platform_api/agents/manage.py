@@ -1,4 +1,4 @@
-"""Managed agents (issue 15, items 1 and 2): list, read, create, change and delete an org's
+"""Managed agents: list, read, create, change and delete an org's
 AgentInstances through the platform, audited, with each agent's health.
 
 A spec is validated by the CRD's own model before Kubernetes sees it (422

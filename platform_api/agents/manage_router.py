@@ -1,6 +1,6 @@
 """`/orgs/{org_id}/agents` and `/orgs/{org_id}/agents/{name}` (capability `agents.manage`,
 404 for an org the caller is not a member of): an org's AgentInstances managed through the
-platform, each with its health (issue 15, items 1 and 2). See `platform_api.agents.manage`."""
+platform, each with its health. See `platform_api.agents.manage`."""
 
 from __future__ import annotations
 

@@ -5,8 +5,8 @@
 The platform signs the command like every platform -> agent command
 (`platform_api.agents.commands`), so an agent obeys only the platform.
 
-The requester is the caller, vouched for by the platform, never by the agent (issue 12,
-item 3): the command carries a plan request id (`humanwork_core.requester.plan_request_id`),
+The requester is the caller, vouched for by the platform, never by the agent (which is
+untrusted): the command carries a plan request id (`humanwork_core.requester.plan_request_id`),
 the agent puts it on the task it creates (whose `spec.requestedBy` admission pins to
 `agent:<name>`), and when the agent answers with that task the platform writes the caller
 into the task's annotation `humanwork.io/requester`, which only the platform API may write,
@@ -93,7 +93,7 @@ async def request_plan(
     await release(session)  # the binding takes a transaction of its own: hold none meanwhile
     await bind_before_asking(platform.sessions, org.id, name, requester, request_id)
     command = plan_command(body, requester, request_id)
-    if platform.org_corrections is not None:  # issue 14: plans learn from corrections too
+    if platform.org_corrections is not None:  # plans learn from corrections too
         command["corrections"] = await platform.org_corrections(session, org.id)
     planned = await AgentCommands(platform).send(target, "/v1/tasks", command, idempotency_key)
     task_id = f"{org.namespace}/{planned.get('name')}"

@@ -5,7 +5,7 @@ The path (signed command, requester bound by the platform, audit) is
 `platform_api.agents.planning`, shared with the router's `POST /orgs/{org_id}/tasks`.
 
 `POST /orgs/{org_id}/agents/{name}/token/revoke` (capability `agents.manage`): revoke the
-agent's platform token at once without deleting its AgentInstance (issue 12, item 10). The
+agent's platform token at once without deleting its AgentInstance. The
 platform sets the annotation `humanwork.io/revoke-token`; while it is present the platform
 refuses every token of that agent, and the operator revokes the current jti (and any
 previous one still in its grace), mints a new token with no grace for the old ones and

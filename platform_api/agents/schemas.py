@@ -1,4 +1,4 @@
-"""Request and response bodies of the managed agents (`/orgs/{org_id}/agents`, issue 15
+"""Request and response bodies of the managed agents (`/orgs/{org_id}/agents`
 items 1 and 2): what a client sends to create or change an AgentInstance, and the agent
 with its health as the API shows it."""
 

@@ -119,14 +119,21 @@ def require(capability: str) -> Any:
     return Depends(check)
 
 
+def _dependency_name(prefix: str, capabilities: tuple[str, ...]) -> str:
+    return prefix + "_".join(c.replace(".", "_") for c in capabilities)
+
+
 async def _member_scope(
     request: Request,
     org_id: uuid.UUID,
     principal: Principal,
     platform: PlatformDep,
-    capability: str,
+    capabilities: tuple[str, ...],
 ) -> OrgScope:
-    """`require_in_org`'s check: 404 unless a member, 403 unless `capability` there."""
+    """The one org-scope check behind every `/orgs/{org_id}` dependency: 404 unless the
+    caller is a member (before looking at any capability, so existence never leaks), then
+    403 unless its role there holds one of `capabilities` (all named in the refusal)."""
+    named = " or ".join(capabilities)
     if org_id not in principal.org_ids:
         await abandon(request)
         await record_detached(
@@ -135,26 +142,40 @@ async def _member_scope(
             action="access.denied",
             target=f"{request.method} {request.url.path}",
             outcome="not_found",
-            details={"capability": capability, "reason": "not a member of the org"},
+            details={"capability": named, "reason": "not a member of the org"},
         )
         raise NotFound("no such org")
-    if not principal.can_in(org_id, capability):
-        raise await _deny(platform, request, principal.in_org(org_id), capability, org_id)
+    if not any(principal.can_in(org_id, c) for c in capabilities):
+        raise await _deny(platform, request, principal.in_org(org_id), named, org_id)
     return OrgScope(principal.in_org(org_id), org_id)
+
+
+def _in_org(prefix: str, capabilities: tuple[str, ...]) -> Any:
+    """A dependency running `_member_scope` for `capabilities` (each declared)."""
+    for capability in capabilities:
+        declare(capability)
+
+    async def check(
+        request: Request, org_id: uuid.UUID, principal: CurrentPrincipal, platform: PlatformDep
+    ) -> OrgScope:
+        return await _member_scope(request, org_id, principal, platform, capabilities)
+
+    check.__name__ = _dependency_name(prefix, capabilities)
+    return Depends(check)
 
 
 def require_in_org(capability: str) -> Any:
     """For `/orgs/{org_id}/...`: 404 unless the caller is a member, then 403 unless it
     holds `capability`; answers the `OrgScope`."""
-    declare(capability)
+    return _in_org("require_in_org_", (capability,))
 
-    async def check(
-        request: Request, org_id: uuid.UUID, principal: CurrentPrincipal, platform: PlatformDep
-    ) -> OrgScope:
-        return await _member_scope(request, org_id, principal, platform, capability)
 
-    check.__name__ = f"require_in_org_{capability.replace('.', '_')}"
-    return Depends(check)
+def require_in_org_any(*capabilities: str) -> Any:
+    """`require_in_org` for an endpoint that either of several capabilities opens (a
+    conversation read by an expert with `tasks.read` or by a client with
+    `conversations.participate`): 404 unless the caller is a member, then 403 unless its
+    role in that org holds one of `capabilities` (all named in the refusal)."""
+    return _in_org("require_in_org_any_", capabilities)
 
 
 def require_in_org_or_platform_admin(capability: str) -> Any:
@@ -170,12 +191,12 @@ def require_in_org_or_platform_admin(capability: str) -> Any:
         platform: PlatformDep,
     ) -> OrgScope:
         if not principal.platform_admin or principal.can_in(org_id, capability):
-            return await _member_scope(request, org_id, principal, platform, capability)
+            return await _member_scope(request, org_id, principal, platform, (capability,))
         if await session.get(Org, org_id) is None:
             raise NotFound("no such org")
         return OrgScope(principal.in_org(org_id), org_id)
 
-    check.__name__ = f"require_in_org_or_platform_admin_{capability.replace('.', '_')}"
+    check.__name__ = _dependency_name("require_in_org_or_platform_admin_", (capability,))
     return Depends(check)
 
 
@@ -213,34 +234,3 @@ async def ensure_capability(
     allowed = principal.can(capability) if org_id is None else principal.can_in(org_id, capability)
     if not allowed:
         raise await _deny(platform, request, principal, capability, org_id)
-
-
-def require_in_org_any(*capabilities: str) -> Any:
-    """`require_in_org` for an endpoint that either of several capabilities opens (a
-    conversation read by an expert with `tasks.read` or by a client with
-    `conversations.participate`): 404 unless the caller is a member, then 403 unless its
-    role in that org holds one of `capabilities` (all named in the refusal)."""
-    for capability in capabilities:
-        declare(capability)
-    named = " or ".join(capabilities)
-
-    async def check(
-        request: Request, org_id: uuid.UUID, principal: CurrentPrincipal, platform: PlatformDep
-    ) -> OrgScope:
-        if org_id not in principal.org_ids:
-            await abandon(request)
-            await record_detached(
-                platform.sessions,
-                actor=principal.username,
-                action="access.denied",
-                target=f"{request.method} {request.url.path}",
-                outcome="not_found",
-                details={"capability": named, "reason": "not a member of the org"},
-            )
-            raise NotFound("no such org")
-        if not any(principal.can_in(org_id, c) for c in capabilities):
-            raise await _deny(platform, request, principal.in_org(org_id), named, org_id)
-        return OrgScope(principal.in_org(org_id), org_id)
-
-    check.__name__ = "require_in_org_any_" + "_".join(c.replace(".", "_") for c in capabilities)
-    return Depends(check)

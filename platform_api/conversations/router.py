@@ -259,7 +259,7 @@ async def add_message(
     conversation = await repo.get_in(conversation_id, principal.org_ids)
     if conversation is None:
         raise NotFound("no such conversation")
-    await ensure_active(session, conversation.org_id)  # issue 15 (onboard): no new work
+    await ensure_active(session, conversation.org_id)  # no new work
     message = await repo.add_message(
         Message(
             conversation_id=conversation.id,

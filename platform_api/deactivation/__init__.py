@@ -1,1 +1,1 @@
-"""Org deactivation and reactivation (issue 15, item 4, UC-20)."""
+"""Org deactivation and reactivation (UC-20)."""

@@ -4,7 +4,7 @@ Fed by one list-then-watch of AgenticTasks across the cluster (`run`), so the qu
 answered without calling the API server. A task is kept while it is not in a terminal
 phase and has a decidable step, or a step whose outcome is unknown (waiting for an
 expert's resolution); and a failed task while a step an expert may retry waits for them
-(status `failed`, no deadline; issue 15, item 9). When the watch's resourceVersion is
+(status `failed`, no deadline). When the watch's resourceVersion is
 too old (410) the index lists again; on other errors it waits a moment and lists again.
 
 The queue's read path is made cheap by doing the work when a task changes rather than on
@@ -150,7 +150,7 @@ def _row(key: Key, task: AgenticTask, step: Step, raw: dict[str, object]) -> Row
 
 def _compact(raw: dict[str, object]) -> bytes:
     """The task as compact JSON, without `metadata.managedFields` (about half of a task's
-    bytes, which nothing in the platform reads; issue 17: memory per open decision)."""
+    bytes, which nothing in the platform reads; memory per open decision)."""
     meta = raw.get("metadata")
     if isinstance(meta, dict) and "managedFields" in meta:
         raw = {**raw, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
@@ -171,7 +171,7 @@ def _seen(raw: dict[str, object]) -> tuple[Key, AgenticTask, Row | None] | None:
         or taskflow.client_wait_step(task)  # shown as `waiting_for_client`
         or taskflow.awaiting_resolution(task)
     )
-    if phase is TaskPhase.FAILED:  # issue 15, item 9: a failed step an expert may retry
+    if phase is TaskPhase.FAILED:  # a failed step an expert may retry
         step = taskflow.awaiting_retry(task)
         phase = None if step is not None else phase
     if (phase is not None and phase.terminal) or step is None:
@@ -343,7 +343,7 @@ class DecisionIndex:
         """List, then watch, forever (until cancelled)."""
         while True:
             try:
-                # a page at a time (issue 17: no 100,000 parsed tasks at once), gathered
+                # a page at a time (no 100,000 parsed tasks at once), gathered
                 # aside: readers see the previous state until the whole list is in
                 rows: dict[Key, Row] = {}
                 async for items, listed in kube.list_task_pages():

@@ -1,4 +1,4 @@
-"""Reopening a step whose decision expired (issue 15, item 8; seed 001: "if you were a
+"""Reopening a step whose decision expired (seed 001: "if you were a
 minute too late, you get 'task expired' and the run stays blocked for a fresh escalation").
 
 Under the task policy's `onExpiry: AwaitReopen` (the default) a decision that ran out of

@@ -1,4 +1,4 @@
-"""Draft replies waiting for an expert, as items of the review queue (issue 14, kind
+"""Draft replies waiting for an expert, as items of the review queue (kind
 `reply`).
 
 The queue lists the open step decisions first (deadline first, from the watch-fed index)

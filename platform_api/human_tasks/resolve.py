@@ -1,4 +1,4 @@
-"""Resolving a step whose tool call ended with an unknown outcome (issue 12, item 4).
+"""Resolving a step whose tool call ended with an unknown outcome.
 
 When the tool proxy cannot tell whether an approved side effect happened (a timeout, a
 connection broken after the request was sent, a 5xx answer to a write), it keeps the

@@ -1,4 +1,4 @@
-"""Retrying a step whose tool call failed (issue 15, item 9).
+"""Retrying a step whose tool call failed.
 
 A step whose tool call failed (the upstream refused it, answered 5xx to a read, timed out
 before sending, the proxy refused it) ends `Failed` with the reason, and so does its task.

@@ -35,7 +35,7 @@ from platform_api.human_tasks import service as human_tasks
 from platform_api.human_tasks.index import DecisionIndex
 from platform_api.human_tasks.reopen import ReopenBody, ReopenRead, reopen_expired
 from platform_api.human_tasks.resolve import ResolveBody, ResolveRead, resolve_unknown
-from platform_api.human_tasks.retry import RetryBody, RetryRead, retry_failed  # issue 15/9
+from platform_api.human_tasks.retry import RetryBody, RetryRead, retry_failed
 from platform_api.human_tasks.schemas import (
     BulkResumeBody,
     BulkResumeRead,
@@ -102,7 +102,7 @@ async def list_human_tasks(
     items = index.page_json(chosen, now, offset=offset, limit=limit, near=near)
     pending = index.count(principal.org_ids, now)
     total = pending if org_id is None else index.count(chosen, now)
-    # issue 14: the waiting draft replies (kind `reply`) follow the step decisions
+    # the waiting draft replies (kind `reply`) follow the step decisions
     steps = total
     items += await reply_items.page_json(
         session, chosen, now, offset=max(0, offset - steps), limit=limit - len(items)
@@ -279,7 +279,7 @@ async def resolve(
     )
 
 
-# --- issue 15, item 9: an expert retries a failed step ---------------------------------
+# --- an expert retries a failed step ----------------------------------------------------
 
 
 @router.post(
@@ -313,7 +313,7 @@ async def retry(
     )
 
 
-# issue 15 item 8: reopening an expired decision
+# reopening an expired decision
 @router.post(
     "/{namespace}/{name}/{step_id}/reopen",
     response_model=ReopenRead,

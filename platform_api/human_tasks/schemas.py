@@ -46,7 +46,7 @@ class HumanTask(BaseModel):
     kind: Literal["action", "input", "reply"] = Field(
         description="`action` (approve, edit or reject) or `input` (provide, select or "
         "reject), or `reply`: a draft reply to a conversation (approve, edit or reject at "
-        "`/human-tasks/replies/{id}`; issue 14)"
+        "`/human-tasks/replies/{id}`)"
     )
     tool: str | None
     risk: str
@@ -260,7 +260,7 @@ class PlanStep(BaseModel):
     resolution: dict[str, Any] | None = Field(
         default=None, description="an expert's resolution of an unknown outcome"
     )
-    # issue 15, item 9: whether a failed run of this step may be retried
+    # whether a failed run of this step may be retried
     retry_safe: bool = Field(
         default=False,
         description="the action catalog says the step's action is safe to run twice: when "
@@ -287,7 +287,7 @@ class Thread(BaseModel):
     redactions: dict[str, int] = Field(description="how many of each kind were replaced")
 
 
-# --- the revision loop (issue 14, item 2): what a revised plan changed ----------------------
+# --- the revision loop: what a revised plan changed ---------------------------------------
 
 
 class ValueChange(BaseModel):
@@ -402,7 +402,7 @@ class HumanTaskDetail(BaseModel):
         "addresses, phone numbers, card numbers and tokens redacted; null when the task "
         "names no conversation of its org"
     )
-    revision: RevisionRead | None = Field(  # the revision loop (issue 14, item 2)
+    revision: RevisionRead | None = Field(  # the revision loop
         default=None,
         description="for a revised plan (`spec.revisionOf`): the steps added, removed and "
         "changed against the rejected plan; null for an original plan",

@@ -74,7 +74,7 @@ def _status(task: AgenticTask, step_id: str, now: datetime) -> str:
         and entry.execution.state is ExecutionState.FAILED
         and not taskflow.is_retried(entry)
     ):
-        return "failed"  # issue 15, item 9
+        return "failed"
     step = task.step(step_id)
     if entry.decision is not None and step is not None and taskflow.awaits_client(step, entry):
         return "waiting_for_client"
@@ -143,7 +143,7 @@ async def conversation_thread(
     session: AsyncSession, conversation_id: uuid.UUID, org_id: uuid.UUID
 ) -> Thread | None:
     """The conversation's last messages, redacted (None for one the org does not have);
-    also the thread of a draft reply in the queue (issue 14)."""
+    also the thread of a draft reply in the queue."""
     repo = ConversationRepository(session)
     conversation = await repo.get_in(conversation_id, {org_id})
     if conversation is None:
@@ -216,7 +216,7 @@ async def detail(
     )
 
 
-# --- the revision loop (issue 14, item 2): a revised plan against the rejected one ---------
+# --- the revision loop: a revised plan against the rejected one ---------------------------
 
 
 async def _revision(

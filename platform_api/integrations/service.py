@@ -41,7 +41,7 @@ async def put_credentials(
     repo = IntegrationRepository(session)
     credential = await repo.get(scope.org_id, integration_type)
     replaced = credential is not None
-    was = {"key_id": credential.key_id} if credential is not None else None  # issue 14
+    was = {"key_id": credential.key_id} if credential is not None else None
     if credential is None:
         credential = IntegrationCredential(org_id=scope.org_id, type=integration_type)
     credential.key_id, credential.nonce, credential.ciphertext = (
@@ -62,7 +62,7 @@ async def put_credentials(
             "key_id": sealed.key_id,
             "replaced": replaced,
             "fields": sorted(body.credentials),
-            # issue 14: before and after, by key id and field names (never a value)
+            # before and after, by key id and field names (never a value)
             "before": was,
             "after": {"key_id": sealed.key_id, "fields": sorted(body.credentials)},
         },
@@ -76,7 +76,7 @@ async def delete_credentials(session: AsyncSession, scope: OrgScope, integration
     credential = await repo.get(scope.org_id, integration_type)
     if credential is None:
         raise NotFound("no such integration")
-    was = {"key_id": credential.key_id}  # issue 14
+    was = {"key_id": credential.key_id}
     await repo.delete(credential)
     await record(
         session,

@@ -138,7 +138,7 @@ class KubeClient:
     ) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
         """Every AgenticTask of the cluster, `limit` at a time, each page with the list's
         resourceVersion (one snapshot: the version to watch from once the last page is
-        in). Issue 17: one unpaged list of 100,000 tasks is ~200 MB of JSON parsed at once."""
+        in): one unpaged list of 100,000 tasks is ~200 MB of JSON parsed at once."""
         token: str | None = None
         while True:
             kwargs: dict[str, Any] = {"limit": limit}
@@ -275,7 +275,7 @@ class KubeClient:
             )
         )
 
-    # issue 15 (onboard): AgentInstances managed through the platform -------------------
+    # AgentInstances managed through the platform -------------------
 
     async def create_agent_instance(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         made: dict[str, Any] = await _call(

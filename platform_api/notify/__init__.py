@@ -1,4 +1,4 @@
-"""Notifications (issue 14, item 3): what happened to an org's work, told to its experts
+"""Notifications: what happened to an org's work, told to its experts
 without polling.
 
 - `events`: the event names and the pure derivation of events from an AgenticTask.

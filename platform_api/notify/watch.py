@@ -80,7 +80,7 @@ class TaskNotifier:
         self._queue: asyncio.Queue[_Batch] = asyncio.Queue()
         self._seen: dict[str, None] = {}
         # the deadlines of the open decisions, and where to read their tasks when due
-        # (the `DecisionIndex`): no parsed task is held per open decision (issue 17)
+        # (the `DecisionIndex`): no parsed task is held per open decision
         self._open = Deadlines()
         self._tasks = tasks
         self._namespaces: dict[uuid.UUID, str | None] = {}
@@ -107,7 +107,7 @@ class TaskNotifier:
     def _enqueue(self, found: Iterable[events.Event], task: AgenticTask) -> None:
         fresh = [e for e in found if e.event_id not in self._seen]
         if fresh:
-            # issue 17: the task itself only when it may end the request (`_conclude`
+            # the task itself only when it may end the request (`_conclude`
             # needs it); on a start every open decision's event is queued at once
             ending = any(e.event in ENDING_TEXT for e in fresh)
             org, namespace = task.spec.org_id, task.metadata.namespace
@@ -120,7 +120,7 @@ class TaskNotifier:
         ticker = asyncio.create_task(self._tick_forever())
         try:
             while True:
-                # issue 17: what queued up meanwhile goes in the same transaction
+                # what queued up meanwhile goes in the same transaction
                 batches = [await self._queue.get()]
                 while len(batches) < BATCHES_PER_TRANSACTION and not self._queue.empty():
                     batches.append(self._queue.get_nowait())

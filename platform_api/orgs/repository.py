@@ -52,7 +52,8 @@ class OrgRepository:
 
     async def policy_if_active(self, org_id: uuid.UUID) -> OrgPolicy | None:
         """`policy`, or None when the org is deactivated: both in one read (a decision
-        needs both, issue 15's `activity.repository.ensure_active` and the quorum)."""
+        needs both: whether the org is active, as `activity.repository.ensure_active`
+        reads it, and the quorum)."""
         found = (
             await self.session.execute(
                 select(Org.approval_policy, Org.deactivated_at).where(Org.id == org_id)

@@ -44,7 +44,7 @@ async def create_org(
 ) -> OrgRead:
     org = await service.create_org(session, platform.namespaces, principal, body, platform.kube)
     read = OrgRead.model_validate(org)
-    if body.agent is not None:  # issue 15 (onboard)
+    if body.agent is not None:
         read.agent = f"{org.namespace}/{body.agent.name}"
     return read
 

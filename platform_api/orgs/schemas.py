@@ -31,7 +31,7 @@ class OrgCreate(BaseModel):
 
     slug: str = Field(pattern=SLUG_PATTERN, description="DNS label, 1-40 characters")
     name: str = Field(min_length=1, max_length=200)
-    # issue 15 (onboard): the org's first agent, from a template
+    # the org's first agent, from a template
     agent: AgentCreate | None = Field(
         default=None,
         description="the org's first agent (name and AgentInstance spec: specialist, model, "
@@ -39,7 +39,7 @@ class OrgCreate(BaseModel):
         "`agents.manage` too); validated before anything is created",
         examples=[{"name": "shop", "spec": SPEC_EXAMPLE}],
     )
-    # issue 15 item 6: adopting a namespace made by GitOps
+    # adopting a namespace made by GitOps
     id: uuid.UUID | None = Field(
         default=None,
         description="The org's id (default: a new one). To adopt a namespace `org-<slug>` "
@@ -72,6 +72,5 @@ class OrgRead(BaseModel):
     name: str
     namespace: str
     created_at: datetime
-    # issue 15 (onboard)
     deactivated_at: datetime | None = None
     agent: str | None = Field(default=None, description="the first agent created, if any")

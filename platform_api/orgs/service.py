@@ -49,7 +49,7 @@ async def create_org(
     if await orgs.slug_taken(body.slug):
         raise Conflict("an org with this slug exists", slug=body.slug)
     org_id, namespace = body.id or uuid.uuid4(), namespace_for(body.slug)
-    # adopting a namespace labelled with this id (issue 15 item 6)
+    # adopting a namespace labelled with this id
     if body.id is not None and await orgs.get_in(body.id, [body.id]) is not None:
         raise Conflict("an org with this id exists", id=str(body.id))
     first_agent = await _first_agent(admin_caps, body, kube, org_id, namespace)

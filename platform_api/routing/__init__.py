@@ -1,2 +1,2 @@
-"""The router (issue 15, item 5): a request that names no agent goes to the org's agent whose
+"""The router: a request that names no agent goes to the org's agent whose
 specialist fits (`POST /orgs/{org_id}/tasks`)."""

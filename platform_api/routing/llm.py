@@ -1,5 +1,5 @@
 """The router's second opinion: an OpenAI-compatible chat model picks among the agents the
-keywords could not tell apart (issue 15, item 5; "LLM-based classification", seed 000).
+keywords could not tell apart ("LLM-based classification", seed 000).
 
 Configured by `HUMANWORK_ROUTER_LLM_BASE_URL` (unset: no LLM, the keywords decide alone),
 `HUMANWORK_ROUTER_LLM_MODEL` and `HUMANWORK_ROUTER_LLM_API_KEY`. The model sees each

@@ -1,5 +1,5 @@
 """`POST /orgs/{org_id}/tasks` (capability `run.control`): a request that names no agent
-goes to the org's agent whose specialist fits (issue 15, item 5).
+goes to the org's agent whose specialist fits.
 
 The body is the one of `POST /orgs/{org_id}/agents/{name}/tasks`, and so is the rest of the
 path (`platform_api.agents.planning`): the signed plan command, the requester the platform

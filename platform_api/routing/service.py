@@ -1,4 +1,4 @@
-"""Pick the org's agent for a request (issue 15, item 5): the keywords first
+"""Pick the org's agent for a request: the keywords first
 (:mod:`platform_api.routing.scoring`), the LLM when configured
 (:mod:`platform_api.routing.llm`) for what they leave open, then the org's only
 generalist; otherwise a clear refusal (:mod:`platform_api.routing.errors`)."""

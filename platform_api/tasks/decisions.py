@@ -27,7 +27,7 @@ from humanwork_core import taskflow
 from humanwork_core.resources import AgenticTask, AgenticTaskStatus, Decision, StepStatus, Verdict
 from platform_api.access.principal import Principal
 from platform_api.audit.service import record, record_detached
-from platform_api.corrections import service as corrections  # issue 14
+from platform_api.corrections import service as corrections
 from platform_api.errors import (
     IdempotencyConflict,
     NotFound,
@@ -112,7 +112,7 @@ class DecisionService:
     retries: int
     index: WatchedTasks | None = None
     pusher: corrections.CorrectionPusher | None = None
-    """Pushes the corrections a decision makes to the org's agents (issue 14)."""
+    """Pushes the corrections a decision makes to the org's agents."""
     on_decided: Callable[[str], None] | None = None
     """Told the verdict of every decision written (the platform's metrics)."""
 
@@ -126,7 +126,7 @@ class DecisionService:
         orgs = self.index.orgs if self.index is not None else None
         org = await org_of_namespace(session, principal, ballot.namespace, orgs)
         org_policy = await OrgRepository(session).policy_if_active(org.id)
-        if org_policy is None:  # issue 15 (onboard): no decisions
+        if org_policy is None:  # no decisions
             raise OrgDeactivated("the org is deactivated", orgId=str(org.id))
         cached = self._cached(ballot, org)
         conflicts = 0
@@ -293,7 +293,7 @@ class DecisionService:
                 "uid": attempt.task.metadata.uid,
             },
         )
-        # issue 14: an edit of a step's parameters, or a rejection's feedback, is a correction
+        # an edit of a step's parameters, or a rejection's feedback, is a correction
         made = corrections.step_correction(
             attempt.task,
             ballot.step_id,

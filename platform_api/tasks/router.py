@@ -105,7 +105,7 @@ async def create_task(
     if body.org_id not in principal.org_ids:
         raise NotFound("no such org")
     await ensure_capability(request, principal, platform, "run.control", body.org_id)
-    await ensure_active(session, body.org_id)  # issue 15 (onboard): no new work
+    await ensure_active(session, body.org_id)  # no new work
     return await service.create_task(session, kube, principal, body)
 
 

@@ -1,5 +1,5 @@
 """An org's configuration of one tool (`PUT /orgs/{id}/tool-permissions/{tool}`, `config`),
-and what the tool proxy enforces of it (issue 15, item 10):
+and what the tool proxy enforces of it:
 
 - `allowedActions`: the only actions of the tool the org's agents may call (names from the
   action catalog); absent: every action of the tool;

@@ -27,11 +27,11 @@ async def set_permission(
     if known is None:
         raise UnknownTool(f"no such tool {tool!r}; GET /tools lists them", details={"tool": tool})
     tool = known.name
-    tool_config.parse(tool, body.config)  # issue 15, item 10: 422 for what cannot be enforced
+    tool_config.parse(tool, body.config)  # 422 for what cannot be enforced
     repo = ToolPermissionRepository(session)
     permission = await repo.get(scope.org_id, tool)
     before = None if permission is None else permission.enabled
-    # issue 14: the configuration before and after, in the audit row
+    # the configuration before and after, in the audit row
     was = None if permission is None else {"enabled": before, "config": dict(permission.config)}
     if permission is None:
         permission = ToolPermission(org_id=scope.org_id, tool=tool)

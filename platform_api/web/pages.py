@@ -1,6 +1,8 @@
-"""What every page of the web UI shares: the layouts around the page templates, the strict
-security headers, and the static assets with their validators. The expert workspace
-(`router.py`) and the client portal (`portal.py`) both render through `render`."""
+"""What every page of the web UI shares: the one layout around the page templates
+(`templates/base.html`, filled per area with its header, its dialog and its script), the
+strict security headers, and the static assets with their validators. The expert workspace
+(`router.py`) and the client portal (`portal.py`) both render through `render`, and both
+pages load `common.js` (the helpers, session and API call they share) before their own."""
 
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ PAGE_HEADERS = {
     "Cache-Control": "no-store",
 }
 STATIC_TYPES = {
+    "common.js": "text/javascript; charset=utf-8",
     "app.js": "text/javascript; charset=utf-8",
     "app.css": "text/css; charset=utf-8",
     "portal.js": "text/javascript; charset=utf-8",
@@ -72,15 +75,61 @@ def _version() -> str:
     return digest.hexdigest()[:12]
 
 
-def render(page: str, title: str, layout: str = "base", **values: str) -> Response:
-    """The layout `templates/<layout>.html` around `templates/<page>.html`; every value is
-    HTML-escaped."""
+@dataclass(frozen=True)
+class Layout:
+    """One area's parts of `templates/base.html`: its script, its header (a template), the
+    class of its body and its confirming dialog (`templates/dialog.html` with `dialog`)."""
+
+    script: str
+    header: str
+    body_class: str
+    dialog: dict[str, str]
+
+
+WORKSPACE = Layout(
+    script="app.js",
+    header="workspace_header",
+    body_class="",
+    dialog={
+        "name": "reject",
+        "title": "Reject",
+        "field": "feedback",
+        "label": "Feedback for the agent (required)",
+        "hint": "A rejection halts the task; the agent receives this feedback to revise its plan.",
+        "confirm_id": "reject-confirm",
+        "confirm": "Reject",
+    },
+)
+PORTAL = Layout(
+    script="portal.js",
+    header="portal_header",
+    body_class="portal",
+    dialog={
+        "name": "decline",
+        "title": "Decline this step",
+        "field": "reason",
+        "label": "Your reason (required)",
+        "hint": "Declining stops the task; the expert and the agent see your reason.",
+        "confirm_id": "decline-submit",
+        "confirm": "Decline",
+    },
+)
+
+
+def render(page: str, title: str, layout: Layout = WORKSPACE, **values: str) -> Response:
+    """`templates/base.html` with `layout`'s parts around `templates/<page>.html`; every
+    value is HTML-escaped."""
     escaped = {key: html.escape(value, quote=True) for key, value in values.items()}
     body = _template(f"{page}.html").substitute(escaped)
-    document = _template(f"{layout}.html").substitute(
+    dialog = {key: html.escape(value, quote=True) for key, value in layout.dialog.items()}
+    document = _template("base.html").substitute(
         title=html.escape(title),
         page=page,
         version=_version(),
+        script=layout.script,
+        body_class=f' class="{layout.body_class}"' if layout.body_class else "",
+        header=_template(f"{layout.header}.html").template,
         body=body,
+        dialog=_template("dialog.html").substitute(dialog),
     )
     return Response(document, media_type="text/html; charset=utf-8", headers=PAGE_HEADERS)

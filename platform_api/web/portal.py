@@ -1,7 +1,7 @@
 """`/portal`: the client portal, the pages an org's clients use beside the expert workspace.
 
 The same shells as the workspace (`pages.render`, its strict Content-Security-Policy and
-its style sheet) in a layout of their own (`templates/portal_base.html`); `portal.js`
+its style sheet) with the portal's header and dialog (`pages.PORTAL`); `portal.js`
 fills them from the JSON API with the bearer token of `POST /auth/token`: the client's
 conversations, one conversation with its live stream, the plan of each task started from
 it and the confirmation of its high-stakes steps. The pages hold no user data; what a
@@ -16,11 +16,9 @@ import uuid
 from fastapi import APIRouter
 from fastapi.responses import RedirectResponse, Response
 
-from platform_api.web.pages import render
+from platform_api.web.pages import PORTAL, render
 
 portal = APIRouter(prefix="/portal", include_in_schema=False)
-
-LAYOUT = "portal_base"
 
 
 @portal.get("")
@@ -31,12 +29,18 @@ async def portal_home() -> RedirectResponse:
 
 @portal.get("/login")
 async def portal_login() -> Response:
-    return render("portal_login", "Sign in · humanwork", layout=LAYOUT)
+    return render(
+        "login",
+        "Sign in · humanwork",
+        layout=PORTAL,
+        action="Sign in",
+        intro="Talk to your agent, follow its plans and confirm what you started.",
+    )
 
 
 @portal.get("/conversations")
 async def portal_conversations() -> Response:
-    return render("portal_list", "Your conversations · humanwork", layout=LAYOUT)
+    return render("portal_list", "Your conversations · humanwork", layout=PORTAL)
 
 
 @portal.get("/orgs/{org_id}/conversations/{conversation_id}")
@@ -44,7 +48,7 @@ async def portal_conversation(org_id: uuid.UUID, conversation_id: uuid.UUID) -> 
     return render(
         "portal_conversation",
         "Conversation · humanwork",
-        layout=LAYOUT,
+        layout=PORTAL,
         org=str(org_id),
         conversation=str(conversation_id),
     )

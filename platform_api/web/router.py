@@ -1,11 +1,11 @@
 """`/workspace`: the pages of the expert workspace and their static assets; `router` also
 carries the client portal's pages (`/portal`, `portal.py`).
 
-Every page is the same layout (`templates/base.html`) around one page template; the
-values put into a template are HTML-escaped. The pages hold no user data: `app.js` reads
-it from the JSON API (`/users/me`, `/human-tasks`, ...) with the bearer token the login
-page obtained from `POST /auth/token`. None of these routes is part of the OpenAPI
-document.
+Every page is the same layout (`templates/base.html`, `pages.WORKSPACE`) around one page
+template; the values put into a template are HTML-escaped. The pages hold no user data:
+`app.js` reads it from the JSON API (`/users/me`, `/human-tasks`, ...) with the bearer
+token the login page obtained from `POST /auth/token`. None of these routes is part of the
+OpenAPI document.
 """
 
 from __future__ import annotations
@@ -36,7 +36,12 @@ async def workspace() -> RedirectResponse:
 
 @workspace_router.get("/login")
 async def login_page() -> Response:
-    return render("login", "Log in · humanwork")
+    return render(
+        "login",
+        "Log in · humanwork",
+        action="Log in",
+        intro="Review and decide what your organisations' agents may do.",
+    )
 
 
 @workspace_router.get("/tasks")
@@ -44,7 +49,7 @@ async def queue_page() -> Response:
     return render("tasks", "To Review · humanwork")
 
 
-@workspace_router.get("/access")  # issue 15 item 7
+@workspace_router.get("/access")
 async def access_page() -> Response:
     return render("access", "Access map · humanwork")
 
@@ -64,13 +69,13 @@ async def detail_page(
     )
 
 
-# issue 14: a draft reply waiting in the queue, with its thread
+# a draft reply waiting in the queue, with its thread
 @workspace_router.get("/replies/{reply_id}")
 async def reply_page(reply_id: uuid.UUID) -> Response:
     return render("reply", "Draft reply · humanwork", reply=str(reply_id))
 
 
-# issue 15 (onboard): the org's agents and their health
+# the org's agents and their health
 @workspace_router.get("/agents")
 async def agents_page() -> Response:
     return render("agents", "Agents · humanwork")

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
+from humanwork_dev.fakes.catalog import SEED_REQUEST
 from tests.browser.portal_support import (
     DOCS_IMAGES,
     READ,
@@ -28,9 +29,7 @@ from tests.browser.portal_support import (
 from tests.browser.support import Org, until
 
 LIVE_MS = 15_000
-REQUEST = (
-    "Reconcile all Amazon orders for October and update inventory in Shopify for any discrepancies"
-)
+REQUEST = SEED_REQUEST
 
 
 @pytest.fixture

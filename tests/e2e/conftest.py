@@ -24,16 +24,13 @@ import pytest
 
 from humanwork_core import signing
 from humanwork_dev.fakes.amazon import FakeAmazon
+from humanwork_dev.fakes.catalog import SEED_REQUEST
 from humanwork_dev.fakes.shopify import FakeShopify
 from humanwork_dev.processes import AgentProcess, PlatformProcess
 from tests.agents import agent_credentials, provision_agent
 from tests.conftest import Cluster
 from tests.fixtures.stack import PROCESS_START_SECONDS
 from tests.platform.conftest import ADMIN_PASSWORD
-
-SEED_REQUEST = (
-    "Reconcile all Amazon orders for October and update inventory in Shopify for any discrepancies"
-)
 
 
 @dataclass

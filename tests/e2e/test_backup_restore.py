@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from humanwork_dev.postgres import PostgresServer
 from humanwork_dev.processes import AgentProcess, PlatformProcess
 from tests.e2e.conftest import World, execution_state, step_of
-from tests.e2e.test_unknown_outcome import FIX, MUG
+from tests.e2e.writes import MUG, approved_write
 
 HOLD_SECONDS = 9.0  # under the proxy's 10 s timeout: the held write then succeeds
 
@@ -57,36 +57,6 @@ async def until(read: Any, check: Any, within: float = 90) -> Any:
         if loop.time() > deadline:
             raise AssertionError(f"not within {within}s: {str(value)[:2000]}")
         await asyncio.sleep(0.2)
-
-
-async def approved_write(world: World, *, decide: bool = True) -> str:
-    """A one-step write task of the world's agent (approved by the expert unless
-    `decide` is false); its name."""
-    body = {
-        "orgId": world.org_id,
-        "agentRef": "agent",
-        "conversationId": str(uuid.uuid4()),
-        "description": "Lower HW-MUG-001 at the warehouse by 3",
-        "steps": [
-            {
-                "id": "fix",
-                "description": "Lower HW-MUG-001 at the warehouse by 3",
-                "kind": "action",
-                "tool": "shopify",
-                "parameters": FIX,
-                "risk": "high",
-            }
-        ],
-    }
-    r = await world.http.post(
-        f"{world.platform.url}/agentic/tasks", json=body, headers=world.requester
-    )
-    assert r.status_code == 201, r.text
-    name: str = r.json()["id"].split("/")[1]
-    if decide:
-        decided = await world.decide(name, "fix")
-        assert decided.status_code == 200, decided.text
-    return name
 
 
 async def in_process(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -14,6 +14,7 @@ from kubernetes import client as kclient
 
 from humanwork_core import taskflow
 from humanwork_core.resources import AgenticTask
+from humanwork_dev.fakes.catalog import PERIOD
 from tests.e2e.conftest import World, _login, execution_state, step_of
 from tests.e2e.test_approve_execute import FIX, phase
 
@@ -61,7 +62,7 @@ async def test_the_write_runs_once_only_after_approval_and_confirmation(world: W
     client = await _asking_client(world)
     r = await world.http.post(
         f"{world.platform.url}/orgs/{world.org_id}/agents/agent/tasks",
-        json={"request": "Reconcile all Amazon orders for October and update inventory"},
+        json={"request": f"Reconcile all Amazon orders for {PERIOD} and update inventory"},
         headers=client,
     )
     assert r.status_code in (200, 201), r.text

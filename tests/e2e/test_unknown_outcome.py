@@ -13,51 +13,16 @@ agent call once more, and the write then happens once.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from typing import Any
 
 import pytest
 from kubernetes import client
 
-from humanwork_dev.fakes import catalog
 from tests.e2e.conftest import World, execution_state, step_of
+from tests.e2e.writes import MUG, approved_write
 
-MUG = catalog.BY_SKU[catalog.DISCREPANT_SKU].inventory_item_id
-WAREHOUSE = catalog.WAREHOUSE_LOCATION_ID
-FIX = {
-    "action": "adjustInventoryLevel",
-    "params": {"location_id": WAREHOUSE, "inventory_item_id": MUG, "available_adjustment": -3},
-}
 PROXY_TIMEOUT = 10.0  # the platform's default upstream timeout
 RETRY_WINDOW = 6.0  # the executor retried every second here before
-
-
-async def approved_write(world: World) -> str:
-    """A one-step write task of the world's agent, approved by the expert; its name."""
-    body = {
-        "orgId": world.org_id,
-        "agentRef": "agent",
-        "conversationId": str(uuid.uuid4()),
-        "description": "Lower HW-MUG-001 at the warehouse by 3",
-        "steps": [
-            {
-                "id": "fix",
-                "description": "Lower HW-MUG-001 at the warehouse by 3",
-                "kind": "action",
-                "tool": "shopify",
-                "parameters": FIX,
-                "risk": "high",
-            }
-        ],
-    }
-    r = await world.http.post(
-        f"{world.platform.url}/agentic/tasks", json=body, headers=world.requester
-    )
-    assert r.status_code == 201, r.text
-    name: str = r.json()["id"].split("/")[1]
-    decided = await world.decide(name, "fix")
-    assert decided.status_code == 200, decided.text
-    return name
 
 
 async def resolve(world: World, name: str, outcome: str) -> dict[str, Any]:

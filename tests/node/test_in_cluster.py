@@ -44,9 +44,7 @@ from tests.node.conftest import NODE_STATE, connects, container_pid, eventually,
 
 pytestmark = pytest.mark.cluster
 
-SEED_REQUEST = (
-    "Reconcile all Amazon orders for October and update inventory in Shopify for any discrepancies"
-)
+SEED_REQUEST = catalog.SEED_REQUEST
 MUG = catalog.BY_SKU[catalog.DISCREPANT_SKU].inventory_item_id
 FIX = {
     "action": "adjustInventoryLevel",

@@ -7,32 +7,23 @@ while the expert's stream stays open."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 from fastapi import FastAPI
 
 from humanwork_dev.postgres import PostgresServer
-from humanwork_dev.processes import free_port
 from platform_api.settings import Settings
 from tests.platform.clients_support import World, backend_url, code, make_world, start
-from tests.platform.conftest import Api, Caller, make_settings
-
-WITHIN = 30.0
-"""A generous bound for an event or the stream's end on a loaded machine."""
-
-
-async def _until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WITHIN
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {WITHIN}s: {what}"
-        await asyncio.sleep(0.05)
+from tests.platform.conftest import Api, make_settings
+from tests.platform.stream_support import (
+    WITHIN,
+    Stream,
+    served,  # noqa: F401 (a fixture)
+    until,
+)
 
 
 @pytest.fixture(params=["postgresql", "sqlite"])
@@ -59,63 +50,10 @@ async def world(api: Api, app: FastAPI) -> World:
     return await make_world(api)
 
 
-@pytest.fixture
-async def served(app: FastAPI) -> AsyncIterator[str]:
-    """The app over real HTTP on loopback (a stream needs a server that streams)."""
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="off", log_level="warning")
-    )
-    running = asyncio.create_task(server.serve())
-    await _until(lambda: server.started, "the server started")
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    with contextlib.suppress(asyncio.CancelledError):
-        await running
-
-
-class Stream:
-    """One open conversation stream, read in the background."""
-
-    def __init__(self, base: str, path: str, caller: Caller) -> None:
-        self.base, self.path, self.caller, self.text = base, path, caller, ""
-        self.connected = asyncio.Event()
-        self.task = asyncio.create_task(self._read())
-
-    async def _read(self) -> str:
-        headers = {**self.caller.headers, "Accept": "text/event-stream"}
-        async with (
-            httpx.AsyncClient(base_url=self.base, timeout=120) as http,
-            http.stream("GET", self.path, headers=headers) as answer,
-        ):
-            assert answer.status_code == 200, await answer.aread()
-            async for chunk in answer.aiter_text():
-                self.text += chunk
-                if ": connected" in self.text:
-                    self.connected.set()
-        return self.text
-
-    async def open(self) -> Stream:
-        await asyncio.wait_for(asyncio.shield(self.connected.wait()), WITHIN)
-        return self
-
-    def messages(self) -> list[dict[str, object]]:
-        found = []
-        for block in self.text.split("\n\n"):
-            lines = block.split("\n")
-            if "event: message" in lines:
-                data = next(line for line in lines if line.startswith("data: "))
-                found.append(json.loads(data.removeprefix("data: ")))
-        return found
-
-    async def close(self) -> None:
-        self.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, httpx.HTTPError):
-            await self.task
-
-
 async def test_a_clients_stream_never_carries_a_note_and_ends_when_it_is_deactivated(
-    client: httpx.AsyncClient, world: World, served: str
+    client: httpx.AsyncClient,
+    world: World,
+    served: str,  # noqa: F811 (the fixture)
 ) -> None:
     mine = await start(client, world.client_1, world.org_a, "Refund", "Refund order 1042")
     path = f"/orgs/{world.org_a}/conversations/{mine['id']}"
@@ -123,8 +61,8 @@ async def test_a_clients_stream_never_carries_a_note_and_ends_when_it_is_deactiv
         for caller in (world.client_b, world.client_2):  # another org's, another client's
             r = await http.get(f"{path}/events", headers=caller.headers)
             assert r.status_code == 404 and code(r) == "not_found"
-    theirs = await Stream(served, f"{path}/events", world.client_1).open()
-    expert = await Stream(served, f"{path}/events", world.expert_a).open()
+    theirs = await Stream(served, world.client_1, f"{path}/events").open()
+    expert = await Stream(served, world.expert_a, f"{path}/events").open()
     try:
         r = await client.post(
             f"{path}/notes",
@@ -136,8 +74,8 @@ async def test_a_clients_stream_never_carries_a_note_and_ends_when_it_is_deactiv
             f"{path}/messages", json={"content": "any news?"}, headers=world.client_1.headers
         )
         assert r.status_code == 201
-        await _until(lambda: len(expert.messages()) == 2, "the expert saw the note and message")
-        await _until(lambda: len(theirs.messages()) == 1, "the client saw its message")
+        await until(lambda: len(expert.messages()) == 2, "the expert saw the note and message")
+        await until(lambda: len(theirs.messages()) == 1, "the client saw its message")
         assert [m["content"] for m in expert.messages()] == ["internal: fraud check", "any news?"]
         assert [m["author_kind"] for m in theirs.messages()] == ["client"]
         assert "fraud" not in theirs.text
@@ -152,22 +90,24 @@ async def test_a_clients_stream_never_carries_a_note_and_ends_when_it_is_deactiv
         r = await client.post(
             f"{path}/notes", json={"content": "closed"}, headers=world.expert_a.headers
         )
-        await _until(lambda: len(expert.messages()) == 3, "the expert's stream goes on")
+        await until(lambda: len(expert.messages()) == 3, "the expert's stream goes on")
     finally:
         await theirs.close()
         await expert.close()
 
 
 async def test_a_stream_ends_when_the_org_stops_sharing(
-    client: httpx.AsyncClient, world: World, served: str
+    client: httpx.AsyncClient,
+    world: World,
+    served: str,  # noqa: F811 (the fixture)
 ) -> None:
     other = await start(client, world.client_2, world.org_a, "Stock", "How many vases?")
     path = f"/orgs/{world.org_a}/conversations/{other['id']}"
     settings = f"/orgs/{world.org_a}/client-settings"
     share = {"clients_share_conversations": True}
     assert (await client.put(settings, json=share, headers=world.admin_a.headers)).is_success
-    reader = await Stream(served, f"{path}/events", world.client_1).open()
-    owner = await Stream(served, f"{path}/events", world.client_2).open()
+    reader = await Stream(served, world.client_1, f"{path}/events").open()
+    owner = await Stream(served, world.client_2, f"{path}/events").open()
     try:
         r = await client.put(settings, json={}, headers=world.admin_a.headers)
         assert r.status_code == 200 and r.json()["clients_share_conversations"] is False
@@ -177,7 +117,7 @@ async def test_a_stream_ends_when_the_org_stops_sharing(
             f"{path}/messages", json={"content": "still there?"}, headers=world.client_2.headers
         )
         assert r.status_code == 201
-        await _until(lambda: len(owner.messages()) == 1, "the owner's stream goes on")
+        await until(lambda: len(owner.messages()) == 1, "the owner's stream goes on")
         assert "still there?" not in reader.text
     finally:
         await reader.close()

@@ -471,3 +471,35 @@ async def test_the_feedback_on_a_rejected_plan_changes_the_revised_one() -> None
     }
     assert "September 2026" in revised.steps[1].description
     assert parse_period("you may go now", NOW, loose=True) is None
+
+
+# --- the demo's request, whatever today is ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "today",
+    [
+        datetime(2027, 1, 15, 9, 0, tzinfo=UTC),  # the new year after the seeded orders
+        datetime(2027, 10, 2, 9, 0, tzinfo=UTC),  # a new October has begun, holding no orders
+        datetime(2031, 3, 1, 9, 0, tzinfo=UTC),
+        datetime.now(UTC),
+    ],
+    ids=["2027-01-15", "2027-10-02", "2031-03-01", "today"],
+)
+async def test_the_demo_request_plans_the_seeded_write_on_any_date(today: datetime) -> None:
+    """`make demo` and the stack's test send `catalog.SEED_REQUEST` to an agent that plans
+    with the real clock: the period it names must be the one the fakes hold on any date."""
+    period = parse_period(catalog.SEED_REQUEST, today)
+    assert period is not None and period.after == catalog.OCTOBER_START
+    assert period.before > catalog.OCTOBER_END
+    reader = CatalogReader()
+    plan = await offline_plan(catalog.SEED_REQUEST, now=today, reader=reader)
+    read, write = plan.steps
+    assert read.parameters["params"]["CreatedAfter"] == catalog.OCTOBER_START
+    mug = catalog.BY_SKU[catalog.DISCREPANT_SKU]
+    assert write.parameters["params"] == {
+        "location_id": catalog.WAREHOUSE_LOCATION_ID,
+        "inventory_item_id": mug.inventory_item_id,
+        "available_adjustment": -catalog.DISCREPANCY,
+    }
+    assert catalog.UNSYNCED_ORDER_ID in write.description

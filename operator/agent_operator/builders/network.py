@@ -125,7 +125,7 @@ def _platform_pods(settings: OperatorSettings) -> dict[str, Any]:
     }
 
 
-# --- the agent's metrics (issue 17, item 4) --------------------------------------------------
+# --- the agent's metrics ------------------------------------------------------------------
 
 
 def metrics_ingress(settings: OperatorSettings) -> list[dict[str, Any]]:

@@ -86,7 +86,7 @@ ORG_SECRETS_BINDING = "humanwork-operator-secrets"
 
 def org_secrets_role_binding(namespace: str, settings: OperatorSettings) -> Manifest:
     """The RoleBinding that gives the operator (and no one else) the Secret verbs of one
-    org namespace: its ClusterRole holds none (issue 12, item 6). The admission policy
+    org namespace: its ClusterRole holds none. The admission policy
     humanwork-operator-org-binding refuses it outside a namespace labelled
     humanwork.io/org-id or for another subject. Not owned by an AgentInstance: it serves
     every instance of the namespace and goes with the namespace."""

@@ -144,7 +144,7 @@ def _platform_ca_mount(settings: OperatorSettings) -> list[dict[str, Any]]:
     return [{"name": "platform-ca", "mountPath": PLATFORM_CA_DIR, "readOnly": True}]
 
 
-# --- the agent's metrics (issue 17, item 4) --------------------------------------------------
+# --- the agent's metrics ------------------------------------------------------------------
 
 
 def _metrics_env(settings: OperatorSettings) -> list[dict[str, Any]]:

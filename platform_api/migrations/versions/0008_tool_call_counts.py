@@ -1,4 +1,4 @@
-"""The tools' per-org hourly call counts (issue 15, item 10): `tool_call_counts`, one row
+"""The tools' per-org hourly call counts: `tool_call_counts`, one row
 per org, tool and hour, counted by the tool proxy against the tool config's `ratePerHour`.
 
 Revision ID: 0008

@@ -1,4 +1,4 @@
-"""Reply drafts and expert corrections (issue 14, items 1 and 4): `reply_drafts`,
+"""Reply drafts and expert corrections: `reply_drafts`,
 `corrections`.
 
 Revision ID: 0009

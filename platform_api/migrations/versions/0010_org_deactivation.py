@@ -1,4 +1,4 @@
-"""Org deactivation (issue 15, item 4): `orgs.deactivated_at` (null while active),
+"""Org deactivation: `orgs.deactivated_at` (null while active),
 `orgs.deactivated_by` and `orgs.suspended_agents` (the AgentInstances the deactivation
 deleted, name and spec, restored on reactivation).
 

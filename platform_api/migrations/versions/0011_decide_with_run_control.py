@@ -1,4 +1,4 @@
-"""One capability for every way of deciding (issue 15, item 7): every role that held
+"""One capability for every way of deciding: every role that held
 `tasks.decide` holds `run.control` instead (seed 001: resume requires `run.control`), so
 whoever could decide before still can, on every path, and `tasks.decide`, which no
 endpoint checks any more, leaves the access map.

@@ -1,4 +1,4 @@
-"""Notifications (issue 14, item 3): `webhooks` (one per org, its secret sealed),
+"""Notifications: `webhooks` (one per org, its secret sealed),
 `notify_events` (each event once per org and stable event id; the live stream's log) and
 `webhook_deliveries` (what to deliver, every attempt recorded).
 

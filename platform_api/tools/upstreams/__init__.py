@@ -26,7 +26,7 @@ from platform_api.tools.upstreams.errors import (
     UpstreamError,
 )
 from platform_api.tools.upstreams.shopify import ShopifyAdapter
-from platform_api.tools.upstreams.web import WebAdapter  # issue 15, item 10
+from platform_api.tools.upstreams.web import WebAdapter
 
 __all__ = [
     "REDACTED",

@@ -1,5 +1,4 @@
-"""The `web` tool's adapter: `web.fetch`, a read-only GET of one page (UC-8; issue 15, item
-10).
+"""The `web` tool's adapter: `web.fetch`, a read-only GET of one page (UC-8).
 
 It has no credentials: what the proxy hands it in their place is the org's tool config and
 the platform's limits (`WebLimits.options`). A page is fetched only when its URL's host is

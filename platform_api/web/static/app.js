@@ -4,43 +4,22 @@
 // it) and sent as `Authorization: Bearer`; no cookie carries credentials, so requests
 // cannot be forged from another site. Every value from the API is put into the page as
 // text (never as HTML). Every decision carries an Idempotency-Key, made once per user
-// action, so that a retry after a network failure cannot decide twice.
+// action, so that a retry after a network failure cannot decide twice. What the client
+// portal shares with it (helpers, session, API call, sign-in, event stream) is common.js.
 "use strict";
 
 (() => {
-  const TOKEN = "humanwork.token";
-  const EXPIRES = "humanwork.expires";
+  const {
+    STREAM_RETRY_MS, $, el, sleep, newKey, timeFormat, invalid, pill, announce, showMessage,
+    token, forget, toLogin, ApiError, call, readStream, start,
+  } = humanworkPage({
+    prefix: "/workspace", home: "/workspace/tasks", keyPrefix: "web-", signIn: "log in",
+    markFields: true,
+  });
   const TOASTED = "humanwork.toasted";
   const DEFAULT_POLL_MS = 3000;
 
   // --- small helpers -------------------------------------------------------------------
-
-  const $ = (id) => document.getElementById(id);
-
-  function el(tag, attrs, ...children) {
-    const node = document.createElement(tag);
-    for (const [key, value] of Object.entries(attrs || {})) {
-      if (value === null || value === undefined || value === false) continue;
-      if (key === "class") node.className = value;
-      else if (key === "text") node.textContent = value;
-      else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
-      else if (value === true) node.setAttribute(key, "");
-      else node.setAttribute(key, String(value));
-    }
-    for (const child of children.flat()) {
-      if (child === null || child === undefined || child === false) continue;
-      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
-    }
-    return node;
-  }
-
-  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
-  function newKey() {
-    const bytes = new Uint8Array(16);
-    crypto.getRandomValues(bytes);
-    return "web-" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-  }
 
   function pollInterval() {
     const asked = Number(new URLSearchParams(location.search).get("poll"));
@@ -55,10 +34,6 @@
   function plural(n, one, many) {
     return `${n} ${n === 1 ? one : many || one + "s"}`;
   }
-
-  const timeFormat = new Intl.DateTimeFormat(undefined, {
-    month: "short", day: "numeric", hour: "2-digit", minute: "2-digit",
-  });
 
   function absolute(iso) {
     return iso ? timeFormat.format(new Date(iso)) : "";
@@ -77,103 +52,8 @@
     return seconds >= 0 ? `in ${text}` : `overdue by ${text}`;
   }
 
-  function invalid(field, on) {
-    if (on) field.setAttribute("aria-invalid", "true");
-    else field.removeAttribute("aria-invalid");
-  }
-
-  function pill(text, kind) {
-    return el("span", { class: `pill ${kind}`, text });
-  }
-
   function risk(level) {
     return el("span", { class: `risk risk-${level}`, text: level, title: `risk: ${level}` });
-  }
-
-  // --- the session ---------------------------------------------------------------------
-
-  function token() {
-    const value = sessionStorage.getItem(TOKEN);
-    const expires = sessionStorage.getItem(EXPIRES);
-    if (!value) return null;
-    if (expires && Date.parse(expires) <= Date.now()) {
-      forget();
-      return null;
-    }
-    return value;
-  }
-
-  function forget() {
-    sessionStorage.removeItem(TOKEN);
-    sessionStorage.removeItem(EXPIRES);
-  }
-
-  function toLogin(reason) {
-    const next = location.pathname + location.search;
-    const query = new URLSearchParams({ next });
-    if (reason) query.set("reason", reason);
-    location.replace(`/workspace/login?${query}`);
-  }
-
-  function safeNext(raw) {
-    if (raw && raw.startsWith("/workspace/") && !raw.startsWith("//") && !raw.includes("\\")) {
-      return raw;
-    }
-    return "/workspace/tasks";
-  }
-
-  class ApiError extends Error {
-    constructor(status, code, message, details) {
-      super(message);
-      this.status = status;
-      this.code = code;
-      this.details = details || {};
-    }
-  }
-
-  // One call of the JSON API. A network failure is retried (twice) for reads and for
-  // requests that carry an Idempotency-Key, which makes the retry safe.
-  async function call(method, path, body, key) {
-    const headers = { Accept: "application/json" };
-    const bearer = token();
-    if (bearer) headers.Authorization = `Bearer ${bearer}`;
-    if (body !== undefined) headers["Content-Type"] = "application/json";
-    if (key) headers["Idempotency-Key"] = key;
-    let response;
-    for (let attempt = 0; ; attempt += 1) {
-      try {
-        response = await fetch(path, {
-          method,
-          headers,
-          body: body === undefined ? undefined : JSON.stringify(body),
-          credentials: "omit",
-          cache: "no-store",
-        });
-        break;
-      } catch (err) {
-        if (attempt >= 2 || (method !== "GET" && !key)) {
-          throw new ApiError(0, "network_error", "The platform cannot be reached; try again.");
-        }
-        await sleep(400 * (attempt + 1));
-      }
-    }
-    const text = await response.text();
-    let data = null;
-    try {
-      data = text ? JSON.parse(text) : null;
-    } catch (err) {
-      data = null;
-    }
-    if (!response.ok) {
-      const code = (data && data.code) || `http_${response.status}`;
-      const message = (data && data.message) || response.statusText || "request failed";
-      if (response.status === 401 && path !== "/auth/token") {
-        forget();
-        toLogin("expired");
-      }
-      throw new ApiError(response.status, code, message, data && data.details);
-    }
-    return data;
   }
 
   // --- the frame shared by the pages: user, navigation badge, toasts, messages ---------
@@ -212,20 +92,6 @@
     $("toasts").append(node);
     setTimeout(remove, ms || 10000);
     return node;
-  }
-
-  function announce(text) {
-    const region = $("announcer");
-    region.textContent = "";
-    setTimeout(() => {
-      region.textContent = text;
-    }, 50);
-  }
-
-  function showMessage(text) {
-    const box = $("message");
-    box.textContent = text;
-    box.hidden = !text;
   }
 
   function showNotice(text) {
@@ -332,51 +198,6 @@
     return `Approved: ${label}.`;
   }
 
-  // --- the login page ------------------------------------------------------------------
-
-  function loginPage() {
-    const params = new URLSearchParams(location.search);
-    const next = safeNext(params.get("next"));
-    if (token()) {
-      location.replace(next);
-      return;
-    }
-    const error = $("login-error");
-    if (params.get("reason") === "expired") {
-      error.textContent = "Your session ended; please log in again.";
-      error.hidden = false;
-    }
-    $("username").focus();
-    $("login-form").addEventListener("submit", async (event) => {
-      event.preventDefault();
-      const username = $("username").value.trim();
-      const password = $("password").value;
-      for (const [field, value] of [["username", username], ["password", password]]) {
-        invalid($(field), !value);
-      }
-      if (!username || !password) {
-        error.textContent = "Enter your username and password.";
-        error.hidden = false;
-        $(username ? "password" : "username").focus();
-        return;
-      }
-      $("login-submit").disabled = true;
-      try {
-        const issued = await call("POST", "/auth/token", { username, password });
-        sessionStorage.setItem(TOKEN, issued.access_token);
-        sessionStorage.setItem(EXPIRES, issued.expires_at);
-        location.replace(next);
-      } catch (err) {
-        error.textContent = err.status === 401 ? "Wrong username or password." : explain(err);
-        error.hidden = false;
-        $("password").value = "";
-        $("password").focus();
-      } finally {
-        $("login-submit").disabled = false;
-      }
-    });
-  }
-
   // --- the queue -----------------------------------------------------------------------
 
   const queue = {
@@ -389,7 +210,7 @@
   };
 
   function detailHref(id) {
-    if (id.startsWith("replies/")) {  // issue 14: a draft reply's own page
+    if (id.startsWith("replies/")) {  // a draft reply's own page
       return `/workspace/replies/${encodeURIComponent(id.slice(8))}`;
     }
     return `/workspace/tasks/${id.split("/").map(encodeURIComponent).join("/")}`;
@@ -446,7 +267,7 @@
       return row;
     }
     if (item.status === "failed") {
-      // issue 15, item 9: a failed step is retried (or left) in the detail view
+      // a failed step is retried (or left) in the detail view
       const verb = item.requested_by === me.username ? "Details" : "Retry";
       row._select = el("td", { class: "col-select" });
       row._actions = el("td", { class: "col-actions", "data-label": "Decide" },
@@ -458,7 +279,7 @@
         })));
       return row;
     }
-    if (item.kind === "reply") {  // issue 14: a draft reply is decided on its own page
+    if (item.kind === "reply") {  // a draft reply is decided on its own page
       row._select = el("td", { class: "col-select" });
       row._actions = el("td", { class: "col-actions", "data-label": "Decide" }, el(
         "div",
@@ -623,55 +444,10 @@
   }
 
   // --- the live event stream (notify): GET /human-tasks/events pushes every change of the
-  // caller's orgs; polling is only the fallback while the stream is down. EventSource
-  // cannot send the bearer token, so the stream is read with fetch.
+  // caller's orgs; polling is only the fallback while the stream is down (common.js reads
+  // it; `stream` keeps the last event id for a reconnect).
 
-  const STREAM_RETRY_MS = 5000;
-  const live = { lastId: "" };
-
-  function parseEvent(block, onEvent) {
-    let id = "";
-    let name = "";
-    const data = [];
-    for (const line of block.split("\n")) {
-      if (line.startsWith(":")) continue;
-      const at = line.indexOf(":");
-      const field = at < 0 ? line : line.slice(0, at);
-      const value = at < 0 ? "" : line.slice(at + 1).replace(/^ /, "");
-      if (field === "id") id = value;
-      else if (field === "event") name = value;
-      else if (field === "data") data.push(value);
-    }
-    if (id) live.lastId = id;
-    if (name || data.length) onEvent(name || "message", data.join("\n"));
-  }
-
-  async function readStream(onOpen, onEvent) {
-    const headers = { Accept: "text/event-stream" };
-    const bearer = token();
-    if (bearer) headers.Authorization = `Bearer ${bearer}`;
-    if (live.lastId) headers["Last-Event-ID"] = live.lastId;
-    const response = await fetch("/human-tasks/events", {
-      headers,
-      credentials: "omit",
-      cache: "no-store",
-    });
-    if (!response.ok || !response.body) throw new Error(`event stream: ${response.status}`);
-    onOpen();
-    const reader = response.body.getReader();
-    const decoder = new TextDecoder();
-    let buffer = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) throw new Error("event stream closed");
-      buffer += decoder.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
-      let cut;
-      while ((cut = buffer.indexOf("\n\n")) >= 0) {
-        parseEvent(buffer.slice(0, cut), onEvent);
-        buffer = buffer.slice(cut + 2);
-      }
-    }
-  }
+  const stream = { lastId: "" };
 
   // `live`: refresh on the task event stream (polling while it is down); the agents page
   // polls, since an agent's health is not a task event
@@ -695,11 +471,11 @@
       }, 100);
     };
     const connect = () => {
-      readStream(() => {
+      readStream("/human-tasks/events", () => {
         document.body.dataset.live = "stream";
         clearTimeout(queue.timer);
         refresh();
-      }, changed).catch(() => {
+      }, changed, stream).catch(() => {
         document.body.dataset.live = "polling";
         poll();
         setTimeout(connect, STREAM_RETRY_MS);
@@ -1049,7 +825,7 @@
         closed: `The task ended (${data.phase}) before this step was decided.`,
       };
       body.append(el("p", { text: why[data.status] || data.status }));
-      if (data.status === "expired") renderReopen(data); // issue 15 item 8
+      if (data.status === "expired") renderReopen(data);
       if (data.status === "waiting") {
         const first = data.plan.find((s) => !s.decision && (s.state === "Pending" || s.state === "Escalated"));
         if (first) {
@@ -1172,7 +948,7 @@
     body.append(buttons);
   }
 
-  // Issue 15, item 9: a step whose tool call failed shows why; where the action catalog
+  // a step whose tool call failed shows why; where the action catalog
   // says the action is safe to run twice, an expert retries it (POST /human-tasks/{id}/retry).
   function renderRetry(data, step) {
     const body = $("decide-body");
@@ -1411,7 +1187,7 @@
     schedule(() => Promise.all([refreshDetail(), refreshBadge()]));
   }
 
-  // --- a draft reply (issue 14) ------------------------------------------------------
+  // --- a draft reply ---------------------------------------------------------------------
 
   const reply = { filled: false };
 
@@ -1496,7 +1272,7 @@
     schedule(() => Promise.all([refreshReply(), refreshBadge()]));
   }
 
-  // --- the agents page (issue 15: each agent of the caller's orgs with its health) -------
+  // --- the agents page (each agent of the caller's orgs with its health) -----------------
 
   function phasePill(phase) {
     const kinds = { Ready: "ok", Degraded: "warn", Failed: "bad", Paused: "muted" };
@@ -1575,7 +1351,7 @@
     schedule(() => Promise.all([refreshAgents(), refreshBadge()]), false);
   }
 
-  // --- the access map (GET|PUT /access-map, access.manage; issue 15 item 7) -------------
+  // --- the access map (GET|PUT /access-map, access.manage) -------------------------------
 
   function renderAccess(map) {
     const caps = map.capabilities;
@@ -1627,31 +1403,11 @@
 
   // --- start ---------------------------------------------------------------------------
 
-  async function start() {
-    const page = document.body.dataset.page;
-    if (page === "login") {
-      loginPage();
-      return;
-    }
-    if (!token()) {
-      toLogin();
-      return;
-    }
-    $("logout").addEventListener("click", () => {
-      forget();
-      location.replace("/workspace/login");
-    });
-    try {
-      if (page === "tasks") await queuePage();
-      else if (page === "task") await detailPage();
-      else if (page === "reply") await replyPage();  // issue 14
-      else if (page === "agents") await agentsPage();
-      else if (page === "access") await accessPage();
-    } catch (err) {
-      if (err.status !== 401) showMessage(explain(err));
-    }
-  }
-
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
-  else start();
+  start(explain, {
+    tasks: queuePage,
+    task: detailPage,
+    reply: replyPage,
+    agents: agentsPage,
+    access: accessPage,
+  });
 })();

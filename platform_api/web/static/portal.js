@@ -1,6 +1,6 @@
 // The client portal: fills the /portal pages from the platform's JSON API.
 //
-// Built like the workspace's app.js: the bearer token from POST /auth/token lives in
+// Built on common.js, like the workspace's app.js: the bearer token from POST /auth/token lives in
 // sessionStorage and goes out as `Authorization: Bearer` (no cookie, so nothing can be
 // forged from another site); every value from the API is put into the page as text, never
 // as HTML. What the client may see is the API's decision; the page adds one more guard:
@@ -9,77 +9,30 @@
 "use strict";
 
 (() => {
-  const TOKEN = "humanwork.token";
-  const EXPIRES = "humanwork.expires";
+  const {
+    STREAM_RETRY_MS, $, el, sleep, newKey, timeFormat, invalid, pill, announce, showMessage,
+    token, forget, toLogin, ApiError, call, readStream, start,
+  } = humanworkPage({
+    prefix: "/portal", home: "/portal/conversations", keyPrefix: "portal-", signIn: "sign in",
+    markFields: false,
+  });
   const VISIT = "humanwork.portal.visit.";
   const POLL_MS = 5000;
-  const STREAM_RETRY_MS = 5000;
 
   // --- small helpers -------------------------------------------------------------------
 
-  const $ = (id) => document.getElementById(id);
-
-  function el(tag, attrs, ...children) {
-    const node = document.createElement(tag);
-    for (const [key, value] of Object.entries(attrs || {})) {
-      if (value === null || value === undefined || value === false) continue;
-      if (key === "class") node.className = value;
-      else if (key === "text") node.textContent = value;
-      else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
-      else if (value === true) node.setAttribute(key, "");
-      else node.setAttribute(key, String(value));
-    }
-    for (const child of children.flat()) {
-      if (child === null || child === undefined || child === false) continue;
-      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
-    }
-    return node;
-  }
-
-  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
-  function newKey() {
-    const bytes = new Uint8Array(16);
-    crypto.getRandomValues(bytes);
-    return "portal-" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-  }
-
-  const timeFormat = new Intl.DateTimeFormat(undefined, {
-    month: "short", day: "numeric", hour: "2-digit", minute: "2-digit",
-  });
-
   function when(iso) {
     return iso ? el("time", { datetime: iso, class: "when", text: timeFormat.format(new Date(iso)) }) : "";
-  }
-
-  function pill(text, kind) {
-    return el("span", { class: `pill ${kind}`, text });
   }
 
   function risk(level) {
     return level ? el("span", { class: `risk risk-${level}`, text: `${level} risk` }) : "";
   }
 
-  function announce(text) {
-    const region = $("announcer");
-    region.textContent = "";
-    setTimeout(() => {
-      region.textContent = text;
-    }, 50);
-  }
-
-  function showMessage(text) {
-    const box = $("message");
-    if (!box) return;
-    box.textContent = text;
-    box.hidden = !text;
-  }
-
   function fieldError(field, box, text) {
     box.textContent = text;
     box.hidden = !text;
-    if (text) field.setAttribute("aria-invalid", "true");
-    else field.removeAttribute("aria-invalid");
+    invalid(field, Boolean(text));
   }
 
   function toast(text) {
@@ -92,84 +45,6 @@
   }
 
   // --- the session ---------------------------------------------------------------------
-
-  function token() {
-    const value = sessionStorage.getItem(TOKEN);
-    const expires = sessionStorage.getItem(EXPIRES);
-    if (!value) return null;
-    if (expires && Date.parse(expires) <= Date.now()) {
-      forget();
-      return null;
-    }
-    return value;
-  }
-
-  function forget() {
-    sessionStorage.removeItem(TOKEN);
-    sessionStorage.removeItem(EXPIRES);
-  }
-
-  function toLogin(reason) {
-    const query = new URLSearchParams({ next: location.pathname + location.search });
-    if (reason) query.set("reason", reason);
-    location.replace(`/portal/login?${query}`);
-  }
-
-  function safeNext(raw) {
-    if (raw && raw.startsWith("/portal/") && !raw.startsWith("//") && !raw.includes("\\")) {
-      return raw;
-    }
-    return "/portal/conversations";
-  }
-
-  class ApiError extends Error {
-    constructor(status, code, message) {
-      super(message);
-      this.status = status;
-      this.code = code;
-    }
-  }
-
-  // One call of the JSON API; reads (and writes with an Idempotency-Key) are retried on a
-  // network failure.
-  async function call(method, path, body, key) {
-    const headers = { Accept: "application/json" };
-    const bearer = token();
-    if (bearer) headers.Authorization = `Bearer ${bearer}`;
-    if (body !== undefined) headers["Content-Type"] = "application/json";
-    if (key) headers["Idempotency-Key"] = key;
-    let response;
-    for (let attempt = 0; ; attempt += 1) {
-      try {
-        response = await fetch(path, {
-          method, headers, credentials: "omit", cache: "no-store",
-          body: body === undefined ? undefined : JSON.stringify(body),
-        });
-        break;
-      } catch (err) {
-        if (attempt >= 2 || (method !== "GET" && !key)) {
-          throw new ApiError(0, "network_error", "The platform cannot be reached; try again.");
-        }
-        await sleep(400 * (attempt + 1));
-      }
-    }
-    const text = await response.text();
-    let data = null;
-    try {
-      data = text ? JSON.parse(text) : null;
-    } catch (err) {
-      data = null;
-    }
-    if (!response.ok) {
-      if (response.status === 401 && path !== "/auth/token") {
-        forget();
-        toLogin("expired");
-      }
-      const code = (data && data.code) || `http_${response.status}`;
-      throw new ApiError(response.status, code, (data && data.message) || "request failed");
-    }
-    return data;
-  }
 
   const EXPLAIN = {
     not_found: "Not found: this does not exist, or it is not yours to see.",
@@ -202,47 +77,6 @@
     $("user-org").textContent = org ? org.name : "";
   }
 
-  // --- the sign-in page ----------------------------------------------------------------
-
-  function loginPage() {
-    const params = new URLSearchParams(location.search);
-    const next = safeNext(params.get("next"));
-    if (token()) {
-      location.replace(next);
-      return;
-    }
-    const error = $("login-error");
-    if (params.get("reason") === "expired") {
-      error.textContent = "Your session ended; please sign in again.";
-      error.hidden = false;
-    }
-    $("username").focus();
-    $("login-form").addEventListener("submit", async (event) => {
-      event.preventDefault();
-      const username = $("username").value.trim();
-      const password = $("password").value;
-      if (!username || !password) {
-        error.textContent = "Enter your username and password.";
-        error.hidden = false;
-        $(username ? "password" : "username").focus();
-        return;
-      }
-      $("login-submit").disabled = true;
-      try {
-        const issued = await call("POST", "/auth/token", { username, password });
-        sessionStorage.setItem(TOKEN, issued.access_token);
-        sessionStorage.setItem(EXPIRES, issued.expires_at);
-        location.replace(next);
-      } catch (err) {
-        error.textContent = err.status === 401 ? "Wrong username or password." : explain(err);
-        error.hidden = false;
-        $("password").value = "";
-        $("password").focus();
-      } finally {
-        $("login-submit").disabled = false;
-      }
-    });
-  }
 
   // --- the last visit of each conversation (localStorage) ------------------------------
 
@@ -632,42 +466,6 @@
 
   // --- the live stream of one conversation ---------------------------------------------
 
-  function parseEvent(block, onEvent) {
-    let name = "";
-    const data = [];
-    for (const line of block.split("\n")) {
-      if (line.startsWith(":")) continue;
-      const at = line.indexOf(":");
-      const field = at < 0 ? line : line.slice(0, at);
-      const value = at < 0 ? "" : line.slice(at + 1).replace(/^ /, "");
-      if (field === "event") name = value;
-      else if (field === "data") data.push(value);
-    }
-    if (name || data.length) onEvent(name || "message", data.join("\n"));
-  }
-
-  async function readStream(onOpen, onEvent) {
-    const headers = { Accept: "text/event-stream" };
-    const bearer = token();
-    if (bearer) headers.Authorization = `Bearer ${bearer}`;
-    const response = await fetch(`${view.base}/events`, { headers, credentials: "omit", cache: "no-store" });
-    if (!response.ok || !response.body) throw new Error(`event stream: ${response.status}`);
-    onOpen();
-    const reader = response.body.getReader();
-    const decoder = new TextDecoder();
-    let buffer = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) throw new Error("event stream closed");
-      buffer += decoder.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
-      let cut;
-      while ((cut = buffer.indexOf("\n\n")) >= 0) {
-        parseEvent(buffer.slice(0, cut), onEvent);
-        buffer = buffer.slice(cut + 2);
-      }
-    }
-  }
-
   function parsed(data) {
     try {
       return JSON.parse(data);
@@ -706,7 +504,7 @@
       }, POLL_MS);
     };
     const connect = () => {
-      readStream(() => {
+      readStream(`${view.base}/events`, () => {
         document.body.dataset.live = "stream";
         clearTimeout(view.timer);
         refresh();
@@ -752,28 +550,5 @@
 
   // --- start ---------------------------------------------------------------------------
 
-  async function start() {
-    const page = document.body.dataset.page;
-    if (page === "portal_login") {
-      loginPage();
-      return;
-    }
-    if (!token()) {
-      toLogin();
-      return;
-    }
-    $("logout").addEventListener("click", () => {
-      forget();
-      location.replace("/portal/login");
-    });
-    try {
-      if (page === "portal_list") await listPage();
-      else if (page === "portal_conversation") await conversationPage();
-    } catch (err) {
-      if (err.status !== 401) showMessage(explain(err));
-    }
-  }
-
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
-  else start();
+  start(explain, { portal_list: listPage, portal_conversation: conversationPage });
 })();
