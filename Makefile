@@ -104,6 +104,7 @@ lint: venv
 	$(VENV)/bin/lint-imports
 	$(PY) -m humanwork_dev.deployables --check
 	$(PY) -m humanwork_dev.helmdocs --check
+	$(PY) -m humanwork_dev.chartpolicies --check
 	$(PY) -m humanwork_dev.sizes
 
 format: venv
@@ -120,6 +121,7 @@ clean:
 docs: venv
 	$(PY) -m humanwork_dev.deployables
 	$(PY) -m humanwork_dev.helmdocs
+	$(PY) -m humanwork_dev.chartpolicies
 
 # buildah (Debian's package) on a base made by debootstrap; cached in ~/.cache/humanwork/images.
 # With Docker: docker build -f Dockerfile.<name> -t humanwork/<name>:0.1.0 . works unchanged.

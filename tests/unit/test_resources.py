@@ -69,7 +69,7 @@ def test_samples_validate_against_the_models() -> None:
 def test_the_sample_task_is_the_seed_example() -> None:
     task = AgenticTask.model_validate(sample("agentictask.yaml"))
     assert task.spec.description == (
-        "Reconcile all Amazon orders for October and update inventory in Shopify"
+        "Reconcile all Amazon orders for October 2026 and update inventory in Shopify"
     )
     read, write = task.spec.steps
     assert (read.risk, read.tool, read.parameters["action"]) == (
