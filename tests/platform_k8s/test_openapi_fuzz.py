@@ -49,7 +49,7 @@ from tests.fuzz import edges, network
 from tests.fuzz.serve import served
 from tests.platform.conftest import ADMIN_PASSWORD, StaticResolver, make_settings
 
-EXAMPLES = 25
+EXAMPLES = 15
 """Generated requests per operation in the fuzzing phase (the coverage phase adds its
 boundary cases, the examples phase the document's examples)."""
 
