@@ -132,6 +132,7 @@ TRANSIENT_CODES = frozenset(
         "unavailable",
         "kubernetes_unavailable",
         "kubernetes_error",
+        "database_unavailable",
     }
 )
 """Answers that say nothing about the step (the platform is busy or away): the call is sent

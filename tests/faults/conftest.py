@@ -140,7 +140,7 @@ class FaultWorld:
 
         def one(n: int, name: str) -> None:
             key, attempt = f"approve-{name}", 0
-            deadline = time.monotonic() + SETTLE_WITHIN
+            deadline = time.monotonic() + STARTUP + SETTLE_WITHIN  # a platform restarting
             while not self.approve(name, self.experts[n % len(self.experts)], key, attempt):
                 if (until and until()) or time.monotonic() > deadline:
                     return
@@ -350,9 +350,13 @@ def fault_world(
 
 @pytest.fixture
 def fresh(fault_world: FaultWorld) -> Iterator[FaultWorld]:
-    """The module's world with no rule left in its proxy, and a platform running."""
+    """The module's world with no rule left in its proxy, a platform running, and nothing
+    of an earlier test still moving (its writes would meet this test's rules)."""
     fault_world.proxy.clear()
     if fault_world.platform.proc is None or fault_world.platform.proc.poll() is not None:
         fault_world.restart_platform()
+    deadline = time.monotonic() + SETTLE_WITHIN
+    while not fault_world.settled() and time.monotonic() < deadline:
+        time.sleep(0.25)
     yield fault_world
     fault_world.proxy.clear()

@@ -11,7 +11,7 @@ import threading
 import time
 
 from humanwork_dev.postgres import PostgresServer
-from tests.faults.conftest import SETTLE_WITHIN, FaultWorld
+from tests.faults.conftest import SETTLE_WITHIN, STARTUP, FaultWorld
 from tests.faults.test_upstream import WRITE_PATH, execution, keys_of, resolve, side_effects
 from tests.faults.test_upstream import wait_states as settled_states
 
@@ -50,7 +50,7 @@ def test_postgres_restarted_mid_approvals_loses_nothing(
         time.sleep(0.05)
     fault_at = time.monotonic()
     restart(postgres)
-    experts.join(SETTLE_WITHIN)
+    experts.join(STARTUP + SETTLE_WITHIN)
     assert {a.task for a in world.answered} >= set(names)
     world.check(fault_at, "PostgreSQL restarted mid-approvals")
     states = settled_states(world, names)

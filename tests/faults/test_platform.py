@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tests.faults.conftest import SETTLE_WITHIN, FaultWorld
+from tests.faults.conftest import SETTLE_WITHIN, STARTUP, FaultWorld
 from tests.faults.test_upstream import WRITE_PATH, execution, keys_of, resolve, side_effects
 from tests.faults.test_upstream import wait_states as settled_states
 
@@ -38,7 +38,7 @@ def test_the_platform_killed_at_a_decision_s_status_write_loses_nothing(
     fault_at = time.monotonic()
     assert world.platform.proc is not None and world.platform.proc.returncode == -9
     world.restart_platform()
-    experts.join(SETTLE_WITHIN)
+    experts.join(STARTUP + SETTLE_WITHIN)
     assert {a.task for a in world.answered} >= set(names)
     world.check(fault_at, f"platform killed at {point}")
 
@@ -58,7 +58,7 @@ def test_the_platform_killed_while_approvals_are_in_flight_loses_nothing(
     world.platform.kill()
     fault_at = time.monotonic()
     world.restart_platform()
-    experts.join(SETTLE_WITHIN)
+    experts.join(STARTUP + SETTLE_WITHIN)
     assert {a.task for a in world.answered} >= set(names)
     world.check(fault_at, "platform killed with approvals in flight")
 

@@ -47,6 +47,6 @@ def test_two_replicas_one_killed_at_a_decision_the_other_loses_nothing(
     second.proc.wait(90)  # its first decision got there: the point was reached
     fault_at = time.monotonic()
     assert second.proc.returncode == -9
-    experts.join(SETTLE_WITHIN)
+    experts.join(STARTUP + SETTLE_WITHIN)
     assert {a.task for a in world.answered} >= set(names)
     world.check(fault_at, "one of two replicas killed at a decision's status write")

@@ -375,3 +375,15 @@ async def test_a_claim_still_held_after_its_lease_is_an_unknown_outcome_never_a_
         "tool_call_outcome_unknown"
     )
     assert proxy.keys() == {"uid-1/set"}
+
+
+async def test_a_database_that_blinked_is_called_again_with_the_same_key(tmp_path: Path) -> None:
+    """The platform's database restarted mid-call (503 `database_unavailable`): that says
+    nothing about the step, so the agent calls again with its key; the step never fails."""
+    store = approved(WRITE)
+    down = refusal(503, "database_unavailable", "the platform's database did not answer")
+    proxy = Proxy(*[down] * 5, ok({"inventory_level": {"available": 4}}))
+    events = await run(tmp_path, store, proxy)
+    assert execution(store, "set").state.value == "Succeeded"
+    assert len(proxy.requests) == 6 and proxy.keys() == {"uid-1/set"}
+    assert events.of("task.step_failed") == []
