@@ -246,6 +246,10 @@ def _platform(
 ) -> tuple[PlatformProcess, str]:
     name = f"faults_{uuid.uuid4().hex[:10]}"
     url = asyncio.run(postgres.create_database(name))
+    # the session's server trades durability for speed (synchronous_commit off): a crash
+    # would lose the last commits, a tool call's claim among them, which production's
+    # never does; this world's database commits as production does
+    asyncio.run(postgres._execute("postgres", f"ALTER DATABASE {name} SET synchronous_commit = on"))
     workdir.mkdir(parents=True, exist_ok=True)
     endpoints = workdir / "agent-endpoints.json"
     endpoints.write_text("{}")
