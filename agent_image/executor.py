@@ -17,7 +17,8 @@ is approved, every earlier step executed, it has not finished). Running a step:
 Outcome unknown: when the proxy answers `tool_call_outcome_unknown` (the upstream may or
 may not have applied the call: a timeout, a connection broken after sending, a 5xx to a
 write), the step is recorded `OutcomeUnknown` and `task.step_outcome_unknown` is emitted;
-the agent never calls again on its own. Once an expert resolves it (the platform writes
+the agent never calls again on its own. The same holds for a claim another call held past
+its lease (a platform that died mid-call: `claims`). Once an expert resolves it (the platform writes
 `resolution` for that attempt), the step is executable again: the next attempt's call is
 answered by the proxy's ledger (the replayed result after `applied`) or goes upstream once
 more (after `not_applied`).
@@ -43,6 +44,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from agent_image.claims import IN_PROGRESS_CODE, ClaimWatch
 from humanwork_core import catalog, taskflow
 from humanwork_core.resources import AgenticTask
 from humanwork_core.resources.agentictask import Step, StepKind
@@ -130,11 +132,13 @@ TRANSIENT_CODES = frozenset(
         "unavailable",
         "kubernetes_unavailable",
         "kubernetes_error",
-        "tool_call_in_progress",
+        "database_unavailable",
     }
 )
-"""Answers that say nothing about the step (the platform or the proxy's claim is busy or
-away): the call is sent again with the same key, as after the upstream's 429 (`transient`).
+"""Answers that say nothing about the step (the platform is busy or away): the call is sent
+again with the same key, as after the upstream's 429 (`transient`), up to
+`MAX_CALL_ATTEMPTS` times. `tool_call_in_progress` (another call holds the step's claim) is
+waited out for as long as the claim's lease lasts (`claims.ClaimWatch`), uncounted.
 Every other refusal, the upstream's included, fails the step with its reason; an expert may
 retry it (`retry_safe`)."""
 
@@ -491,19 +495,24 @@ class Executor:
     ) -> dict[str, Any]:
         """Call the proxy until it gives an answer: a result, or a final refusal. Only the
         platform's own transient answers (`TRANSIENT_CODES`) are sent again, with the same
-        key; an unknown outcome is never called again; every other refusal fails the step
-        with its reason; an answer that is not `{result: {...}}` fails it as malformed."""
+        key, and a claim held by another call is waited out while its lease lasts (then
+        it is an unknown outcome: `claims`); an unknown outcome is never called again;
+        every other refusal fails the step with its reason; an answer that is not
+        `{result: {...}}` fails it as malformed."""
         last: StepFailed | None = None
-        for _ in range(MAX_CALL_ATTEMPTS):
+        claim, tries = ClaimWatch(), 0
+        while tries < MAX_CALL_ATTEMPTS:
             try:
                 answer = await self.tools.call_tool(tool, action, params, key, task, step)
             except Exception as exc:
                 code = getattr(exc, "code", None)
-                if code == OUTCOME_UNKNOWN_CODE:
+                if code == OUTCOME_UNKNOWN_CODE or (
+                    code == IN_PROGRESS_CODE and claim.given_up(exc)
+                ):
                     self.checkpoints.write(key, state="unknown")
                     raise OutcomeUnknown(f"{OUTCOME_UNKNOWN_CODE}: {exc}") from exc
-                last = failure(exc)
-                if not transient(exc):
+                last, tries = failure(exc), tries + (code != IN_PROGRESS_CODE)
+                if code != IN_PROGRESS_CODE and not transient(exc):
                     raise last from exc
                 LOG.info("step %s: proxy answered %s; retrying with the same key", key, code)
                 await asyncio.sleep(self.retry_seconds)

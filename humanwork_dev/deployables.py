@@ -158,6 +158,16 @@ EXTRA_SETTINGS: dict[str, list[Setting]] = {
             "folder of `pg_dump` and `pg_restore` for `python -m platform_api.backup` "
             "(after `--pg-bin`; read by `platform_api.backup.database`)",
         ),
+        Setting(
+            "test_fault_point",
+            ("HUMANWORK_TEST_FAULT_POINT",),
+            "str",
+            "unset (off)",
+            "for the fault tests only, never in a deployment: the named point at which the "
+            "process kills itself (SIGKILL) the first time it gets there "
+            "(`decision.before_status_write`, `decision.after_status_write`; read once at "
+            "start by `platform_api.faultpoints`)",
+        ),
     ],
 }
 

@@ -5,8 +5,10 @@ a fake upstream (its integration's `baseUrl` names the proxy) to misbehave on pu
   reset the client's connection (TCP RST) without a byte of the answer;
 - `status`: answer `status` (with `Retry-After` if given) without reaching the upstream;
 - `slow`: forward the request and hold the upstream's answer `seconds` before passing it on;
-- `hold`: hold the request until `release()` (`before`: not yet sent upstream; `after`:
-  sent, answered, the answer held), so that a test can kill the caller at that point.
+- `hold`: hold the request until `released` is set (`before`: not yet sent upstream;
+  `after`: sent, answered, the answer held), so that a test can kill the caller at that
+  point; with `drop`, a request held `before` is then dropped (its connection closed,
+  nothing sent upstream), as a request lost with its dead sender.
 
 Each rule applies to the next `times` requests whose path contains `path_contains`. Every
 request is logged (method, path, what was done). Loopback only; no pytest here.
@@ -36,6 +38,7 @@ class Rule:
     retry_after: float | None = None
     seconds: float = 0.0
     where: str = "before"
+    drop: bool = False
     reached: threading.Event = field(default_factory=threading.Event)
     released: threading.Event = field(default_factory=threading.Event)
 
@@ -150,6 +153,9 @@ class FaultProxy:
             return True
         if rule is not None and rule.kind == "hold" and rule.where == "before":
             await self._hold(rule)
+            if rule.drop:
+                writer.transport.abort()
+                return False
         answer = await self._forward(request)
         if rule is not None and rule.kind == "hold" and rule.where == "after":
             await self._hold(rule)

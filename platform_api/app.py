@@ -208,6 +208,7 @@ def _platform(
             cipher,
             upstreams,
             web=WebLimits(settings.web_fetch_max_bytes, settings.web_fetch_timeout_seconds),
+            claim_lease_seconds=settings.tool_claim_lease_seconds,
             on_called=lambda tool, outcome: metrics.proxy_calls.labels(tool, outcome).inc(),
         ),
         metrics=metrics,

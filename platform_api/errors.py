@@ -110,6 +110,16 @@ class Unavailable(PlatformError):
     status_code = 503
 
 
+class DatabaseUnavailable(PlatformError):
+    """The platform's database did not answer (restarting, failing over, unreachable): the
+    request stopped there. Send it again with the same idempotency key: decisions, tool
+    calls and events are answered from the first wherever it got."""
+
+    code = "database_unavailable"
+    status_code = 503
+    headers: ClassVar[dict[str, str]] = {"Retry-After": "1"}
+
+
 class KubernetesError(PlatformError):
     """The Kubernetes API refused or failed a request the platform made (`details.status`:
     the client's status)."""
@@ -507,7 +517,28 @@ _UNSTORABLE_TEXT = {"22021", "22P05"}
 database cannot store, above all the NUL character (0x00)."""
 
 
+_CONNECTION_LOST = ("08", "57P01", "57P02", "57P03")
+"""SQLSTATEs of a lost or refused connection: class 08, and the server shutting down,
+crashed or starting up."""
+
+
+def _connection_lost(exc: Exception) -> bool:
+    """Whether a database error says the server went away, not that the statement failed."""
+    if isinstance(exc, ConnectionRefusedError | ConnectionResetError):
+        return True  # asyncpg's connect, unwrapped by SQLAlchemy
+    if not isinstance(exc, DBAPIError):
+        return False
+    sqlstate = str(getattr(exc.orig, "sqlstate", "") or "")
+    closed = "connection" in type(exc.orig).__name__.lower()
+    return exc.connection_invalidated or closed or sqlstate.startswith(_CONNECTION_LOST)
+
+
 async def _database_error(request: Request, exc: Exception) -> JSONResponse:
+    if _connection_lost(exc):
+        log.warning("the database did not answer: %s", type(exc).__name__)
+        return await _platform_error(
+            request, DatabaseUnavailable("the platform's database did not answer; retry")
+        )
     assert isinstance(exc, DBAPIError)
     if getattr(exc.orig, "sqlstate", None) in _UNSTORABLE_TEXT:
         return JSONResponse(
@@ -526,6 +557,8 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(PlatformError, _platform_error)
     app.add_exception_handler(KubeError, _platform_error)
     app.add_exception_handler(DBAPIError, _database_error)
+    app.add_exception_handler(ConnectionRefusedError, _database_error)
+    app.add_exception_handler(ConnectionResetError, _database_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)

@@ -225,6 +225,16 @@ class Settings(BaseSettings):
     upstream_timeout_seconds: float = Field(
         default=10.0, gt=0, description="timeout of the tool proxy's calls to upstream APIs"
     )
+    tool_claim_lease_seconds: float = Field(
+        default=300.0,
+        ge=10,
+        le=86_400,
+        description="how long a tool call's claim in the proxy's ledger may stay `started` "
+        "before it is taken for the claim of a platform that died mid-call: the next call "
+        "with its key turns it `unknown` (an expert decides) instead of answering "
+        "`tool_call_in_progress`. At least 4 times HUMANWORK_UPSTREAM_TIMEOUT_SECONDS (a live "
+        "call's reads, write and read-back)",
+    )
     upstream_allowed_endpoints: list[str] = Field(
         default_factory=list,
         description="JSON list of `host:port` pairs and CIDRs the tool proxy may reach "
@@ -390,6 +400,17 @@ class Settings(BaseSettings):
         if self.dispatch_lease_seconds <= self.dispatch_timeout_seconds:
             raise ValueError(
                 "HUMANWORK_DISPATCH_LEASE_SECONDS must exceed HUMANWORK_DISPATCH_TIMEOUT_SECONDS"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _claim_lease(self) -> Settings:
+        """A live tool call must never outlast its claim's lease (it would be taken for a
+        dead one and left to an expert)."""
+        if self.tool_claim_lease_seconds < 4 * self.upstream_timeout_seconds:
+            raise ValueError(
+                "HUMANWORK_TOOL_CLAIM_LEASE_SECONDS must be at least 4 times "
+                "HUMANWORK_UPSTREAM_TIMEOUT_SECONDS"
             )
         return self
 

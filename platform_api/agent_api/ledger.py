@@ -4,9 +4,15 @@ one approval buys one side effect however often the agent calls.
 - `claim` commits a `started` row before the upstream is called (two concurrent calls with
   one key cannot both reach it); a key claimed before answers through `replay`.
 - `replay` answers a repeat from the row: the stored result, the stored refusal, 409
-  `tool_call_in_progress` while the first call runs, 409 `tool_call_outcome_unknown` while
-  its outcome is unknown (or its claim is older than `STALE_CLAIM_SECONDS`), 422
+  `tool_call_in_progress` while the first call runs (with `details.staleInSeconds`, the
+  lease it has left), 409 `tool_call_outcome_unknown` while its outcome is unknown, 422
   `idempotency_conflict` for a key reused for another request.
+- The lease: a claim still `started` after `lease_seconds` (`tool_claim_lease_seconds`,
+  longer than any live call) is the claim of a platform that died mid-call. The first
+  repeat after that turns it `unknown` in the database (`turn_stale`), for an expert to
+  decide: whether that call reached the upstream is unknown, so it is never called again
+  blindly, and the agent, which waits out `in progress` for as long as the lease lasts,
+  records the step `OutcomeUnknown` instead of failing it.
 - `finish` ends the claim as `settle` says: `done`, `failed` (a definite refusal, replayed),
   `unknown` (kept for an expert, `human_tasks.resolve`), or `release` (deleted: nothing
   happened, a retry may call again).
@@ -15,6 +21,7 @@ one approval buys one side effect however often the agent calls.
 from __future__ import annotations
 
 import hashlib
+import math
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -38,6 +45,7 @@ from platform_api.tools.upstreams.base import OUTCOME_NOT_SENT, OUTCOME_UNKNOWN
 from platform_api.tools.upstreams.errors import MissingCredentials, UpstreamError
 
 STALE_CLAIM_SECONDS = 300
+"""The default lease of a `started` claim (`Settings.tool_claim_lease_seconds`)."""
 
 
 class StoredRefusal(UpstreamError):
@@ -121,6 +129,7 @@ class ToolCallLedger:
     """Claim, replay, finish and release tool calls (see the module docstring)."""
 
     sessions: async_sessionmaker[AsyncSession]
+    lease_seconds: float = STALE_CLAIM_SECONDS
 
     async def claim(self, claim: Claim) -> ToolCallOut | None:
         """Claim the key (a row committed before the upstream is called); the stored
@@ -132,7 +141,9 @@ class ToolCallLedger:
                     session.add(_started(claim, now))
             except IntegrityError:
                 async with session.begin():
-                    existing = await session.get(ToolCall, claim.primary_key)
+                    existing = await session.get(ToolCall, claim.primary_key, with_for_update=True)
+                    if existing is not None:
+                        self.turn_stale(existing, now)
                 if existing is None:  # released between our insert and our read
                     raise ToolCallInProgress(
                         "a call with this key is running", key=claim.key
@@ -146,12 +157,15 @@ class ToolCallLedger:
             raise IdempotencyConflict(
                 "this idempotency key was used for another call", key=row.idempotency_key
             )
-        if row.state == "unknown" or (
-            row.state == "started" and (now - row.created_at).total_seconds() > STALE_CLAIM_SECONDS
-        ):
+        if row.state == "unknown" or self.stale(row, now):
             raise outcome_unknown(row)
         if row.state == "started":
-            raise ToolCallInProgress("a call with this key is running", key=row.idempotency_key)
+            left = self.lease_seconds - (now - row.created_at).total_seconds()
+            raise ToolCallInProgress(
+                "a call with this key is running",
+                key=row.idempotency_key,
+                staleInSeconds=str(max(0, math.ceil(left))),
+            )
         if row.state == "failed":
             error = row.result
             message = str(error.get("message", "the upstream refused the call"))
@@ -162,6 +176,25 @@ class ToolCallLedger:
         return ToolCallOut(
             tool=row.tool, action=row.action, result=row.result, replayed=True, sideEffecting=True
         )
+
+    def stale(self, row: ToolCall, now: datetime) -> bool:
+        """Whether `row` is a `started` claim past its lease (its platform died mid-call)."""
+        age = (now - row.created_at).total_seconds()
+        return row.state == "started" and age > self.lease_seconds
+
+    def turn_stale(self, row: ToolCall, now: datetime) -> None:
+        """Turn a stale claim `unknown` (in the caller's transaction, the row locked): from
+        now on every view of it (the queue, `resolve`) sees an outcome an expert decides."""
+        if not self.stale(row, now):
+            return
+        row.state = "unknown"
+        row.status_code = ToolCallOutcomeUnknown.status_code
+        row.result = {
+            "code": ToolCallOutcomeUnknown.code,
+            "message": "the call's claim outlived its lease: the platform that made it "
+            "stopped mid-call",
+        }
+        row.finished_at = now
 
     async def finish(
         self,

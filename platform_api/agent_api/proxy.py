@@ -34,12 +34,12 @@ How an upstream failure ends the claim depends on what it says about the side ef
 - definitely refused (the upstream answered 4xx to the write): stored as the key's result
   and replayed to every retry;
 - maybe applied (a read or write timeout, a connection broken after the request was sent,
-  a 5xx answer to a write, a claim left by a platform that died mid-call, older than
-  `STALE_CLAIM_SECONDS`): the claim is kept in state `unknown` and the call answers 409
-  `tool_call_outcome_unknown`; every later call for the step answers the same without
-  touching the upstream, until an expert resolves it (`human_tasks.resolve`): `applied`
-  finishes the row (the next call replays it and the step completes), `not_applied`
-  releases it (the agent may call once more).
+  a 5xx answer to a write, a claim left `started` by a platform that died mid-call, past
+  its lease `tool_claim_lease_seconds`): the claim is kept in state `unknown` and the
+  call answers 409 `tool_call_outcome_unknown`; every later call for the step answers
+  the same without touching the upstream, until an expert resolves it
+  (`human_tasks.resolve`): `applied` finishes the row (the next call replays it and the
+  step completes), `not_applied` releases it (the agent may call once more).
 Where the action sets an absolute value, a read settles "maybe applied" first
 (`readback`): the upstream holding exactly the approved value finishes the claim as
 applied. The adapters never retry a write themselves (`upstreams.base.Exchange.send`), and send the
@@ -65,7 +65,14 @@ from humanwork_core.resources import AgenticTask
 from platform_api.access.confirmers import steps_to_confirm
 from platform_api.agent_api import limits, readback
 from platform_api.agent_api.identity import Agent
-from platform_api.agent_api.ledger import Claim, ToolCallLedger, request_hash, settle, step_key
+from platform_api.agent_api.ledger import (
+    STALE_CLAIM_SECONDS,
+    Claim,
+    ToolCallLedger,
+    request_hash,
+    settle,
+    step_key,
+)
 from platform_api.agent_api.schemas import ToolCallIn, ToolCallOut
 from platform_api.audit.service import record
 from platform_api.errors import (
@@ -132,13 +139,15 @@ class ToolProxy:
     http: httpx.AsyncClient | None
     web: WebLimits = field(default_factory=WebLimits)
     """The platform's limits of `web.fetch`."""
+    claim_lease_seconds: float = STALE_CLAIM_SECONDS
+    """How long a claim may stay `started` (`tool_claim_lease_seconds`; see `ledger`)."""
     ledger: ToolCallLedger = field(init=False)
     on_called: Callable[[str, str], None] | None = None
     """Told the tool and the outcome (`success` or the error code) of every call that
     reached the upstream step (the platform's metrics)."""
 
     def __post_init__(self) -> None:
-        self.ledger = ToolCallLedger(self.sessions)
+        self.ledger = ToolCallLedger(self.sessions, self.claim_lease_seconds)
 
     async def call(self, agent: Agent, tool: str, body: ToolCallIn) -> ToolCallOut:
         """Run one tool call for `agent`, as the module docstring says."""

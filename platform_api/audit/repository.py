@@ -149,6 +149,21 @@ class AuditRepository:
         record.prev_hash, record.hash = row.prev_hash, row.hash
         return record
 
+    async def details_of(
+        self, org_id: uuid.UUID | None, action: str, target: str
+    ) -> list[dict[str, Any]]:
+        """The details of the org's `action` rows on `target` (oldest first)."""
+        rows = await self.session.scalars(
+            select(AuditRecord.details)
+            .where(
+                AuditRecord.org_id == org_id,
+                AuditRecord.action == action,
+                AuditRecord.target == target,
+            )
+            .order_by(AuditRecord.id)
+        )
+        return [dict(details or {}) for details in rows]
+
     async def list_for(
         self,
         *,

@@ -51,6 +51,15 @@ async def record(
     )
 
 
+async def carries_key(
+    session: AsyncSession, *, org_id: uuid.UUID | None, action: str, target: str, key: str
+) -> bool:
+    """Whether the org's chain holds an `action` row on `target` whose details carry the
+    idempotency key `key` (a decision written before its process died may lack its row)."""
+    rows = await AuditRepository(session).details_of(org_id, action, fit_target(target))
+    return any(details.get("idempotency_key") == key for details in rows)
+
+
 async def record_detached(
     sessions: async_sessionmaker[AsyncSession],
     *,

@@ -25,8 +25,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from humanwork_core import taskflow
 from humanwork_core.resources import AgenticTask, AgenticTaskStatus, Decision, StepStatus, Verdict
+from platform_api import faultpoints
 from platform_api.access.principal import Principal
-from platform_api.audit.service import record, record_detached
+from platform_api.audit.service import carries_key, record, record_detached
 from platform_api.corrections import service as corrections
 from platform_api.errors import (
     IdempotencyConflict,
@@ -140,7 +141,9 @@ class DecisionService:
                 continue
             cached = None
             if attempt.after == attempt.before:
-                return self._replay(attempt, ballot)
+                replayed = self._replay(attempt, ballot)
+                await self._audit_if_missing(session, ballot, org, replayed.recorded)
+                return replayed
             try:
                 written = await self._write(kube, ballot, attempt)
             except _Retry:
@@ -244,16 +247,47 @@ class DecisionService:
             _carrying(entry, ballot.idempotency_key),
         )
 
+    async def _audit_if_missing(
+        self, session: AsyncSession, ballot: Ballot, org: OrgRef, recorded: Decision | None
+    ) -> None:
+        """A replayed decision whose audit row is missing (the process that wrote it to the
+        task's status died before its transaction committed) is audited now, as recovered."""
+        if recorded is None:
+            return
+        action = f"task.step.{recorded.verdict.value}"
+        target = f"agentictask:{ballot.namespace}/{ballot.name}"
+        key = ballot.idempotency_key
+        if await carries_key(session, org_id=org.id, action=action, target=target, key=key):
+            return
+        details = {"step_id": ballot.step_id, "verdict": recorded.verdict.value}
+        await record(
+            session,
+            actor=recorded.by,
+            action=action,
+            target=target,
+            org_id=org.id,
+            details={
+                **details,
+                "at": recorded.at.isoformat(),
+                "idempotency_key": key,
+                "feedback": recorded.feedback,
+                "recovered": True,
+            },
+        )
+
     async def _write(self, kube: KubeClient, ballot: Ballot, attempt: _Attempt) -> dict[str, Any]:
         """Apply the platform's part of the status under the resourceVersion judged;
         `_Retry` when another writer changed the task meanwhile."""
+        faultpoints.reach("decision.before_status_write")
         try:
-            return await kube.apply_task_status(
+            written = await kube.apply_task_status(
                 ballot.namespace,
                 ballot.name,
                 attempt.task.metadata.resource_version or "",
                 taskflow.owned_status(attempt.after, taskflow.Writer.PLATFORM_API),
             )
+            faultpoints.reach("decision.after_status_write")
+            return written
         except KubeConflict:
             raise _Retry from None
         except KubeNotFound:

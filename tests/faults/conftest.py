@@ -52,6 +52,9 @@ WRITE = {
 }
 UPSTREAM_TIMEOUT = 3.0
 """The platform's upstream timeout in the fault world (10 s by default)."""
+CLAIM_LEASE = 5 * UPSTREAM_TIMEOUT
+"""The lease of a tool call's claim (300 s by default): a call killed with its platform is
+an unknown outcome in the queue this long after, within the time the world has to settle."""
 SETTLE_WITHIN = 120.0
 STARTUP = 240.0
 """How long a platform may take to start (migrations, scrypt) on a loaded 2-core machine."""
@@ -76,6 +79,9 @@ class FaultWorld:
     checkpoints: dict[str, str]
     tasks: list[str] = field(default_factory=list)
     answered: list[Answered] = field(default_factory=list)
+    replicas: list[str] = field(default_factory=list)
+    """The platform URLs the experts' clients spread their requests over (a load balancer's
+    view: a refused or failed request goes to the next); the platform's alone when empty."""
 
     @property
     def url(self) -> str:
@@ -112,11 +118,14 @@ class FaultWorld:
         self.tasks.extend(names)
         return names
 
-    def approve(self, name: str, expert: dict[str, str], key: str) -> bool:
-        """One approval attempt; True (and recorded as answered) when answered 2xx."""
-        path = f"/agentic/tasks/{self.namespace}/{name}/steps/fix/approve"
+    def approve(self, name: str, expert: dict[str, str], key: str, attempt: int = 0) -> bool:
+        """One approval attempt (to the replica `attempt` picks); True (and recorded as
+        answered) when answered 2xx."""
+        bases = self.replicas or [self.url]
+        base = bases[(hash(name) + attempt) % len(bases)]
+        path = f"{base}/agentic/tasks/{self.namespace}/{name}/steps/fix/approve"
         try:
-            r = self.call("POST", path, {**expert, "Idempotency-Key": key}, json={})
+            r = httpx.post(path, headers={**expert, "Idempotency-Key": key}, json={}, timeout=60)
         except httpx.HTTPError:
             return False
         if 200 <= r.status_code < 300:
@@ -130,11 +139,12 @@ class FaultWorld:
         with its key until answered; stops retrying early when `until()` says so."""
 
         def one(n: int, name: str) -> None:
-            key = f"approve-{name}"
-            deadline = time.monotonic() + SETTLE_WITHIN
-            while not self.approve(name, self.experts[n % len(self.experts)], key):
+            key, attempt = f"approve-{name}", 0
+            deadline = time.monotonic() + STARTUP + SETTLE_WITHIN  # a platform restarting
+            while not self.approve(name, self.experts[n % len(self.experts)], key, attempt):
                 if (until and until()) or time.monotonic() > deadline:
                     return
+                attempt += 1
                 time.sleep(0.2)
 
         with ThreadPoolExecutor(len(self.experts)) as pool:
@@ -236,6 +246,10 @@ def _platform(
 ) -> tuple[PlatformProcess, str]:
     name = f"faults_{uuid.uuid4().hex[:10]}"
     url = asyncio.run(postgres.create_database(name))
+    # the session's server trades durability for speed (synchronous_commit off): a crash
+    # would lose the last commits, a tool call's claim among them, which production's
+    # never does; this world's database commits as production does
+    asyncio.run(postgres._execute("postgres", f"ALTER DATABASE {name} SET synchronous_commit = on"))
     workdir.mkdir(parents=True, exist_ok=True)
     endpoints = workdir / "agent-endpoints.json"
     endpoints.write_text("{}")
@@ -252,6 +266,7 @@ def _platform(
             "HUMANWORK_AGENT_ENDPOINTS_FILE": str(endpoints),
             "HUMANWORK_UPSTREAM_ALLOWED_ENDPOINTS": json.dumps(["127.0.0.1/32"]),
             "HUMANWORK_UPSTREAM_TIMEOUT_SECONDS": str(UPSTREAM_TIMEOUT),
+            "HUMANWORK_TOOL_CLAIM_LEASE_SECONDS": str(CLAIM_LEASE),
         },
     )
     server.start(timeout=STARTUP)
@@ -339,9 +354,13 @@ def fault_world(
 
 @pytest.fixture
 def fresh(fault_world: FaultWorld) -> Iterator[FaultWorld]:
-    """The module's world with no rule left in its proxy, and a platform running."""
+    """The module's world with no rule left in its proxy, a platform running, and nothing
+    of an earlier test still moving (its writes would meet this test's rules)."""
     fault_world.proxy.clear()
     if fault_world.platform.proc is None or fault_world.platform.proc.poll() is not None:
         fault_world.restart_platform()
+    deadline = time.monotonic() + SETTLE_WITHIN
+    while not fault_world.settled() and time.monotonic() < deadline:
+        time.sleep(0.25)
     yield fault_world
     fault_world.proxy.clear()

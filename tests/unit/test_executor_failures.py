@@ -330,3 +330,60 @@ async def test_an_upstream_429_to_a_write_is_waited_out_with_the_same_key(tmp_pa
     assert len(proxy.requests) == 2
     assert proxy.requests[0].content == proxy.requests[1].content  # the same call, its key
     assert events.of("task.step_failed") == []
+
+
+def in_progress(stale_in: int = 300) -> httpx.Response:
+    """The proxy's answer while another call holds the step's claim (a platform that died
+    mid-call leaves it `started` until its lease runs out)."""
+    return refusal(
+        409,
+        "tool_call_in_progress",
+        "a call with this key is running",
+        staleInSeconds=str(stale_in),
+    )
+
+
+async def test_a_claim_held_longer_than_thirty_tries_is_waited_out_not_failed(
+    tmp_path: Path,
+) -> None:
+    """A claim left `started` by a platform that died answers `tool_call_in_progress` until
+    its lease runs out: the agent keeps asking with the same key (never failing the step on
+    it) and the step ends as the ledger then says, here outcome unknown for an expert."""
+    store = approved(WRITE)
+    unknown = refusal(409, "tool_call_outcome_unknown", "an expert must resolve it")
+    proxy = Proxy(*[in_progress(300 - n) for n in range(45)], unknown)
+    events = await run(tmp_path, store, proxy)
+    assert execution(store, "set").state.value == "OutcomeUnknown"
+    assert len(proxy.requests) == 46  # past MAX_CALL_ATTEMPTS, all with the one key
+    assert proxy.keys() == {"uid-1/set"}
+    assert events.of("task.step_failed") == []
+    assert len(events.of("task.step_outcome_unknown")) == 1
+
+
+async def test_a_claim_still_held_after_its_lease_is_an_unknown_outcome_never_a_failure(
+    tmp_path: Path,
+) -> None:
+    """The platform's lease has run out (it says 0 s left) and it still answers `in
+    progress` (a clock skew, a platform too old to turn the claim): whether a call with this
+    key reached the upstream is unknown, so the step waits for an expert, never Failed."""
+    store = approved(WRITE)
+    proxy = Proxy(*[in_progress(0)] * 400)
+    events = await run(tmp_path, store, proxy)
+    assert execution(store, "set").state.value == "OutcomeUnknown"
+    assert events.of("task.step_failed") == []
+    assert events.of("task.step_outcome_unknown")[0]["error"].startswith(
+        "tool_call_outcome_unknown"
+    )
+    assert proxy.keys() == {"uid-1/set"}
+
+
+async def test_a_database_that_blinked_is_called_again_with_the_same_key(tmp_path: Path) -> None:
+    """The platform's database restarted mid-call (503 `database_unavailable`): that says
+    nothing about the step, so the agent calls again with its key; the step never fails."""
+    store = approved(WRITE)
+    down = refusal(503, "database_unavailable", "the platform's database did not answer")
+    proxy = Proxy(*[down] * 5, ok({"inventory_level": {"available": 4}}))
+    events = await run(tmp_path, store, proxy)
+    assert execution(store, "set").state.value == "Succeeded"
+    assert len(proxy.requests) == 6 and proxy.keys() == {"uid-1/set"}
+    assert events.of("task.step_failed") == []

@@ -1,0 +1,81 @@
+"""PostgreSQL restarted while three experts approve a dozen writes, and while the agent's
+write is in flight (applied upstream, its answer held in the tests' fault proxy: the claim
+is open in the database). The restart is an immediate shutdown (`pg_ctl -m immediate`, as
+a crash or a failover: every connection cut, recovery from the WAL), on the session's own
+PostgreSQL. Each test ends with the invariant checker and prints the time to recover; no
+step may end `Failed` for it (a database that blinked says nothing about a step)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from humanwork_dev.postgres import PostgresServer
+from tests.faults.conftest import SETTLE_WITHIN, STARTUP, FaultWorld
+from tests.faults.test_upstream import WRITE_PATH, execution, keys_of, resolve, side_effects
+from tests.faults.test_upstream import wait_states as settled_states
+
+TASKS = 12
+
+
+def restart(postgres: PostgresServer) -> None:
+    """Crash and restart the server on its port, data and options (`postmaster.opts`)."""
+    postgres._run(
+        str(postgres.bin_dir / "pg_ctl"),
+        "-D",
+        str(postgres.data_dir),
+        "-l",
+        str(postgres.log_file),
+        "-m",
+        "immediate",
+        "-w",
+        "-t",
+        "90",
+        "restart",
+        timeout=120,
+    )
+
+
+def test_postgres_restarted_mid_approvals_loses_nothing(
+    fresh: FaultWorld, postgres: PostgresServer
+) -> None:
+    world = fresh
+    names = world.create_tasks(TASKS)
+    before = len(world.answered)
+    experts = threading.Thread(target=world.approve_all, args=(names,))
+    experts.start()
+    deadline = time.monotonic() + 90
+    while len(world.answered) < before + 3:  # some answered, the rest in flight
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    fault_at = time.monotonic()
+    restart(postgres)
+    experts.join(STARTUP + SETTLE_WITHIN)
+    assert {a.task for a in world.answered} >= set(names)
+    world.check(fault_at, "PostgreSQL restarted mid-approvals")
+    states = settled_states(world, names)
+    assert "Failed" not in states.values(), states
+
+
+def test_postgres_restarted_mid_execution_runs_each_step_once(
+    fresh: FaultWorld, postgres: PostgresServer
+) -> None:
+    world = fresh
+    names = world.create_tasks(3)
+    held = world.proxy.inject("hold", path_contains=WRITE_PATH, where="after")
+    world.approve_all(names)
+    assert held.reached.wait(120)  # a write applied upstream, its claim open in the database
+    fault_at = time.monotonic()
+    restart(postgres)
+    held.released.set()
+    states = settled_states(world, names, within=SETTLE_WITHIN)
+    assert "Failed" not in states.values(), states
+    world.check(fault_at, "PostgreSQL restarted mid-execution")
+    keys = keys_of(world, names)
+    for name, state in states.items():  # an unknown outcome is the expert's: it did happen
+        if state == "OutcomeUnknown":
+            assert side_effects(world, keys[name]) == 1
+            resolve(world, name, "applied")
+    world.check(fault_at, "PostgreSQL restarted mid-execution, resolved")
+    assert all(execution(world, n) == "Succeeded" for n in names)
+    assert all(side_effects(world, keys[n]) == 1 for n in names)
