@@ -197,13 +197,16 @@ def client_of(org: Org) -> dict[str, str]:
 
 
 def client_plan(org: Org, client: dict[str, str], cid: str, within: float = 180) -> Any:
-    """The plan filed for conversation `cid`, as its client follows it, once there is one."""
+    """The plan filed for conversation `cid`, as its client follows it, once the platform
+    has recorded which steps the client confirms (a moment after the task is created; the
+    tool proxy recomputes the same rule from trusted data, so nothing runs in between)."""
     deadline = time.monotonic() + within
     while True:
         r = org.http.get(f"/orgs/{org.id}/conversations/{cid}/tasks", headers=client)
         assert r.status_code == 200, r.text
-        if r.json()["items"]:
-            return r.json()["items"][0]
+        items = r.json()["items"]
+        if items and any(step["confirmation"] for step in items[0]["steps"]):
+            return items[0]
         assert time.monotonic() < deadline, f"no plan for {cid} within {within}s"
         time.sleep(0.5)
 
