@@ -124,6 +124,13 @@ class Claim:
         return (self.org_id, self.agent_id, self.key)
 
 
+def claim_is_stale(row: ToolCall, now: datetime, lease_seconds: float) -> bool:
+    """Whether `row` is a `started` claim past its lease (its platform died mid-call): the
+    one rule the proxy, the queue's view and an expert's resolution all judge by."""
+    age = (now - row.created_at).total_seconds()
+    return row.state == "started" and age > lease_seconds
+
+
 @dataclass(frozen=True)
 class ToolCallLedger:
     """Claim, replay, finish and release tool calls (see the module docstring)."""
@@ -178,9 +185,8 @@ class ToolCallLedger:
         )
 
     def stale(self, row: ToolCall, now: datetime) -> bool:
-        """Whether `row` is a `started` claim past its lease (its platform died mid-call)."""
-        age = (now - row.created_at).total_seconds()
-        return row.state == "started" and age > self.lease_seconds
+        """Whether `row` is a `started` claim past this ledger's lease."""
+        return claim_is_stale(row, now, self.lease_seconds)
 
     def turn_stale(self, row: ToolCall, now: datetime) -> None:
         """Turn a stale claim `unknown` (in the caller's transaction, the row locked): from

@@ -31,7 +31,7 @@ from humanwork_core import taskflow
 from humanwork_core.resources import AgenticTask, AgenticTaskStatus
 from humanwork_core.resources.agentictask import Outcome
 from platform_api.access.principal import Principal
-from platform_api.agent_api.ledger import STALE_CLAIM_SECONDS, step_key
+from platform_api.agent_api.ledger import claim_is_stale, step_key
 from platform_api.audit.service import record
 from platform_api.errors import NotFound, SelfApproval
 from platform_api.human_tasks.status_write import write_step_status
@@ -76,11 +76,12 @@ class ResolveRead(BaseModel):
     resolution: dict[str, Any]
 
 
-def _open_claim(row: ToolCall | None, now: datetime) -> bool:
+def _open_claim(row: ToolCall | None, now: datetime, lease_seconds: float) -> bool:
+    """A claim an expert may settle: unknown, or started past the configured lease (a
+    younger one may be a live call, which a resolution must never race)."""
     if row is None:
         return False
-    stale = (now - row.created_at).total_seconds() > STALE_CLAIM_SECONDS
-    return row.state == "unknown" or (row.state == "started" and stale)
+    return row.state == "unknown" or claim_is_stale(row, now, lease_seconds)
 
 
 async def _settle_ledger(
@@ -90,6 +91,7 @@ async def _settle_ledger(
     body: ResolveBody,
     by: str,
     now: datetime,
+    lease_seconds: float,
 ) -> str:
     """Finish (`applied`) or release (`not_applied`) the step's open claim."""
     agent_id = f"{task.metadata.namespace}/{task.spec.agent_ref.name}"
@@ -97,7 +99,7 @@ async def _settle_ledger(
     row = await session.get(
         ToolCall, (uuid.UUID(task.spec.org_id), agent_id, key), with_for_update=True
     )
-    if not _open_claim(row, now):
+    if not _open_claim(row, now, lease_seconds):
         return "absent"
     assert row is not None
     if body.outcome is Outcome.NOT_APPLIED:
@@ -169,6 +171,7 @@ async def resolve_unknown(
     name: str,
     step_id: str,
     body: ResolveBody,
+    claim_lease_seconds: float,
 ) -> ResolveRead:
     """Record `principal`'s resolution of the step (see the module docstring). The
     resolution is written under the task's resourceVersion; when another writer (the
@@ -187,7 +190,9 @@ async def resolve_unknown(
             task, step_id, body.outcome, by=principal.username, note=body.note, now=now
         ),
     )
-    ledger = await _settle_ledger(session, task, step_id, body, principal.username, now)
+    ledger = await _settle_ledger(
+        session, task, step_id, body, principal.username, now, claim_lease_seconds
+    )
     resolution = after.step(step_id).resolution
     assert resolution is not None
     await record(

@@ -195,6 +195,7 @@ async def get_human_task(
         name=name,
         step_id=step_id,
         near=timedelta(seconds=platform.settings.queue_near_deadline_seconds),
+        claim_lease_seconds=platform.settings.tool_claim_lease_seconds,
     )
 
 
@@ -273,9 +274,17 @@ async def resolve(
     session: Session,
     principal: Annotated[Principal, require(DECIDE)],
     kube: Kube,
+    platform: PlatformDep,
 ) -> ResolveRead:
     return await resolve_unknown(
-        session, kube, principal, namespace=namespace, name=name, step_id=step_id, body=body
+        session,
+        kube,
+        principal,
+        namespace=namespace,
+        name=name,
+        step_id=step_id,
+        body=body,
+        claim_lease_seconds=platform.settings.tool_claim_lease_seconds,
     )
 
 

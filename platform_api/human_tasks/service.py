@@ -178,6 +178,7 @@ async def detail(
     name: str,
     step_id: str,
     near: timedelta,
+    claim_lease_seconds: float,
 ) -> HumanTaskDetail:
     """The detail view of `<namespace>/<name>/<step_id>`; 404 outside the caller's orgs."""
     org = await org_of_namespace(session, principal, namespace, index.orgs if index else None)
@@ -210,7 +211,7 @@ async def detail(
         plan=_plan(task, await OrgRepository(session).policy(org.id)),
         conversation=await _thread(session, task, org.id),
         revision=await _revision(session, kube, org, task),
-        unknown_outcome=await unknown_outcome(session, org.id, task, step_id)
+        unknown_outcome=await unknown_outcome(session, org.id, task, step_id, claim_lease_seconds)
         if status == "outcome_unknown"
         else None,
     )

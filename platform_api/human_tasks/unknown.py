@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from humanwork_core import taskflow
 from humanwork_core.resources import AgenticTask
 from platform_api.agent_api import readback
-from platform_api.agent_api.ledger import STALE_CLAIM_SECONDS, step_key
+from platform_api.agent_api.ledger import claim_is_stale, step_key
 from platform_api.human_tasks.schemas import ResolveChoice, UnknownOutcomeRead
 from platform_api.models import AuditRecord, ToolCall
 
@@ -57,12 +57,11 @@ _READ_BACK_WORDS = {
 }
 
 
-def _ledger_state(row: ToolCall | None, now: datetime) -> str:
+def _ledger_state(row: ToolCall | None, now: datetime, lease_seconds: float) -> str:
     if row is None:
         return "absent"
     if row.state == "started":
-        stale = (now - row.created_at).total_seconds() > STALE_CLAIM_SECONDS
-        return "stale" if stale else "in_flight"
+        return "stale" if claim_is_stale(row, now, lease_seconds) else "in_flight"
     return row.state if row.state in ("unknown", "done", "failed") else "unknown"
 
 
@@ -87,9 +86,14 @@ async def _last_call(
 
 
 async def unknown_outcome(
-    session: AsyncSession, org_id: uuid.UUID, task: AgenticTask, step_id: str
+    session: AsyncSession,
+    org_id: uuid.UUID,
+    task: AgenticTask,
+    step_id: str,
+    claim_lease_seconds: float,
 ) -> UnknownOutcomeRead:
-    """What is known of the step's unknown outcome (the step must be in that state)."""
+    """What is known of the step's unknown outcome (the step must be in that state); a
+    claim is judged against the platform's configured lease, as the proxy judges it."""
     step = task.step(step_id)
     assert step is not None
     entry = task.current_status().step(step_id)
@@ -116,7 +120,7 @@ async def unknown_outcome(
         operation=operation,
         idempotency_key=key,
         attempt=run.attempt if run is not None else 0,
-        ledger=_ledger_state(row, datetime.now(UTC)),  # type: ignore[arg-type]
+        ledger=_ledger_state(row, datetime.now(UTC), claim_lease_seconds),  # type: ignore[arg-type]
         upstream_error=call.get("upstream_error") if call is not None else None,
         read_back=found,  # type: ignore[arg-type]
         read_back_detail=_READ_BACK_WORDS[found],
