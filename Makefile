@@ -42,11 +42,11 @@ helm-binaries: venv
 
 .PHONY: postgres-binaries
 postgres-binaries:
-	@bash tests/postgres/install.sh
+	@bash humanwork_dev/scripts/install-postgres.sh
 
 .PHONY: browser-binaries
 browser-binaries:
-	@bash tests/browser/install.sh
+	@bash humanwork_dev/scripts/install-chromium.sh
 
 cluster-up: venv cluster-binaries
 	@$(CLUSTER) up

@@ -1,6 +1,6 @@
 """What the bench scripts set up the same way: the platform on a scratch control plane and
-a throwaway PostgreSQL, py-spy on a process, the bench users' password, and the
-AgentInstance of a bench org.
+a throwaway PostgreSQL, py-spy on a process, the bench users' password and their login,
+the org `bench` with its users, and the AgentInstance of a bench org.
 
 Imported by the scripts beside it (each runs as `python bench/<script>.py`, which puts
 this folder on the import path).
@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from humanwork_dev import cluster
 from humanwork_dev.postgres import PostgresServer
 from humanwork_dev.processes import PlatformProcess
@@ -29,6 +31,29 @@ PASSWORD = "bench-password-0123456789"
 """The password of the platform's admin and of every user a bench makes."""
 JWT_SECRET = "bench-jwt-secret-0123456789-0123456789"
 GROUP, VERSION, INSTANCES = "humanwork.io", "v1alpha1", "agentinstances"
+
+
+def login(http: httpx.Client, username: str) -> dict[str, str]:
+    """The bearer headers of `username` (every bench user has PASSWORD)."""
+    r = http.post("/auth/token", json={"username": username, "password": PASSWORD})
+    r.raise_for_status()
+    return {"Authorization": f"Bearer {r.json()['access_token']}"}
+
+
+def bench_org(http: httpx.Client, users: list[tuple[str, str]]) -> str:
+    """The org `bench` and its `users` (username, role), made as the platform's admin
+    would; the org's id."""
+    admin = login(http, "admin")
+    org = http.post("/orgs", json={"slug": "bench", "name": "Bench"}, headers=admin)
+    org.raise_for_status()
+    org_id = str(org.json()["id"])
+    for username, role in users:
+        http.post(
+            "/users",
+            json={"username": username, "password": PASSWORD, "role": role, "org_ids": [org_id]},
+            headers=admin,
+        ).raise_for_status()
+    return org_id
 
 
 @dataclass(frozen=True)

@@ -27,11 +27,11 @@ import uuid
 from pathlib import Path
 
 import httpx
-from _kit import JWT_SECRET, PASSWORD
+from _kit import GROUP, INSTANCES, JWT_SECRET, PASSWORD, VERSION, agent_instance, bench_org, login
 from kubernetes import client, config, watch
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # the fake upstreams live with the tests
+sys.path.insert(0, str(REPO))
 
 from humanwork_dev import cluster, stack  # noqa: E402
 from humanwork_dev.fakes.shopify import FakeShopify  # noqa: E402
@@ -164,23 +164,9 @@ def _run(
     running: list[OperatorProcess | PlatformProcess | AgentProcess],
 ) -> None:
     http = httpx.Client(base_url=platform.url, timeout=30)
-
-    def login(username: str) -> dict[str, str]:
-        r = http.post("/auth/token", json={"username": username, "password": PASSWORD})
-        r.raise_for_status()
-        return {"Authorization": f"Bearer {r.json()['access_token']}"}
-
-    admin = login("admin")
-    org = http.post("/orgs", json={"slug": "bench", "name": "Bench"}, headers=admin)
-    org.raise_for_status()
-    org_id, ns = org.json()["id"], "org-bench"
-    for username, role in (("requester", "operator"), ("expert", "expert")):
-        http.post(
-            "/users",
-            json={"username": username, "password": PASSWORD, "role": role, "org_ids": [org_id]},
-            headers=admin,
-        ).raise_for_status()
-    requester, expert = login("requester"), login("expert")
+    org_id, ns = bench_org(http, [("requester", "operator"), ("expert", "expert")]), "org-bench"
+    requester, expert = login(http, "requester"), login(http, "expert")
+    admin = login(http, "admin")
     http.put(
         f"/orgs/{org_id}/tool-permissions/shopify", json={"enabled": True}, headers=admin
     ).raise_for_status()
@@ -189,8 +175,22 @@ def _run(
         json={"credentials": shop.credentials()},
         headers=admin,
     ).raise_for_status()
-
     api = config.new_client_from_config(config_file=info.kubeconfig)
+    agent = _ready_agent(api, info, ns, org_id, state, platform)
+    running.append(agent)
+    time.sleep(3)
+    _measure(args, api, http, (org_id, ns), (requester, expert), agent, shop)
+
+
+def _ready_agent(
+    api: client.ApiClient,
+    info: cluster.ClusterInfo,
+    ns: str,
+    org_id: str,
+    state: Path,
+    platform: PlatformProcess,
+) -> AgentProcess:
+    """The org's AgentInstance, Ready, and its agent running as a local process."""
     core, objects = client.CoreV1Api(api), client.CustomObjectsApi(api)
     core.create_namespaced_secret(
         ns,
@@ -198,40 +198,37 @@ def _run(
             metadata=client.V1ObjectMeta(name="llm"), string_data={"api-key": "sk-bench"}
         ),
     )
-    objects.create_namespaced_custom_object(
-        "humanwork.io",
-        "v1alpha1",
-        ns,
-        "agentinstances",
-        {
-            "apiVersion": "humanwork.io/v1alpha1",
-            "kind": "AgentInstance",
-            "metadata": {"name": "agent"},
-            "spec": {
-                "orgId": org_id,
-                "specialist": {"name": "Bench", "systemPrompt": "You read products."},
-                "model": "offline",
-                "enabledTools": ["shopify"],
-                "maxConcurrentTasks": 4,
-                "llm": {
-                    "baseURL": "https://llm.example/v1",
-                    "apiKeySecretRef": {"name": "llm", "key": "api-key"},
-                },
-            },
-        },
+    instance = agent_instance(ns, org_id)
+    instance["spec"].update(
+        specialist={"name": "Bench", "systemPrompt": "You read products."},
+        model="offline",
+        enabledTools=["shopify"],
+        maxConcurrentTasks=4,
     )
+    objects.create_namespaced_custom_object(GROUP, VERSION, ns, INSTANCES, instance)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        got = objects.get_namespaced_custom_object(
-            "humanwork.io", "v1alpha1", ns, "agentinstances", "agent"
-        )
+        got = objects.get_namespaced_custom_object(GROUP, VERSION, ns, INSTANCES, "agent")
         if (got.get("status") or {}).get("phase") == "Ready":
             break
         time.sleep(0.5)
     agent = AgentProcess(info.kubeconfig, ns, "agent", state / "agent", platform.url)
     agent.start()
-    running.append(agent)
-    time.sleep(3)
+    return agent
+
+
+def _measure(
+    args: argparse.Namespace,
+    api: client.ApiClient,
+    http: httpx.Client,
+    org: tuple[str, str],
+    users: tuple[dict[str, str], dict[str, str]],
+    agent: AgentProcess,
+    shop: FakeShopify,
+) -> None:
+    """`args.steps` one-step tasks filed and approved one after another, timed from each
+    approval's answer to the execution's Running and Succeeded."""
+    (org_id, ns), (requester, expert) = org, users
     idle_before = agent.rss_bytes()
 
     observer = Observer(api, ns)

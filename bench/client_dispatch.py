@@ -48,17 +48,18 @@ from kubernetes import client as kclient
 from kubernetes import config
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # the fake agent lives with the tests
+sys.path.insert(0, str(REPO))
 
 from humanwork_dev import cluster, stack  # noqa: E402
+from humanwork_dev.fakes.agents import FakeAgents  # noqa: E402
+from humanwork_dev.fakes.catalog import SEED_REQUEST  # noqa: E402
 from humanwork_dev.fakes.shopify import FakeShopify  # noqa: E402
 from humanwork_dev.postgres import PostgresServer  # noqa: E402
 from humanwork_dev.processes import AgentProcess, OperatorProcess, PlatformProcess  # noqa: E402
 from platform_api.agents.commands import AgentTarget  # noqa: E402
 from platform_api.app import create_app  # noqa: E402
 from platform_api.db import make_engine, migrate  # noqa: E402
-from tests.platform.conftest import Api, make_settings  # noqa: E402
-from tests.platform.dispatch_support import SEED_REQUEST, FakeAgents  # noqa: E402
+from platform_api.settings import Settings  # noqa: E402
 
 
 class TimedAgents(FakeAgents):
@@ -107,23 +108,46 @@ async def _one(http: httpx.AsyncClient, org: str, client: dict[str, str]) -> tup
         await asyncio.sleep(0.005)
 
 
+async def _login(http: httpx.AsyncClient, username: str, password: str) -> dict[str, str]:
+    r = await http.post("/auth/token", json={"username": username, "password": password})
+    r.raise_for_status()
+    return {"Authorization": f"Bearer {r.json()['access_token']}"}
+
+
+async def _client_of_new_org(http: httpx.AsyncClient) -> tuple[str, dict[str, str]]:
+    """An org `bench` and the headers of a client of it, made as the admin would."""
+    root = await _login(http, "admin", PASSWORD)
+    r = await http.post("/orgs", json={"slug": "bench", "name": "Bench"}, headers=root)
+    r.raise_for_status()
+    org = str(r.json()["id"])
+    user = {"username": "client-bench", "password": PASSWORD, "role": "client", "org_ids": [org]}
+    (await http.post("/users", json=user, headers=root)).raise_for_status()
+    return org, await _login(http, "client-bench", PASSWORD)
+
+
 async def main(postgres: PostgresServer, messages: int) -> None:
     url = await postgres.create_database(f"bench_{uuid.uuid4().hex[:8]}")
     engine = make_engine(url)
     await migrate(engine)
     await engine.dispose()
-    settings = make_settings(url, dispatch_interval_seconds=0.02)
+    settings = Settings(
+        database_url=url,
+        admin_password=PASSWORD,
+        jwt_secret=JWT_SECRET,
+        credentials_keys={"k1": CREDENTIALS_KEY},
+        credentials_active_key="k1",
+        oidc_jwks_url=None,
+        access_map=None,
+        dispatch_interval_seconds=0.02,
+    )
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         agent = TimedAgents()
         app.state.dispatcher.agents = agent
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://platform") as http:
-            api = Api(http)
-            root = await api.admin()
-            org = await api.org(root, "bench")
-            client = await api.user(root, "client-bench", "client", [org])
-            timings = [await _one(http, org, client.headers) for _ in range(messages)]
+            org, client = await _client_of_new_org(http)
+            timings = [await _one(http, org, client) for _ in range(messages)]
     totals = [t for _, t in timings]
     floors = [agent.spent.get(cid, 0.0) for cid, _ in timings]
     print(f"client message -> plan visible to the client ({messages} messages, fake model)")

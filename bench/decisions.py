@@ -48,7 +48,7 @@ from pathlib import Path
 
 import httpx
 import yaml
-from _kit import PASSWORD, py_spy, scratch_platform
+from _kit import bench_org, login, py_spy, scratch_platform
 from kubernetes import client, config
 
 from humanwork_core import taskflow
@@ -71,12 +71,6 @@ STEP = {
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def _login(http: httpx.Client, username: str) -> dict[str, str]:
-    r = http.post("/auth/token", json={"username": username, "password": PASSWORD})
-    r.raise_for_status()
-    return {"Authorization": f"Bearer {r.json()['access_token']}"}
 
 
 async def _approve_all(
@@ -321,22 +315,10 @@ def _run(
 ) -> None:
     base, platform_pid = platform.url, platform.pid
     http = httpx.Client(base_url=base, timeout=30)
-    admin = _login(http, "admin")
-    org = http.post("/orgs", json={"slug": "bench", "name": "Bench"}, headers=admin)
-    org.raise_for_status()
-    org_id = org.json()["id"]
-    ns = "org-bench"
-    for username, role in [("requester", "operator")] + [
-        (f"expert{i}", "expert") for i in range(args.clients)
-    ]:
-        r = http.post(
-            "/users",
-            json={"username": username, "password": PASSWORD, "role": role, "org_ids": [org_id]},
-            headers=admin,
-        )
-        r.raise_for_status()
-    requester = _login(http, "requester")
-    experts = [_login(http, f"expert{i}") for i in range(args.clients)]
+    expert_names = [f"expert{i}" for i in range(args.clients)]
+    org_id = bench_org(http, [("requester", "operator")] + [(n, "expert") for n in expert_names])
+    requester = login(http, "requester")
+    experts = [login(http, name) for name in expert_names]
     apiserver = ApiServer(platform.kubeconfig)
 
     meter = CpuMeter(
@@ -379,8 +361,19 @@ def _run(
         print(phases[-1].line(), flush=True)
         _summary(platform_phase, phases)
 
-    if args.open <= 0:
-        return
+    if args.open > 0:
+        _queue(args, info, http, org_id, experts[0])
+
+
+def _queue(
+    args: argparse.Namespace,
+    info: cluster.ClusterInfo,
+    http: httpx.Client,
+    org_id: str,
+    expert: dict[str, str],
+) -> None:
+    """The review queue's page time with `args.open` open decisions of org `bench`."""
+    ns = "org-bench"
     api = config.new_client_from_config(config_file=info.kubeconfig)
     api.configuration.connection_pool_maxsize = 32
     objects = client.CustomObjectsApi(api)
@@ -410,7 +403,6 @@ def _run(
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(create, range(args.open)))
     print(f"queue: {args.open} open tasks created in {time.monotonic() - t0:.0f}s")
-    expert = experts[0]
     deadline = time.monotonic() + 600
     pending = 0
     while time.monotonic() < deadline:

@@ -39,6 +39,7 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -227,6 +228,18 @@ def main() -> None:
             cluster.down(state)
 
 
+@dataclass(frozen=True)
+class OperatorFigures:
+    """What the operator's run measured, to print beside the plain client's."""
+
+    rate: float
+    latency: list[float]
+    requests: float
+    writes: float
+    all_writes: float
+    cpu: dict[str, float]
+
+
 class Bench:
     """One run: the control plane, the operator, the load generator's clients."""
 
@@ -316,7 +329,29 @@ class Bench:
         print(f"operator RSS at {n} orgs Ready: {_mib(operator)} {_load()}")
         self.snapshot(operator)
 
-        # 2. the ceiling: a plain client, the same children
+        # 2. the ceiling: a plain client, the same children, side by side
+        self.beside_a_plain_client(
+            operator, OperatorFigures(op_rate, op_latency, requests, writes, all_writes, op_cpu)
+        )
+
+        # 3. steady rate, optional
+        if self.args.steady:
+            self.steady(ready)
+
+        # 4. what a shard pays for the other shards' orgs
+        served = n + self.args.steady
+        _quiet(operator)
+        print(f"operator RSS at {served} orgs Ready: {_mib(operator)} {_load()}")
+        if self.args.others:
+            self.others(operator, served)
+        ready.stop()
+        operator.stop()
+
+    def beside_a_plain_client(self, operator: OperatorProcess, op: OperatorFigures) -> None:
+        """The same orgs provisioned by a plain client (the ceiling), and the two side by
+        side."""
+        n = self.args.orgs
+        cpu = CpuMeter({**self.info.pids, "operator": operator.pid})
         plain = self.plain_client(operator)
         orgs = self.prepare("plain", n, shard="plain")
         cpu.start()
@@ -331,32 +366,19 @@ class Bench:
 
         print("--- side by side, same run ---")
         print(
-            f"orgs/s to Ready: operator {op_rate:.1f}, plain client {plain_rate:.1f}, "
-            f"ratio {op_rate / plain_rate if plain_rate else 0:.2f}"
+            f"orgs/s to Ready: operator {op.rate:.1f}, plain client {plain_rate:.1f}, "
+            f"ratio {op.rate / plain_rate if plain_rate else 0:.2f}"
         )
-        if op_latency:
-            print(f"operator create-to-Ready p99 {_percentile(op_latency, 0.99):.2f}s")
+        if op.latency:
+            print(f"operator create-to-Ready p99 {_percentile(op.latency, 0.99):.2f}s")
         print(
-            f"API per org: operator {requests:.1f} requests ({writes:.1f} writes); minimum "
+            f"API per org: operator {op.requests:.1f} requests ({op.writes:.1f} writes); minimum "
             f"{minimum:.1f} writes (the plain client's: children + status); ratio "
-            f"{requests / max(minimum, 1):.2f} (writes {writes / max(minimum, 1):.2f}); "
-            f"all API server writes per org during the operator's run {all_writes:.1f}"
+            f"{op.requests / max(minimum, 1):.2f} (writes {op.writes / max(minimum, 1):.2f}); "
+            f"all API server writes per org during the operator's run {op.all_writes:.1f}"
         )
-        _print_cpu("operator run", op_cpu)
+        _print_cpu("operator run", op.cpu)
         _print_cpu("plain run (the load generator is the plain client)", plain_cpu)
-
-        # 3. steady rate, optional
-        if self.args.steady:
-            self.steady(ready)
-
-        # 4. what a shard pays for the other shards' orgs
-        served = n + self.args.steady
-        _quiet(operator)
-        print(f"operator RSS at {served} orgs Ready: {_mib(operator)} {_load()}")
-        if self.args.others:
-            self.others(operator, served)
-        ready.stop()
-        operator.stop()
 
     def plain_client(self, operator: OperatorProcess) -> PlainClient:
         import yaml

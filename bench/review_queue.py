@@ -44,7 +44,7 @@ from pathlib import Path
 
 import asyncpg  # type: ignore[import-untyped]
 import httpx
-from _kit import PASSWORD, py_spy, scratch_platform
+from _kit import PASSWORD, login, py_spy, scratch_platform
 
 from humanwork_dev import cluster
 from humanwork_dev.processes import PlatformProcess
@@ -72,12 +72,6 @@ def _load() -> str:
 
 def _mib(n: float) -> str:
     return f"{n / 1024**2:.1f} MiB"
-
-
-def _login(http: httpx.Client, username: str) -> dict[str, str]:
-    r = http.post("/auth/token", json={"username": username, "password": PASSWORD})
-    r.raise_for_status()
-    return {"Authorization": f"Bearer {r.json()['access_token']}"}
 
 
 # --- the tasks, straight in Kubernetes ------------------------------------------------------
@@ -234,7 +228,7 @@ def setup_orgs(
     http: httpx.Client, orgs: int
 ) -> tuple[list[tuple[str, str]], dict[str, str], dict[str, str]]:
     """`orgs` orgs, an expert in all of them; ((id, namespace) each, admin, expert)."""
-    admin = _login(http, "admin")
+    admin = login(http, "admin")
     made = []
     for i in range(orgs):
         r = http.post("/orgs", json={"slug": f"q{i}", "name": f"Queue {i}"}, headers=admin)
@@ -251,7 +245,7 @@ def setup_orgs(
         headers=admin,
     )
     r.raise_for_status()
-    return made, admin, _login(http, "expert")
+    return made, admin, login(http, "expert")
 
 
 def measure(

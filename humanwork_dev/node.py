@@ -46,317 +46,34 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import yaml
 
-from humanwork_dev import cluster, pki
+from humanwork_dev import cluster
+from humanwork_dev.nodeconfig import write_configs as write_configs
+from humanwork_dev.nodenet import BRIDGE as BRIDGE
+from humanwork_dev.nodenet import FORWARD_PRIORITY as FORWARD_PRIORITY
+from humanwork_dev.nodenet import FORWARD_RULE as FORWARD_RULE
+from humanwork_dev.nodenet import GUARD_TABLE as GUARD_TABLE
+from humanwork_dev.nodenet import GUARDED as GUARDED
+from humanwork_dev.nodenet import NODE_IP as NODE_IP
+from humanwork_dev.nodenet import NODE_NAME as NODE_NAME
+from humanwork_dev.nodenet import OUTPUT_PRIORITY as OUTPUT_PRIORITY
+from humanwork_dev.nodenet import OUTPUT_RULE as OUTPUT_RULE
+from humanwork_dev.nodenet import PAUSE_IMAGE as PAUSE_IMAGE
+from humanwork_dev.nodenet import POD_CIDR as POD_CIDR
+from humanwork_dev.nodenet import NodeError as NodeError
+from humanwork_dev.nodenet import guard_down as guard_down
+from humanwork_dev.nodenet import guard_holds as guard_holds
+from humanwork_dev.nodenet import guard_up as guard_up
+from humanwork_dev.nodenet import node_dir as node_dir
+from humanwork_dev.nodenet import run as _run
 
 REPO = cluster.REPO
 BUILD_SCRIPT = REPO / "humanwork_dev" / "scripts" / "build-node.sh"
 PACKAGES_SCRIPT = REPO / "humanwork_dev" / "scripts" / "node-packages.sh"
 IMAGES_SCRIPT = REPO / "humanwork_dev" / "scripts" / "images.sh"
 CACHE = Path(os.environ.get("HUMANWORK_CACHE", Path.home() / ".cache" / "humanwork"))
-NODE_NAME = "humanwork-node-0"
-BRIDGE = "hwnode0"
-POD_CIDR = "10.213.0.0/24"
-NODE_IP = cluster.REAL_NODE_IP
-# every address this module and its tests create is in GUARDED: the pods' /24, the node's
-# address, the tests' own listeners; whatever comes from there and is not for the pod
-# range or this machine is dropped
-GUARDED = "10.213.0.0/16"
 TAINT_KEY = "humanwork.dev/real-node"
 LABEL = ("humanwork.dev/node", "real")
-PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
-CNI_BIN = "/usr/lib/cni"
-
-
-class NodeError(RuntimeError):
-    """The real node could not be built, started or reached."""
-
-
-def _run(*args: str, check: bool = True, quiet: bool = False) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(list(args), capture_output=True, text=True, check=False)
-    if check and done.returncode != 0:
-        raise NodeError(f"{' '.join(args)} failed ({done.returncode}): {done.stderr.strip()}")
-    if not quiet and done.returncode != 0:
-        print(f"node: {' '.join(args)}: {done.stderr.strip()}", file=sys.stderr)
-    return done
-
-
-def node_dir(state: Path) -> Path:
-    return state / "node"
-
-
-# --- network: the bridge and the guard ---------------------------------------------------
-
-GUARD_TABLE = ("inet", "humanwork_guard")
-"""The node's own nftables table: nothing else on the machine writes it."""
-FORWARD_PRIORITY = -400
-"""Before every base chain iptables makes on the forward hook, through either backend
-(mangle -150, filter 0, security 50; raw is -300 and not on this hook)."""
-OUTPUT_PRIORITY = -90
-"""After the DNAT of a Service address in the output hook (nat, -100), so that the packet's
-new destination is what is checked; before filter (0)."""
-FORWARD_RULE = f"ip saddr {GUARDED} ip daddr != {POD_CIDR} fib daddr type != local counter drop"
-OUTPUT_RULE = (
-    f"ct status dnat ct original ip daddr {cluster.SERVICE_CIDR} ip daddr != {POD_CIDR} "
-    "fib daddr type != local counter drop"
-)
-
-
-def _guard_ruleset() -> str:
-    """The table in one nft transaction: declared, deleted and made again, so that `up`
-    replaces an old copy atomically (the guard is never absent, never doubled)."""
-    family, name = GUARD_TABLE
-    return f"""table {family} {name}
-delete table {family} {name}
-table {family} {name} {{
-    chain forward {{
-        type filter hook forward priority {FORWARD_PRIORITY}; policy accept;
-        {FORWARD_RULE}
-    }}
-    chain output {{
-        type filter hook output priority {OUTPUT_PRIORITY}; policy accept;
-        {OUTPUT_RULE}
-    }}
-}}
-"""
-
-
-FORWARD_SYSCTL = Path("/proc/sys/net/ipv4/ip_forward")
-
-
-def guard_up(saved: Path | None = None) -> None:
-    """Create the bridge and the egress guard (idempotent). The CNI bridge turns on IPv4
-    forwarding; its value before is kept in `saved` so that `guard_down` restores it.
-
-    The guard is a base chain of its own nftables table on the forward hook, earlier than
-    any chain iptables makes (legacy or nft backend): a drop in any base chain is final
-    for the packet, so no rule of kube-proxy, kube-router or anything else, in whichever
-    chain, position or backend, can let through what it drops, and no resync moves it."""
-    if saved is not None and not saved.exists():
-        saved.write_text(FORWARD_SYSCTL.read_text())
-    if _run("ip", "link", "show", BRIDGE, check=False, quiet=True).returncode != 0:
-        _run("ip", "link", "add", BRIDGE, "type", "bridge")
-        _run("ip", "addr", "add", f"{NODE_IP}/24", "dev", BRIDGE)
-    _run("ip", "link", "set", BRIDGE, "up")
-    _nft_apply(_guard_ruleset())
-
-
-def _nft_apply(ruleset: str) -> None:
-    done = subprocess.run(["nft", "-f", "-"], input=ruleset, capture_output=True, text=True,
-                          check=False)  # fmt: skip
-    if done.returncode != 0:
-        raise NodeError(f"nft -f failed ({done.returncode}): {done.stderr.strip()}")
-
-
-def _base_chains() -> list[dict[str, Any]]:
-    """Every nftables base chain of this network namespace (iptables-nft's included)."""
-    listed = json.loads(_run("nft", "-j", "list", "chains").stdout or "{}")
-    chains = [e["chain"] for e in listed.get("nftables", []) if "chain" in e]
-    return [c for c in chains if "hook" in c]
-
-
-def _guard_rules_listed() -> dict[str, list[str]]:
-    """The rules of the guard's chains as nft prints them (counters left out)."""
-    family, name = GUARD_TABLE
-    listed = _run("nft", "list", "table", family, name, check=False, quiet=True).stdout
-    rules: dict[str, list[str]] = {}
-    chain = ""
-    for line in (ln.strip() for ln in listed.splitlines()):
-        if line.startswith("chain "):
-            chain = line.split()[1]
-            rules[chain] = []
-        elif chain and line and not line.startswith(("type ", "}")):
-            words = line.split()
-            if "counter" in words:  # "counter packets N bytes M"
-                at = words.index("counter")
-                words[at + 1 : at + 5] = []
-            rules[chain].append(" ".join(words))
-    return rules
-
-
-def guard_holds() -> bool:
-    """Whether the guard is in place as `guard_up` made it: its table's forward chain is
-    the earliest base chain on the forward hook (no other table's is at or before its
-    priority), both chains accept by policy and hold exactly their drop rule."""
-    family, name = GUARD_TABLE
-    chains = _base_chains()
-    ours = {c["name"]: c for c in chains if (c["family"], c["table"]) == (family, name)}
-    expected = {"forward": ("forward", FORWARD_PRIORITY), "output": ("output", OUTPUT_PRIORITY)}
-    for chain, (hook, prio) in expected.items():
-        found = ours.get(chain)
-        if not found or (found["hook"], found["prio"], found["policy"]) != (hook, prio, "accept"):
-            return False
-    others = [c for c in chains if (c["family"], c["table"]) != (family, name)]
-    earlier = [c for c in others if c["hook"] == "forward" and c["prio"] <= FORWARD_PRIORITY]
-    return not earlier and _guard_rules_listed() == {
-        "forward": [FORWARD_RULE], "output": [OUTPUT_RULE]}  # fmt: skip
-
-
-def guard_down(saved: Path | None = None) -> None:
-    if saved is not None and saved.exists():
-        FORWARD_SYSCTL.write_text(saved.read_text())
-        saved.unlink()
-    family, name = GUARD_TABLE
-    _run("nft", "delete", "table", family, name, check=False, quiet=True)
-    _run("ip", "link", "del", BRIDGE, check=False, quiet=True)
-
-
-# --- configuration files -----------------------------------------------------------------
-
-OOM_WRAPPER = """#!/bin/sh
-# runc behind containerd: root here lacks CAP_SYS_RESOURCE, so a negative oom_score_adj
-# (the kubelet gives pod sandboxes -998) cannot be set; rewrite it to 0 in the bundle.
-bundle=""; prev=""
-for a in "$@"; do
-  case "$a" in --bundle=*) bundle="${a#--bundle=}";; esac
-  case "$prev" in --bundle|-b) bundle="$a";; esac
-  prev="$a"
-done
-if [ -n "$bundle" ] && [ -f "$bundle/config.json" ]; then
-  sed -i -E 's/"oomScoreAdj":-[0-9]+/"oomScoreAdj":0/' "$bundle/config.json"
-fi
-exec /usr/bin/runc "$@"
-"""
-
-
-def _containerd_config(d: Path) -> str:
-    cri = 'plugins."io.containerd.grpc.v1.cri"'
-    return f"""version = 2
-root = "{d / "containerd" / "root"}"
-state = "{d / "containerd" / "state"}"
-[grpc]
-  address = "{d / "containerd.sock"}"
-[ttrpc]
-  address = "{d / "containerd.sock.ttrpc"}"
-[debug]
-  address = "{d / "containerd-debug.sock"}"
-[metrics]
-  address = ""
-[{cri}]
-  sandbox_image = "{PAUSE_IMAGE}"
-  enable_selinux = false
-  restrict_oom_score_adj = true
-  [{cri}.containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [{cri}.containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [{cri}.containerd.runtimes.runc.options]
-        BinaryName = "{d / "oom-wrapper.sh"}"
-        SystemdCgroup = false
-  [{cri}.cni]
-    bin_dir = "{CNI_BIN}"
-    conf_dir = "{d / "cni"}"
-"""
-
-
-def _cni_config() -> dict[str, Any]:
-    return {
-        "cniVersion": "0.4.0",
-        "name": "humanwork-node",
-        "plugins": [
-            {
-                "type": "bridge",
-                "bridge": BRIDGE,
-                "isGateway": True,
-                "ipMasq": False,  # nothing is masqueraded: no packet is meant to leave
-                "hairpinMode": True,
-                "ipam": {
-                    "type": "host-local",
-                    "ranges": [[{"subnet": POD_CIDR, "gateway": NODE_IP,
-                                 "rangeStart": "10.213.0.10", "rangeEnd": "10.213.0.250"}]],
-                    "routes": [{"dst": "0.0.0.0/0"}],
-                },
-            },
-            {"type": "portmap", "capabilities": {"portMappings": True}},
-        ],
-    }  # fmt: skip
-
-
-def _kubelet_config(d: Path, state: Path, ports: dict[str, int]) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubelet.config.k8s.io/v1beta1",
-        "kind": "KubeletConfiguration",
-        "failCgroupV1": False,  # this machine's cgroups are hybrid v1 (see the node note)
-        "cgroupDriver": "cgroupfs",
-        "containerRuntimeEndpoint": f"unix://{d / 'containerd.sock'}",
-        "address": NODE_IP,
-        "port": ports["kubelet"],
-        "readOnlyPort": 0,
-        "healthzBindAddress": "127.0.0.1",
-        "healthzPort": ports["kubelet-healthz"],
-        "authentication": {
-            "anonymous": {"enabled": False},
-            "webhook": {"enabled": False},
-            "x509": {"clientCAFile": str(state / "pki" / "ca.crt")},
-        },
-        "authorization": {"mode": "AlwaysAllow"},  # any client certificate of the local CA
-        "clusterDNS": [NODE_IP],
-        "clusterDomain": "cluster.local",
-        "resolvConf": str(d / "resolv.conf"),
-        "failSwapOn": False,
-        "serializeImagePulls": False,
-        "maxPods": 110,
-        "evictionHard": {"memory.available": "100Mi"},
-        "imageGCHighThresholdPercent": 100,
-        "syncFrequency": "10s",  # Secret/ConfigMap volume updates reach pods sooner
-        "podCIDR": POD_CIDR,
-    }
-
-
-def _kube_proxy_config(d: Path, ports: dict[str, int]) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
-        "kind": "KubeProxyConfiguration",
-        "clientConnection": {"kubeconfig": str(d / "kube-proxy.kubeconfig")},
-        "mode": "iptables",
-        "clusterCIDR": POD_CIDR,
-        "hostnameOverride": NODE_NAME,
-        "bindAddress": NODE_IP,
-        "healthzBindAddress": f"127.0.0.1:{ports['proxy-healthz']}",
-        "metricsBindAddress": f"127.0.0.1:{ports['proxy-metrics']}",
-        "nodePortAddresses": [f"{NODE_IP}/32"],
-        "conntrack": {"maxPerCore": 0},  # leave the machine's conntrack sysctls alone
-        "iptables": {"localhostNodePorts": False, "masqueradeAll": False},
-    }
-
-
-def _corefile(state: Path) -> str:
-    # no `forward`: a name outside the cluster gets no answer and no packet leaves
-    return f""".:53 {{
-    bind {NODE_IP}
-    errors
-    health 127.0.0.1:{cluster.free_port()}
-    kubernetes cluster.local in-addr.arpa ip6.arpa {{
-        kubeconfig {state / "kubeconfig"} humanwork-local
-        pods insecure
-        fallthrough in-addr.arpa ip6.arpa
-    }}
-    cache 5
-}}
-"""
-
-
-def write_configs(state: Path, ports: dict[str, int]) -> Path:
-    d = node_dir(state)
-    for sub in ("logs", "cni", "containerd", "kubelet", "kubelet-pki"):
-        (d / sub).mkdir(parents=True, exist_ok=True)
-    (d / "oom-wrapper.sh").write_text(OOM_WRAPPER)
-    (d / "oom-wrapper.sh").chmod(0o755)
-    (d / "containerd.toml").write_text(_containerd_config(d))
-    (d / "cni" / "10-humanwork.conflist").write_text(json.dumps(_cni_config(), indent=2))
-    (d / "kubelet.yaml").write_text(yaml.safe_dump(_kubelet_config(d, state, ports)))
-    (d / "kube-proxy.yaml").write_text(yaml.safe_dump(_kube_proxy_config(d, ports)))
-    (d / "Corefile").write_text(_corefile(state))
-    (d / "resolv.conf").write_text("")  # pods get cluster DNS only, not the host's
-    pki_dir = state / "pki"
-    ca = pki_dir / "ca.crt"
-    server = json.loads((state / "state.json").read_text())["server"]
-    for user, stem in (("kubelet", "node"), ("kube-proxy", "kube-proxy")):
-        pair = pki.Pair(pki_dir / f"{stem}.crt", pki_dir / f"{stem}.key")
-        cluster._kubeconfig(d / f"{user}.kubeconfig", server, ca, pair, user)
-    return d
 
 
 # --- images ---------------------------------------------------------------------------------

@@ -1,11 +1,11 @@
 """A throwaway PostgreSQL server for the tests: initdb into a temporary directory, start
 on a free 127.0.0.1 port, create databases, stop and remove everything at the end.
 
-The binaries come from Debian's packages (`/usr/lib/postgresql/<version>/bin`, installed
-by `tests/postgres/install.sh`). PostgreSQL refuses to run as root, so when the tests run
-as root the server runs as the `postgres` system user (through `runuser`), with its data
-directory owned by that user; otherwise it runs as the current user. Authentication is
-`trust` on the loopback interface only.
+The binaries come from Debian's packages (`/usr/lib/postgresql/<version>/bin`,
+installed by `humanwork_dev/scripts/install-postgres.sh`). PostgreSQL refuses to run as
+root, so when the tests run as root the server runs as the `postgres` system user
+(through `runuser`), with its data directory owned by that user; otherwise it runs as the
+current user. Authentication is `trust` on the loopback interface only.
 
 Besides the superuser `postgres`, the server has the two roles a production database has
 (docs/operations.md): `humanwork_owner`, which owns the schema and runs the migrations,
@@ -34,7 +34,7 @@ SUPERUSER = "postgres"
 OWNER_ROLE = "humanwork_owner"
 APP_ROLE = "humanwork_app"
 SYSTEM_USER = "postgres"
-INSTALL_HINT = "run `make postgres-binaries` (tests/postgres/install.sh) as root"
+INSTALL_HINT = "run `make postgres-binaries` (humanwork_dev/scripts/install-postgres.sh) as root"
 
 
 class PostgresError(RuntimeError):

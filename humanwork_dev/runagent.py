@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,31 @@ def _volume_files(
         folder.mkdir(parents=True, exist_ok=True)
 
 
+def _container_env(
+    core: client.CoreV1Api,
+    namespace: str,
+    container: dict[str, Any],
+    local_path: Callable[[str], str],
+) -> dict[str, str]:
+    """The container's environment as the kubelet would give it: values (paths under a
+    mount moved to the local folder), Secret and ConfigMap keys, the namespace."""
+    env: dict[str, str] = {}
+    for var in container.get("env", []):
+        if "value" in var:
+            env[var["name"]] = local_path(var["value"])
+            continue
+        source = var.get("valueFrom", {})
+        if "secretKeyRef" in source:
+            ref = source["secretKeyRef"]
+            env[var["name"]] = _secret(core, namespace, ref["name"])[ref["key"]].decode()
+        elif "configMapKeyRef" in source:
+            ref = source["configMapKeyRef"]
+            env[var["name"]] = _config_map(core, namespace, ref["name"])[ref["key"]].decode()
+        elif "fieldRef" in source and source["fieldRef"]["fieldPath"] == "metadata.namespace":
+            env[var["name"]] = namespace
+    return env
+
+
 def materialise(
     api: client.ApiClient,
     namespace: str,
@@ -125,20 +151,7 @@ def materialise(
                 return str(local) + value[len(mount_path) :]
         return value
 
-    env: dict[str, str] = {}
-    for var in container.get("env", []):
-        if "value" in var:
-            env[var["name"]] = local_path(var["value"])
-            continue
-        source = var.get("valueFrom", {})
-        if "secretKeyRef" in source:
-            ref = source["secretKeyRef"]
-            env[var["name"]] = _secret(core, namespace, ref["name"])[ref["key"]].decode()
-        elif "configMapKeyRef" in source:
-            ref = source["configMapKeyRef"]
-            env[var["name"]] = _config_map(core, namespace, ref["name"])[ref["key"]].decode()
-        elif "fieldRef" in source and source["fieldRef"]["fieldPath"] == "metadata.namespace":
-            env[var["name"]] = namespace
+    env = _container_env(core, namespace, container, local_path)
     # The kubelet tells every container where the API server is; so does this.
     server = urlsplit(api.configuration.host)
     env["KUBERNETES_SERVICE_HOST"] = server.hostname or "127.0.0.1"

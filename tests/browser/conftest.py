@@ -2,9 +2,10 @@
 `executable_path`; `playwright install` is never used) against the platform API running
 as a real HTTP process on the real control plane and PostgreSQL, with the operator.
 
-Chromium comes from `tests/browser/install.sh` (`make browser-binaries`, a prerequisite
-of `make test`); `HUMANWORK_CHROMIUM` may name another binary. When Chromium cannot be
-had, the tests FAIL with the reason; they never skip. Screenshots go to tests/artifacts/.
+Chromium comes from `humanwork_dev/scripts/install-chromium.sh` (`make browser-binaries`,
+a prerequisite of `make test`); `HUMANWORK_CHROMIUM` may name another binary. When
+Chromium cannot be had, the tests FAIL with the reason; they never skip. Screenshots go to
+tests/artifacts/.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def chromium_executable() -> str:
             return candidate
     pytest.fail(
         "no Chromium for the browser tests: install Debian's chromium with "
-        "`make browser-binaries` (tests/browser/install.sh), or name a binary in "
+        "`make browser-binaries` (humanwork_dev/scripts/install-chromium.sh), or name a binary in "
         "HUMANWORK_CHROMIUM",
         pytrace=False,
     )

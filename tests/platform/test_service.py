@@ -230,7 +230,8 @@ def test_missing_postgres_binaries_are_reported_with_the_fix(
 
 
 def test_install_script_is_idempotent_here() -> None:
-    script = Path(__file__).resolve().parents[1] / "postgres" / "install.sh"
+    scripts = Path(__file__).resolve().parents[2] / "humanwork_dev" / "scripts"
+    script = scripts / "install-postgres.sh"
     done = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""  # binaries present: nothing to do, no apt-get
