@@ -19,7 +19,6 @@ from __future__ import annotations
 import ast
 import base64
 import json
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -52,7 +51,7 @@ from tests.agents import (
 from tests.conftest import Cluster
 from tests.integration.conftest import REPO
 from tests.integration.test_tasks import Writer, approve, create_task, task_manifest, wait_task
-from tests.support import eventually
+from tests.support import eventually, service_account_token
 
 OPERATOR_USER = f"system:serviceaccount:{PLATFORM_NS}:humanwork-operator"
 PLATFORM_USER = f"system:serviceaccount:{PLATFORM_NS}:humanwork-platform-api"
@@ -163,9 +162,22 @@ def _describe(refused: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
 
 
 def _audit_log(cluster: Cluster) -> Path:
+    """The API server's audit log, once it holds every request made before this call: a
+    marker request (by the namespace's `default` ServiceAccount, which the policy logs and
+    no check here reads as the operator's or the platform's) is in it."""
     assert cluster.info is not None
-    time.sleep(2)  # the audit backend writes asynchronously
-    return Path(cluster.info.state_dir) / "logs" / "audit.log"
+    path = Path(cluster.info.state_dir) / "logs" / "audit.log"
+    marker = f"audit-mark-{uuid.uuid4().hex[:12]}"
+    token = service_account_token(cluster.api, PLATFORM_NS, "default", seconds=600)
+    settings = cluster.api.configuration
+    with httpx.Client(verify=settings.ssl_ca_cert, timeout=10) as http:
+        answer = http.get(
+            f"{settings.host}/api/v1/namespaces/{PLATFORM_NS}/configmaps/{marker}",
+            headers={"Authorization": f"Bearer {token}"},
+        )
+    assert answer.status_code == 403, answer.text  # refused, and logged
+    eventually(lambda: marker in path.read_text(), timeout=30)
+    return path
 
 
 # --- the operator ----------------------------------------------------------------------------
