@@ -42,6 +42,7 @@ KWOK_STAGES = REPO / "humanwork_dev" / "scripts" / "kwok-stages.yaml"
 DEFAULT_STATE = REPO / ".cluster"
 NODE_NAME = "kwok-node-0"
 SERVICE_CIDR = "10.96.0.0/16"
+SERVICE_SUFFIXES = ("", ".default", ".default.svc", ".default.svc.cluster.local")
 REAL_NODE_IP = "10.213.0.1"  # humanwork_dev.node.NODE_IP
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 
@@ -236,6 +237,206 @@ def up(state: Path | None = None, timeout: float = 180.0) -> ClusterInfo:
         return _up(state, timeout)
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What a new control plane starts from: folders, binaries, ports, identities, URLs."""
+
+    state: Path
+    bin_dir: Path
+    ports: dict[str, int]
+    ca: pki.Authority
+    serving: pki.Pair
+    kubelet_client: pki.Pair
+    sa: pki.Pair
+    kubeconfigs: dict[str, Path]
+    server: str
+    etcd_url: str
+
+
+def _plan(state: Path, bin_dir: Path) -> _Plan:
+    """The certificates of every component (and of the real node's, as the CA lives only
+    here), free ports, and the kubeconfigs of the admin and the components."""
+    ca = pki.Authority(state / "pki")
+    # the address the in-cluster Service `kubernetes` points at: the real node's bridge
+    # address (humanwork_dev.node forwards it to the loopback API server for pods); it
+    # need not exist on the machine while only kwok runs
+    serving = ca.issue(
+        "apiserver",
+        "kube-apiserver",
+        server_names=("localhost", *(f"kubernetes{s}" for s in SERVICE_SUFFIXES)),
+        server_ips=("127.0.0.1", "10.96.0.1", REAL_NODE_IP),
+    )
+    clients = {
+        "admin": ca.issue("admin", "humanwork-admin", org="system:masters"),
+        "controller-manager": ca.issue("controller-manager", "system:kube-controller-manager"),
+        "scheduler": ca.issue("scheduler", "system:kube-scheduler"),
+        "kwok": ca.issue("kwok", "kwok", org="system:masters"),
+    }
+    ca.issue("node", "system:node:humanwork-node-0", org="system:nodes")
+    ca.issue("kube-proxy", "system:kube-proxy")
+    # the API server's client identity at the real node's kubelet (exec, logs, port-forward)
+    kubelet_client = ca.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client")
+    ports = {n: free_port() for n in ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "kwok")}
+    server = f"https://127.0.0.1:{ports['apiserver']}"
+    files = {"admin": "kubeconfig", "controller-manager": "controller-manager.kubeconfig"}
+    files |= {"scheduler": "scheduler.kubeconfig", "kwok": "kwok.kubeconfig"}
+    users = {"admin": "admin", "controller-manager": "kcm", "scheduler": "scheduler"}
+    kubeconfigs = {
+        name: _kubeconfig(state / files[name], server, ca.ca.cert, pair, users.get(name, name))
+        for name, pair in clients.items()
+    }
+    sa = pki.service_account_keys(state / "pki")
+    etcd_url = f"http://127.0.0.1:{ports['etcd']}"
+    return _Plan(
+        state, bin_dir, ports, ca, serving, kubelet_client, sa, kubeconfigs, server, etcd_url
+    )
+
+
+def _etcd_argv(plan: _Plan) -> list[str]:
+    peer_url = f"http://127.0.0.1:{plan.ports['etcd-peer']}"
+    return [
+        str(plan.bin_dir / "etcd"),
+        "--name=humanwork",
+        f"--data-dir={plan.state / 'etcd'}",
+        f"--listen-client-urls={plan.etcd_url}",
+        f"--advertise-client-urls={plan.etcd_url}",
+        f"--listen-peer-urls={peer_url}",
+        f"--initial-advertise-peer-urls={peer_url}",
+        f"--initial-cluster=humanwork={peer_url}",
+        "--unsafe-no-fsync=true",
+        "--quota-backend-bytes=4294967296",
+        "--log-level=warn",
+    ]
+
+
+def _apiserver_argv(plan: _Plan) -> list[str]:
+    audit_policy = plan.state / "audit-policy.json"
+    audit_policy.write_text(json.dumps(AUDIT_POLICY))
+    return [
+        str(plan.bin_dir / "kube-apiserver"),
+        f"--etcd-servers={plan.etcd_url}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={plan.ports['apiserver']}",
+        f"--advertise-address={REAL_NODE_IP}",
+        f"--tls-cert-file={plan.serving.cert}",
+        f"--tls-private-key-file={plan.serving.key}",
+        f"--client-ca-file={plan.ca.ca.cert}",
+        f"--kubelet-client-certificate={plan.kubelet_client.cert}",
+        f"--kubelet-client-key={plan.kubelet_client.key}",
+        # by address: a node name is not resolvable here (and no lookup should leave)
+        "--kubelet-preferred-address-types=InternalIP",
+        "--authorization-mode=Node,RBAC",
+        "--enable-admission-plugins=NodeRestriction",
+        f"--service-account-issuer={ISSUER}",
+        f"--api-audiences={ISSUER}",
+        f"--service-account-key-file={plan.sa.cert}",
+        f"--service-account-signing-key-file={plan.sa.key}",
+        f"--service-cluster-ip-range={SERVICE_CIDR}",
+        "--allow-privileged=true",
+        f"--cert-dir={plan.state / 'pki'}",
+        "--profiling=false",
+        f"--audit-policy-file={audit_policy}",
+        f"--audit-log-path={plan.state / 'logs' / 'audit.log'}",
+        "--audit-log-format=json",
+        "--audit-log-maxsize=200",
+        "--event-ttl=1h",
+        "--v=1",
+    ]
+
+
+def _controllers_argv(plan: _Plan) -> dict[str, list[str]]:
+    """The controller manager's, the scheduler's and kwok's command lines."""
+    kcm, sched = plan.kubeconfigs["controller-manager"], plan.kubeconfigs["scheduler"]
+    return {
+        "kube-controller-manager": [
+            str(plan.bin_dir / "kube-controller-manager"),
+            f"--kubeconfig={kcm}",
+            f"--authentication-kubeconfig={kcm}",
+            f"--authorization-kubeconfig={kcm}",
+            f"--root-ca-file={plan.ca.ca.cert}",
+            f"--service-account-private-key-file={plan.sa.key}",
+            f"--cluster-signing-cert-file={plan.ca.ca.cert}",
+            f"--cluster-signing-key-file={plan.ca.ca.key}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--use-service-account-credentials=true",
+            # client-side rate limits as kwok's own clusters set them: the defaults (20
+            # QPS) make the controllers, not the operator, the bottleneck of a benchmark
+            "--kube-api-qps=500",
+            "--kube-api-burst=1000",
+            "--concurrent-deployment-syncs=10",
+            "--concurrent-replicaset-syncs=10",
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={plan.ports['kcm']}",
+            "--controllers=*",
+            "--v=1",
+        ],
+        "kube-scheduler": [
+            str(plan.bin_dir / "kube-scheduler"),
+            f"--kubeconfig={sched}",
+            f"--authentication-kubeconfig={sched}",
+            f"--authorization-kubeconfig={sched}",
+            "--kube-api-qps=500",
+            "--kube-api-burst=1000",
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={plan.ports['scheduler']}",
+            "--v=1",
+        ],
+        "kwok": [
+            str(plan.bin_dir / "kwok"),
+            f"--kubeconfig={plan.kubeconfigs['kwok']}",
+            f"--config={KWOK_STAGES}",
+            "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            "--cidr=10.244.0.0/16",
+            "--node-ip=10.244.0.1",
+            "--node-lease-duration-seconds=40",
+            f"--server-address=127.0.0.1:{plan.ports['kwok']}",
+        ],
+    }
+
+
+def _api_get(plan: _Plan, path: str) -> httpx.Response:
+    with admin_http(plan.state) as c:
+        return c.get(f"{plan.server}{path}")
+
+
+def _node_ready(plan: _Plan) -> bool:
+    conds = _api_get(plan, f"/api/v1/nodes/{NODE_NAME}").json().get("status", {})
+    return any(x["type"] == "Ready" and x["status"] == "True" for x in conds.get("conditions", []))
+
+
+def _start(
+    plan: _Plan, timeout: float, procs: dict[str, subprocess.Popen[bytes]], mark: Any
+) -> None:
+    """Start the components in order, each waited for as the next needs it."""
+    logs = plan.state / "logs"
+    procs["etcd"] = spawn("etcd", _etcd_argv(plan), logs)
+    etcd_health = f"{plan.etcd_url}/health"
+    _wait("etcd", lambda: httpx.get(etcd_health, timeout=2).status_code == 200, 60, procs)
+    mark("etcd")
+    procs["kube-apiserver"] = spawn("kube-apiserver", _apiserver_argv(plan), logs)
+    ready = lambda: _api_get(plan, "/readyz").status_code == 200  # noqa: E731
+    _wait("kube-apiserver /readyz", ready, timeout, procs)
+    mark("kube-apiserver")
+    for name, argv in _controllers_argv(plan).items():
+        procs[name] = spawn(name, argv, logs)
+    subprocess.run(
+        [str(plan.bin_dir / "kubectl"), "apply", "-f", "-"],
+        input=json.dumps(_node_manifest()).encode(),
+        env={**os.environ, "KUBECONFIG": str(plan.kubeconfigs["admin"])},
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    _wait("the kwok node to be Ready", lambda: _node_ready(plan), timeout, procs)
+    mark("node")
+    default_sa = "/api/v1/namespaces/default/serviceaccounts/default"
+    made = lambda: _api_get(plan, default_sa).status_code == 200  # noqa: E731
+    _wait("the default ServiceAccount (controller manager)", made, timeout, procs)
+    mark("controllers")
+
+
 def _up(state: Path, timeout: float) -> ClusterInfo:
     running = status(state)
     if running:
@@ -243,47 +444,9 @@ def _up(state: Path, timeout: float) -> ClusterInfo:
     _down(state)
     bin_dir = binaries(build=True)
     started = time.monotonic()
-    logs = state / "logs"
     for sub in ("logs", "pki", "etcd"):
         (state / sub).mkdir(parents=True, exist_ok=True)
-
-    ca = pki.Authority(state / "pki")
-    # the address the in-cluster Service `kubernetes` points at: the real node's bridge
-    # address (humanwork_dev.node forwards it to the loopback API server for pods); it
-    # need not exist on the machine while only kwok runs
-    advertise = REAL_NODE_IP
-    serving = ca.issue(
-        "apiserver",
-        "kube-apiserver",
-        server_names=(
-            "localhost",
-            "kubernetes",
-            "kubernetes.default",
-            "kubernetes.default.svc",
-            "kubernetes.default.svc.cluster.local",
-        ),
-        server_ips=("127.0.0.1", "10.96.0.1", advertise),
-    )
-    admin = ca.issue("admin", "humanwork-admin", org="system:masters")
-    kcm = ca.issue("controller-manager", "system:kube-controller-manager")
-    sched = ca.issue("scheduler", "system:kube-scheduler")
-    kwok_cert = ca.issue("kwok", "kwok", org="system:masters")
-    # the real node's identities (humanwork_dev.node), issued now as the CA lives only here
-    ca.issue("node", "system:node:humanwork-node-0", org="system:nodes")
-    ca.issue("kube-proxy", "system:kube-proxy")
-    # the API server's client identity at the real node's kubelet (exec, logs, port-forward)
-    kubelet_client = ca.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client")
-    sa = pki.service_account_keys(state / "pki")
-
-    ports = {n: free_port() for n in ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "kwok")}
-    server = f"https://127.0.0.1:{ports['apiserver']}"
-    kubeconfig = _kubeconfig(state / "kubeconfig", server, ca.ca.cert, admin, "admin")
-    kcm_kc = _kubeconfig(state / "controller-manager.kubeconfig", server, ca.ca.cert, kcm, "kcm")
-    sched_kc = _kubeconfig(state / "scheduler.kubeconfig", server, ca.ca.cert, sched, "scheduler")
-    kwok_kc = _kubeconfig(state / "kwok.kubeconfig", server, ca.ca.cert, kwok_cert, "kwok")
-
-    etcd_url = f"http://127.0.0.1:{ports['etcd']}"
-    peer_url = f"http://127.0.0.1:{ports['etcd-peer']}"
+    plan = _plan(state, bin_dir)
     procs: dict[str, subprocess.Popen[bytes]] = {}
     phases: dict[str, float] = {}
 
@@ -291,170 +454,15 @@ def _up(state: Path, timeout: float) -> ClusterInfo:
         phases[phase] = round(time.monotonic() - started, 2)
 
     try:
-        procs["etcd"] = spawn(
-            "etcd",
-            [
-                str(bin_dir / "etcd"),
-                "--name=humanwork",
-                f"--data-dir={state / 'etcd'}",
-                f"--listen-client-urls={etcd_url}",
-                f"--advertise-client-urls={etcd_url}",
-                f"--listen-peer-urls={peer_url}",
-                f"--initial-advertise-peer-urls={peer_url}",
-                f"--initial-cluster=humanwork={peer_url}",
-                "--unsafe-no-fsync=true",
-                "--quota-backend-bytes=4294967296",
-                "--log-level=warn",
-            ],
-            logs,
-        )
-        _wait(
-            "etcd",
-            lambda: httpx.get(f"{etcd_url}/health", timeout=2).status_code == 200,
-            60,
-            procs,
-        )
-        mark("etcd")
-        pkid = state / "pki"
-        audit_policy = state / "audit-policy.json"
-        audit_policy.write_text(json.dumps(AUDIT_POLICY))
-        procs["kube-apiserver"] = spawn(
-            "kube-apiserver",
-            [
-                str(bin_dir / "kube-apiserver"),
-                f"--etcd-servers={etcd_url}",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={ports['apiserver']}",
-                f"--advertise-address={advertise}",
-                f"--tls-cert-file={serving.cert}",
-                f"--tls-private-key-file={serving.key}",
-                f"--client-ca-file={ca.ca.cert}",
-                f"--kubelet-client-certificate={kubelet_client.cert}",
-                f"--kubelet-client-key={kubelet_client.key}",
-                # by address: a node name is not resolvable here (and no lookup should leave)
-                "--kubelet-preferred-address-types=InternalIP",
-                "--authorization-mode=Node,RBAC",
-                "--enable-admission-plugins=NodeRestriction",
-                f"--service-account-issuer={ISSUER}",
-                f"--api-audiences={ISSUER}",
-                f"--service-account-key-file={sa.cert}",
-                f"--service-account-signing-key-file={sa.key}",
-                f"--service-cluster-ip-range={SERVICE_CIDR}",
-                "--allow-privileged=true",
-                f"--cert-dir={pkid}",
-                "--profiling=false",
-                f"--audit-policy-file={audit_policy}",
-                f"--audit-log-path={logs / 'audit.log'}",
-                "--audit-log-format=json",
-                "--audit-log-maxsize=200",
-                "--event-ttl=1h",
-                "--v=1",
-            ],
-            logs,
-        )
-        with admin_http(state) as c:
-            _wait(
-                "kube-apiserver /readyz",
-                lambda: c.get(f"{server}/readyz").status_code == 200,
-                timeout,
-                procs,
-            )
-        mark("kube-apiserver")
-        procs["kube-controller-manager"] = spawn(
-            "kube-controller-manager",
-            [
-                str(bin_dir / "kube-controller-manager"),
-                f"--kubeconfig={kcm_kc}",
-                f"--authentication-kubeconfig={kcm_kc}",
-                f"--authorization-kubeconfig={kcm_kc}",
-                f"--root-ca-file={ca.ca.cert}",
-                f"--service-account-private-key-file={sa.key}",
-                f"--cluster-signing-cert-file={ca.ca.cert}",
-                f"--cluster-signing-key-file={ca.ca.key}",
-                f"--service-cluster-ip-range={SERVICE_CIDR}",
-                "--use-service-account-credentials=true",
-                # client-side rate limits as kwok's own clusters set them: the defaults (20
-                # QPS) make the controllers, not the operator, the bottleneck of a benchmark
-                "--kube-api-qps=500",
-                "--kube-api-burst=1000",
-                "--concurrent-deployment-syncs=10",
-                "--concurrent-replicaset-syncs=10",
-                "--leader-elect=false",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={ports['kcm']}",
-                "--controllers=*",
-                "--v=1",
-            ],
-            logs,
-        )
-        procs["kube-scheduler"] = spawn(
-            "kube-scheduler",
-            [
-                str(bin_dir / "kube-scheduler"),
-                f"--kubeconfig={sched_kc}",
-                f"--authentication-kubeconfig={sched_kc}",
-                f"--authorization-kubeconfig={sched_kc}",
-                "--kube-api-qps=500",
-                "--kube-api-burst=1000",
-                "--leader-elect=false",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={ports['scheduler']}",
-                "--v=1",
-            ],
-            logs,
-        )
-        procs["kwok"] = spawn(
-            "kwok",
-            [
-                str(bin_dir / "kwok"),
-                f"--kubeconfig={kwok_kc}",
-                f"--config={KWOK_STAGES}",
-                "--manage-all-nodes=false",
-                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-                "--cidr=10.244.0.0/16",
-                "--node-ip=10.244.0.1",
-                "--node-lease-duration-seconds=40",
-                f"--server-address=127.0.0.1:{ports['kwok']}",
-            ],
-            logs,
-        )
-        kubectl = str(bin_dir / "kubectl")
-        env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
-        node = json.dumps(_node_manifest())
-        subprocess.run(
-            [kubectl, "apply", "-f", "-"],
-            input=node.encode(),
-            env=env,
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-
-        def node_ready() -> bool:
-            with admin_http(state) as c:
-                doc = c.get(f"{server}/api/v1/nodes/{NODE_NAME}").json()
-            conds = doc.get("status", {}).get("conditions", [])
-            return any(x["type"] == "Ready" and x["status"] == "True" for x in conds)
-
-        def default_sa() -> bool:
-            with admin_http(state) as c:
-                return (
-                    c.get(f"{server}/api/v1/namespaces/default/serviceaccounts/default").status_code
-                    == 200
-                )
-
-        _wait("the kwok node to be Ready", node_ready, timeout, procs)
-        mark("node")
-        _wait("the default ServiceAccount (controller manager)", default_sa, timeout, procs)
-        mark("controllers")
+        _start(plan, timeout, procs, mark)
     except BaseException:
         for p in procs.values():
             stop_process(p.pid)
         raise
-
     info = ClusterInfo(
         state_dir=str(state),
-        kubeconfig=str(kubeconfig),
-        server=server,
+        kubeconfig=str(plan.kubeconfigs["admin"]),
+        server=plan.server,
         bin_dir=str(bin_dir),
         pids={name: p.pid for name, p in procs.items()},
         started_at=time.time(),

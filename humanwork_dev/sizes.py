@@ -8,7 +8,15 @@ import ast
 import sys
 from pathlib import Path
 
-ROOTS = ("humanwork_core", "platform_api", "agent_image", "operator", "kubectl_humanwork")
+ROOTS = (
+    "humanwork_core",
+    "platform_api",
+    "agent_image",
+    "operator",
+    "kubectl_humanwork",
+    "humanwork_dev",
+    "bench",
+)
 MAX_FUNCTION = 60
 MAX_MODULE = 600
 

@@ -48,6 +48,11 @@ from pathlib import Path
 import httpx
 
 from humanwork_dev import cluster, incluster, node
+from humanwork_dev.demo import DEMO_CLIENT as DEMO_CLIENT
+from humanwork_dev.demo import DEMO_EXPERT as DEMO_EXPERT
+from humanwork_dev.demo import DEMO_NAMESPACE as DEMO_NAMESPACE
+from humanwork_dev.demo import DEMO_SLUG as DEMO_SLUG
+from humanwork_dev.demo import configure_agent, make_org
 from humanwork_dev.fakes.catalog import SEED_REQUEST
 
 PORT_OFFSET = int(os.environ.get("HUMANWORK_STACK_PORT_OFFSET", "0"))
@@ -58,10 +63,6 @@ PLATFORM_PORT = 8000 + PORT_OFFSET
 AGENT_PORT = 8081 + PORT_OFFSET
 SHOPIFY_PORT = 8091 + PORT_OFFSET
 AMAZON_PORT = 8092 + PORT_OFFSET
-DEMO_SLUG = "demo"
-DEMO_NAMESPACE = f"org-{DEMO_SLUG}"
-DEMO_EXPERT = "expert"
-DEMO_CLIENT = "client"
 """The demo org's client (role `client`): signs in to the portal at `/portal`."""
 AGENT_MODES = ("container", "process")
 NO_NODE = (
@@ -193,7 +194,7 @@ def up(state: Path | None = None, agent_mode: str = "process") -> dict[str, str]
         _start_operator(starts, info)
         _start_platform(starts, info, password_file)
         _start_fakes(starts)
-        expert_password = _demo_org(state, info, password_file.read_text().strip())
+        expert_password = make_org(_platform(state), state, info, password_file.read_text().strip())
         _start_agent(starts, info)
     except (Exception, KeyboardInterrupt) as exc:
         raise _aborted(starts, exc) from exc
@@ -220,23 +221,6 @@ def _summary(
         "admin_password_file": str(password_file),
         "expert_password": expert_password,
     }
-
-
-def _demo_client(http: httpx.Client, admin: dict[str, str], org_id: str, state: Path) -> None:
-    """The demo org's client (password in `.cluster/client-password`); idempotent."""
-    client_file = state / "client-password"
-    if not client_file.exists():
-        client_file.write_text(secrets.token_urlsafe(12))
-        client_file.chmod(0o600)
-    body = {
-        "username": DEMO_CLIENT,
-        "password": client_file.read_text().strip(),
-        "role": "client",
-        "org_ids": [org_id],
-    }
-    made = http.post("/users", json=body, headers=admin)
-    if made.status_code != 409:
-        made.raise_for_status()
 
 
 def _node_missing() -> str | None:
@@ -280,7 +264,9 @@ def _up_container(state: Path) -> dict[str, str]:
                     f"127.0.0.1:{PLATFORM_PORT}", target]  # fmt: skip
             pid = starts.spawn("platform-forward", args, {}, (PLATFORM_PORT,))
             _wait_http("platform-forward", f"{base}/healthz", pid, verify=verify)
-        expert_password = _demo_org(state, info, incluster.DEV_ADMIN_PASSWORD, on_real_node=True)
+        expert_password = make_org(
+            _platform(state), state, info, incluster.DEV_ADMIN_PASSWORD, on_real_node=True
+        )
         _configure_agent_in_container(kubectl)
     except (Exception, KeyboardInterrupt) as exc:
         raise _aborted(starts, exc) from exc
@@ -301,7 +287,7 @@ print(urllib.request.urlopen(request, timeout=30).status)
 
 
 def _configure_agent_in_container(kubectl: incluster.Kubectl) -> None:
-    """What `_configure_demo_agent` does for a process, from inside the agent's container
+    """What `demo.configure_agent` does for a process, from inside the agent's container
     (its NetworkPolicy lets only the platform in): signed with the callback secret the
     container holds, so the secret never leaves it."""
     pods = kubectl.json("-n", DEMO_NAMESPACE, "get", "pods", "-l",
@@ -437,7 +423,7 @@ def _start_agent(starts: _Starts, info: cluster.ClusterInfo) -> None:
         (AGENT_PORT,),
     )
     _wait_http("agent", f"http://127.0.0.1:{AGENT_PORT}/v1/health", pid)
-    _configure_demo_agent(info)
+    configure_agent(info, AGENT_PORT)
 
 
 def _secret_file(path: Path, size: int, *, b64: bool = False) -> str:
@@ -448,135 +434,6 @@ def _secret_file(path: Path, size: int, *, b64: bool = False) -> str:
         path.write_text(base64.b64encode(raw).decode() if b64 else raw.hex())
         path.chmod(0o600)
     return path.read_text().strip()
-
-
-def _demo_org(
-    state: Path, info: cluster.ClusterInfo, admin_password: str, on_real_node: bool = False
-) -> str:
-    """The demo org through the platform API (org, expert, tools, credentials of the fake
-    upstreams) and its AgentInstance; idempotent. The expert's password."""
-    base, verify = _platform(state)
-    expert_file = state / "expert-password"
-    with httpx.Client(base_url=base, timeout=30, verify=verify) as http:
-        token = http.post("/auth/token", json={"username": "admin", "password": admin_password})
-        token.raise_for_status()
-        admin = {"Authorization": f"Bearer {token.json()['access_token']}"}
-        created = http.post("/orgs", json={"slug": DEMO_SLUG, "name": "Acme (demo)"}, headers=admin)
-        if created.status_code == 409:
-            orgs = http.get("/orgs", headers=admin).json()
-            items = orgs["items"] if isinstance(orgs, dict) else orgs
-            org_id = next(o["id"] for o in items if o["slug"] == DEMO_SLUG)
-        else:
-            created.raise_for_status()
-            org_id = created.json()["id"]
-        if not expert_file.exists():
-            expert_file.write_text(secrets.token_urlsafe(12))
-            expert_file.chmod(0o600)
-        password = expert_file.read_text().strip()
-        user = http.post(
-            "/users",
-            json={
-                "username": DEMO_EXPERT,
-                "password": password,
-                "role": "operator",
-                "org_ids": [org_id],
-            },
-            headers=admin,
-        )
-        if user.status_code != 409:
-            user.raise_for_status()
-        _demo_client(http, admin, org_id, state)
-        fakes = json.loads((state / "fake-credentials.json").read_text())
-        for tool in ("shopify", "amazon"):
-            http.put(
-                f"/orgs/{org_id}/tool-permissions/{tool}", json={"enabled": True}, headers=admin
-            ).raise_for_status()
-            http.put(
-                f"/orgs/{org_id}/integrations/{tool}",
-                json={"credentials": fakes[tool]},
-                headers=admin,
-            ).raise_for_status()
-    env = {**os.environ, "KUBECONFIG": info.kubeconfig}
-    manifest = {
-        "apiVersion": "v1",
-        "kind": "List",
-        "items": [
-            {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": {"name": "llm", "namespace": DEMO_NAMESPACE},
-                "stringData": {"api-key": os.environ.get("HUMANWORK_DEMO_LLM_KEY", "none")},
-            },
-            {
-                "apiVersion": "humanwork.io/v1alpha1",
-                "kind": "AgentInstance",
-                "metadata": {"name": "agent", "namespace": DEMO_NAMESPACE},
-                "spec": {
-                    "orgId": org_id,
-                    "specialist": {
-                        "name": "Ops",
-                        "systemPrompt": "You reconcile Amazon orders with Shopify stock.",
-                    },
-                    "model": "offline",
-                    "enabledTools": ["amazon", "shopify"],
-                    **(incluster.agent_scheduling() if on_real_node else {}),
-                    "llm": {
-                        # no model: the agent's offline planner (set a real endpoint and
-                        # HUMANWORK_DEMO_LLM_KEY to use one)
-                        "baseURL": os.environ.get(
-                            "HUMANWORK_DEMO_LLM_URL", "https://llm.example/v1"
-                        ),
-                        "apiKeySecretRef": {"name": "llm", "key": "api-key"},
-                    },
-                },
-            },
-        ],
-    }
-    subprocess.run(
-        [info.kubectl, "apply", "--server-side", "--field-manager=humanwork-demo", "-f", "-"],
-        input=json.dumps(manifest).encode(),
-        env=env,
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    subprocess.run(
-        [
-            info.kubectl,
-            "wait",
-            "-n",
-            DEMO_NAMESPACE,
-            "--for=jsonpath={.status.phase}=Ready",
-            "agentinstance/agent",
-            "--timeout=180s",
-        ],
-        env=env,
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    return password
-
-
-def _configure_demo_agent(info: cluster.ClusterInfo) -> None:
-    """Let the demo agent look up the stores (read-only, through the tool proxy) while it
-    plans, so the seed's example comes with the exact inventory correction to approve.
-    Sent like the platform sends commands: signed with the instance's callback secret."""
-    from kubernetes import client, config
-
-    from humanwork_core import signing
-
-    api = config.new_client_from_config(config_file=info.kubeconfig)  # type: ignore[no-untyped-call]
-    secret = client.CoreV1Api(api).read_namespaced_secret("agent-agent-callback", DEMO_NAMESPACE)
-    key = base64.b64decode((secret.data or {})["secret"]).decode()
-    body = json.dumps({"planningLookups": True}).encode()
-    httpx.post(
-        f"http://127.0.0.1:{AGENT_PORT}/v1/configure",
-        content=body,
-        headers={
-            "Content-Type": "application/json",
-            signing.SIGNATURE_HEADER: signing.sign(key, body, int(time.time())),
-        },
-        timeout=30,
-    ).raise_for_status()
 
 
 def demo(state: Path | None = None) -> dict[str, str]:

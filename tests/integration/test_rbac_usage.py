@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import base64
 import json
+import ssl
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -170,7 +171,8 @@ def _audit_log(cluster: Cluster) -> Path:
     marker = f"audit-mark-{uuid.uuid4().hex[:12]}"
     token = service_account_token(cluster.api, PLATFORM_NS, "default", seconds=600)
     settings = cluster.api.configuration
-    with httpx.Client(verify=settings.ssl_ca_cert, timeout=10) as http:
+    trust = ssl.create_default_context(cafile=settings.ssl_ca_cert)
+    with httpx.Client(verify=trust, timeout=10) as http:
         answer = http.get(
             f"{settings.host}/api/v1/namespaces/{PLATFORM_NS}/configmaps/{marker}",
             headers={"Authorization": f"Bearer {token}"},
