@@ -1,6 +1,7 @@
-"""The size rule of the product folders: no function over 60 lines, no module
-over 600. `python -m humanwork_dev.sizes` lists the offenders and exits 1 when there are
-any; `make lint` runs it. The web UI's script is not Python and is not counted."""
+"""The size rule of the product folders, the development harness and the benches: no
+function over 60 lines, no module over 600. `python -m humanwork_dev.sizes` lists the
+offenders and exits 1 when there are any; `make lint` runs it. The web UI's script is not
+Python and is not counted."""
 
 from __future__ import annotations
 
