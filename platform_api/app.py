@@ -24,6 +24,7 @@ from platform_api.activity.guard import refuse_work_of_deactivated_orgs
 from platform_api.agent_api.proxy import ToolProxy
 from platform_api.agent_api.router import events_router as agent_events_router
 from platform_api.agent_api.router import router as agent_api_router
+from platform_api.agent_mcp.router import router as agent_mcp_router
 from platform_api.agents.manage_router import router as managed_agents_router
 from platform_api.agents.router import router as agents_router
 from platform_api.audit.service import record
@@ -150,6 +151,7 @@ ROUTERS = (
     human_tasks_router,
     conversations_router,
     agent_api_router,
+    agent_mcp_router,  # MCP for agents, on the agent API
     agent_events_router,
     knowledge_router,
     agents_router,

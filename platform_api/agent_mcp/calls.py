@@ -1,0 +1,123 @@
+"""`tools/call`: one MCP call, run by the tool proxy (`agent_api.proxy.ToolProxy.call`), the
+very code of `POST /v1/agent-api/tools/{tool}`: the same scope, permission and
+`allowedActions` checks, the same approval check (the step's decision approves exactly this
+tool, action and arguments: their hash), the same claim, ledger, idempotency and audit.
+
+A read answers at once. A side-effecting call names its approved step in the call's
+`_meta` (`humanwork.io/task`: the AgenticTask's name, `humanwork.io/step`: the step id;
+`humanwork.io/idempotencyKey` optional, `mcp/<task>/<step>` by default: the proxy keys a
+side effect by its step whatever key it is given, so a replay returns the first result and
+runs nothing twice). Without an approval that matches, the answer is a tool result with
+`isError` and the stable code `approval_required` (`details.reason`: the proxy's, e.g.
+`no_step`, `not_approved`, `tool_call_mismatch`), with the step to file as an AgenticTask
+and how to call again; nothing reaches the upstream. Any other refusal or failure answers
+`isError` with the native endpoint's `{code, message, details}`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from mcp import types
+from pydantic import ValidationError
+
+from humanwork_core import catalog
+from platform_api.agent_api.identity import Agent
+from platform_api.agent_api.proxy import ToolProxy
+from platform_api.agent_api.schemas import ToolCallIn
+from platform_api.agent_mcp.view import KEY, STEP, TASK, resolve
+from platform_api.errors import PlatformError, StepNotApproved
+
+log = logging.getLogger(__name__)
+
+APPROVAL_REQUIRED = "approval_required"
+
+
+def failure(
+    code: str, message: str, details: Mapping[str, Any] | None = None
+) -> types.CallToolResult:
+    """A refused or failed call: `isError`, the error's JSON body as structured content."""
+    body = {"code": code, "message": message, "details": dict(details or {})}
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=json.dumps(body))],
+        structuredContent=body,
+        isError=True,
+    )
+
+
+def _how_to_file(agent: Agent, action: catalog.Action, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The step an AgenticTask must carry for this call, and how to call again."""
+    return {
+        "kind": "AgenticTask",
+        "apiVersion": "humanwork.io/v1alpha1",
+        "namespace": agent.namespace,
+        "agentRef": agent.name,
+        "step": {
+            "kind": "action",
+            "tool": action.tool,
+            "parameters": {"action": action.name, "params": arguments},
+            "risk": action.min_risk.value,
+        },
+        "then": f"once an expert approved the step, call again with _meta {{{TASK!r}: "
+        f"<task name>, {STEP!r}: <step id>}} and the same arguments",
+    }
+
+
+def request_of(
+    action: catalog.Action, arguments: dict[str, Any], meta: Mapping[str, Any]
+) -> ToolCallIn:
+    """The proxy's request for an MCP call (ValidationError for a bad `_meta`)."""
+    task, step, key = meta.get(TASK), meta.get(STEP), meta.get(KEY)
+    if key is None and action.side_effect:
+        key = f"mcp/{task}/{step}"
+    return ToolCallIn.model_validate(
+        {
+            "action": action.name,
+            "params": arguments,
+            "idempotencyKey": key,
+            "task": task,
+            "step": step,
+        }
+    )
+
+
+async def run(
+    proxy: ToolProxy,
+    agent: Agent,
+    name: str,
+    arguments: dict[str, Any],
+    meta: Mapping[str, Any],
+) -> types.CallToolResult:
+    """Run one `tools/call` as the module docstring says."""
+    action = resolve(name)
+    if action is None:
+        return failure("unknown_tool", f"no such tool {name[:100]!r}; tools/list lists them")
+    try:
+        body = request_of(action, arguments, meta)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        return failure("invalid_meta", f"_meta {field}: {first['msg']}", {"field": field})
+    try:
+        out = await proxy.call(agent, action.tool, body)
+    except StepNotApproved as refused:
+        return failure(
+            APPROVAL_REQUIRED,
+            f"{action.tool}.{action.name} changes the upstream and runs only as an approved "
+            f"step: {refused.message}",
+            {**refused.public_details(), "howToFile": _how_to_file(agent, action, arguments)},
+        )
+    except PlatformError as exc:
+        return failure(exc.code, exc.message, exc.public_details())
+    except Exception:
+        log.exception("MCP tool call %s failed", name)
+        return failure("internal_error", "the call failed inside the platform")
+    result = out.model_dump()
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=json.dumps(result))],
+        structuredContent=result,
+        isError=False,
+    )
