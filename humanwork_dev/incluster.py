@@ -40,6 +40,9 @@ OVERLAY = cluster.REPO / "manifests" / "overlays" / "node"
 SYSTEM = "humanwork-system"
 FAKES = "humanwork-fakes"  # namespace, Deployment and Service
 SHOPIFY_PORT, AMAZON_PORT = 8091, 8092
+CONTROL_PORT = 8099
+"""The fakes' control port (humanwork_dev.fakes.control): the host reaches it at the pod's
+address; no Service names it."""
 FAKES_HOST = f"{FAKES}.{FAKES}.svc.cluster.local"
 PLATFORM_IMAGE = "humanwork/platform-api:0.1.0"
 DEV_ADMIN_PASSWORD = "dev-admin-password-NOT-FOR-PRODUCTION"  # the dev overlay's, committed
@@ -124,7 +127,8 @@ def fakes_manifests() -> list[dict[str, Any]]:
         "command": ["python", "-m", "humanwork_dev.fakes", "--host", "0.0.0.0",
                     "--shopify-port", str(SHOPIFY_PORT), "--amazon-port", str(AMAZON_PORT),
                     "--shopify-url", f"{base}:{SHOPIFY_PORT}",
-                    "--amazon-url", f"{base}:{AMAZON_PORT}", "--credentials", "-"],
+                    "--amazon-url", f"{base}:{AMAZON_PORT}", "--credentials", "-",
+                    "--control-port", str(CONTROL_PORT)],
         "env": [{"name": "PYTHONPATH", "value": "/opt/fakes"}],
         "ports": [{"name": "shopify", "containerPort": SHOPIFY_PORT},
                   {"name": "amazon", "containerPort": AMAZON_PORT}],

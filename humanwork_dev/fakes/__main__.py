@@ -5,7 +5,9 @@
 writes the integration credentials pointing at them to FILE (JSON: {"shopify": {...},
 "amazon": {...}}; `-`: to stdout) and serves until interrupted. In a pod (the real node's
 in-cluster stack, humanwork_dev.incluster): `--host 0.0.0.0` and the Service's URLs as
-`--shopify-url` / `--amazon-url`, which the credentials then point at.
+`--shopify-url` / `--amazon-url`, which the credentials then point at, and
+`--control-port` for the harness to see the fake Shopify's side effects and make it
+misbehave (humanwork_dev.fakes.control).
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ import argparse
 import json
 import signal
 import threading
+from contextlib import ExitStack
 from pathlib import Path
 
 from humanwork_dev.fakes.amazon import FakeAmazon
+from humanwork_dev.fakes.control import control_app
+from humanwork_dev.fakes.server import BackgroundServer
 from humanwork_dev.fakes.shopify import FakeShopify
 
 
@@ -28,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1", help="the address to listen on")
     parser.add_argument("--shopify-url", default=None, help="the base URL in the credentials")
     parser.add_argument("--amazon-url", default=None, help="the base URL in the credentials")
+    parser.add_argument("--control-port", type=int, default=None, help="the harness's port")
     args = parser.parse_args(argv)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -35,7 +41,11 @@ def main(argv: list[str] | None = None) -> int:
     with (
         FakeShopify(host=args.host, port=args.shopify_port) as shop,
         FakeAmazon(host=args.host, port=args.amazon_port) as amazon,
+        ExitStack() as control,
     ):
+        if args.control_port is not None:
+            server = BackgroundServer(control_app(shop), host=args.host, port=args.control_port)
+            control.enter_context(server)
         amazon_url = args.amazon_url or amazon.url
         credentials = json.dumps(
             {

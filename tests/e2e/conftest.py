@@ -14,6 +14,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -207,6 +208,16 @@ async def world(
     platform_server: PlatformProcess,
     tmp_path: Path,
 ) -> AsyncIterator[World]:
+    async with open_world(cluster, platform_server, tmp_path) as made:
+        yield made
+
+
+@asynccontextmanager
+async def open_world(
+    cluster: Cluster, platform_server: PlatformProcess, tmp_path: Path
+) -> AsyncIterator[World]:
+    """One org on `platform_server` and its agent process (what `world` gives; a test that
+    brings a platform of its own, on another database, opens one with this)."""
     base = platform_server.url
     async with httpx.AsyncClient(timeout=60) as http:
         admin = await _login(http, base, "admin", ADMIN_PASSWORD)

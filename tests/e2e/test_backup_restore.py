@@ -1,15 +1,18 @@
 """Backup and restore end to end (`python -m platform_api.backup`), on the process-mode
-stack with PostgreSQL, the operator, the platform and a real agent process.
+stack with the operator, the platform and a real agent process, on both databases the
+platform runs on: PostgreSQL (production) and an SQLite file (the embedded default that
+`make up` and the dev overlay run, on their volume).
 
 A step is executing when the backup is taken (the fake Shopify applied the write and holds
 its answer); it then finishes, the audit log moves on and a checkpoint is signed. The
 platform's database and the task are then lost (the operator deleted the finished task,
-as it does after its TTL), and the backup is restored into a new database, with the
-resources. The restore says it went back to an older point (exit 3, in words, on
-`/healthz` and the metric); each chain still verifies against itself; the task comes back
-with the step `OutcomeUnknown` (never run again by the agent of the restored platform) and
-the queue's detail shows what the ledger knows; the expert marks it executed and the
-upstream still counts one write.
+as it does after its TTL), and the backup is restored: PostgreSQL into a new database,
+SQLite over the platform's own file once the platform is stopped (the documented
+procedure), with the resources. The restore says it went back to an older point (exit 3,
+in words, on `/healthz` and the metric); each chain still verifies against itself; the
+task comes back with the step `OutcomeUnknown` (never run again by the agent of the
+restored platform) and the queue's detail shows what the ledger knows; the expert marks
+it executed and the upstream still counts one write.
 """
 
 from __future__ import annotations
@@ -20,19 +23,62 @@ import os
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from humanwork_dev.postgres import PostgresServer
 from humanwork_dev.processes import AgentProcess, PlatformProcess
-from tests.e2e.conftest import World, execution_state, step_of
+from tests.conftest import Cluster
+from tests.e2e.conftest import World, execution_state, open_world, step_of
 from tests.e2e.writes import MUG, approved_write
+from tests.fixtures.stack import PROCESS_START_SECONDS, server_env
 
 HOLD_SECONDS = 9.0  # under the proxy's 10 s timeout: the held write then succeeds
+
+
+@dataclass
+class Store:
+    """The platform the test backs up, and its database."""
+
+    kind: str  # `postgresql` or `sqlite`
+    platform: PlatformProcess
+    postgres: PostgresServer | None = None
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def store(request: pytest.FixtureRequest, cluster: Cluster, tmp_path: Path) -> Iterator[Store]:
+    """The suite's platform on PostgreSQL, or a platform of this test's own on an SQLite
+    file (started like the suite's, the operator running)."""
+    if request.param == "postgresql":
+        platform = request.getfixturevalue("platform_server")
+        yield Store("postgresql", platform, request.getfixturevalue("postgres"))
+        return
+    request.getfixturevalue("operator")
+    workdir = tmp_path / "sqlite-platform"
+    workdir.mkdir()
+    endpoints = workdir / "agent-endpoints.json"
+    endpoints.write_text("{}")
+    url = f"sqlite+aiosqlite:///{workdir / 'platform.db'}"
+    platform = PlatformProcess(
+        cluster.kubeconfig,
+        cluster.kubectl_path,
+        workdir,
+        env=server_env(url, endpoints),
+        module="tests.fixtures.platform_main",
+    )
+    try:
+        platform.start(timeout=PROCESS_START_SECONDS)  # it migrates the new file first
+        yield Store("sqlite", platform)
+    finally:
+        platform.stop()
+        print(platform.tail(40))
 
 
 def tool(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -99,9 +145,7 @@ def checkpoint_env(tmp: Path) -> dict[str, str]:
     }
 
 
-async def restored_platform(
-    world: World, postgres: PostgresServer, url: str, tmp: Path
-) -> PlatformProcess:
+async def restored_platform(world: World, url: str, tmp: Path) -> PlatformProcess:
     endpoints = tmp / "restored" / "agent-endpoints.json"
     endpoints.parent.mkdir(parents=True, exist_ok=True)
     endpoints.write_text("{}")
@@ -120,12 +164,51 @@ async def restored_platform(
 
 
 async def test_a_restore_to_an_older_point_says_so_and_runs_nothing_twice(
-    world: World, postgres: PostgresServer, tmp_path: Path
+    store: Store, cluster: Cluster, tmp_path: Path
 ) -> None:
+    env = checkpoint_env(tmp_path)
+    if store.postgres is not None:
+        env["HUMANWORK_PG_BIN"] = str(store.postgres.bin_dir)
+    async with open_world(cluster, store.platform, tmp_path) as world:
+        before = world.shop.inventory(MUG)
+        assert before is not None
+        name, backup = await backup_while_executing(world, store, env, tmp_path)
+        url = await lose_everything_after(world, store, name, env)
+        restored = await in_process(
+            ["restore", "--from", str(backup), "--database-url", url,
+             "--kubeconfig", world.cluster.kubeconfig],
+            env,
+        )  # fmt: skip
+        assert restored.returncode == 3, restored.stderr  # restored, to an older point
+        assert "RESTORED TO AN OLDER POINT" in restored.stdout
+        assert f"org:{world.org_id}" in restored.stdout or world.org_id in restored.stdout
+        assert "every chain verifies against itself" in restored.stdout
+        assert f"{world.namespace}/{name}: fix came back as outcome unknown" in restored.stdout
+        # every chain verifies against itself (no checkpoint settings: the chains alone)
+        verified = tool(["platform_api.audit", "verify", "--database-url", url], {})
+        assert verified.returncode == 0 and "every chain intact" in verified.stdout
+        # against the checkpoints the cut is named, which is the truth
+        behind = tool(["platform_api.audit", "verify", "--database-url", url], env)
+        assert behind.returncode == 1 and "truncated" in behind.stderr
+
+        platform = await restored_platform(world, url, tmp_path)
+        agent = AgentProcess(
+            world.cluster.kubeconfig, world.namespace, "agent", tmp_path / "agent2", platform.url
+        )
+        try:
+            await check_restored(world, platform, agent, name, before)
+        finally:
+            agent.stop()
+            platform.stop()
+            print(platform.tail(40))
+
+
+async def backup_while_executing(
+    world: World, store: Store, env: dict[str, str], tmp: Path
+) -> tuple[str, Path]:
+    """An approved write whose answer the upstream holds (the step executing), backed up
+    while the platform serves; the task's name and the backup's folder."""
     url = world.platform.env["HUMANWORK_DATABASE_URL"]
-    env = {"HUMANWORK_PG_BIN": str(postgres.bin_dir), **checkpoint_env(tmp_path)}
-    before = world.shop.inventory(MUG)
-    assert before is not None
     world.shop.misbehave_after_write("late", seconds=HOLD_SECONDS)
     name = await approved_write(world)
     # the write reached Shopify and its answer is held: the step is executing
@@ -133,27 +216,27 @@ async def test_a_restore_to_an_older_point_says_so_and_runs_nothing_twice(
         name,
         lambda t: execution_state(t, "fix") == "Running" and len(world.shop.side_effects) == 1,
     )
-    backup = tmp_path / "backup"
+    backup = tmp / "backup"
     made = await in_process(
-        [
-            "backup",
-            "--out",
-            str(backup),
-            "--database-url",
-            url,
-            "--kubeconfig",
-            world.cluster.kubeconfig,
-        ],
+        ["backup", "--out", str(backup), "--database-url", url,
+         "--kubeconfig", world.cluster.kubeconfig],
         env,
-    )
+    )  # fmt: skip
     assert made.returncode == 0, made.stderr
     manifest = json.loads((backup / "manifest.json").read_text())
-    assert manifest["database"] == "postgresql" and (backup / "database.dump").stat().st_size
+    copy = backup / ("database.dump" if store.kind == "postgresql" else "database.sqlite")
+    assert manifest["database"] == store.kind and copy.stat().st_size
     saved = json.loads((backup / "resources.json").read_text())["agentictasks"]
     mine = next(t for t in saved if t["metadata"]["name"] == name)
     assert step_of(mine, "fix")["execution"]["state"] == "Running"
+    return name, backup
 
-    # after the backup: the step finishes, the audit log moves on, a checkpoint is signed
+
+async def lose_everything_after(world: World, store: Store, name: str, env: dict[str, str]) -> str:
+    """After the backup: the step finishes, the audit log moves on, a checkpoint is signed;
+    then the disaster (the agent stops, the task is gone). The database URL to restore
+    into: a new PostgreSQL database, or the platform's own SQLite file once it is stopped."""
+    url = world.platform.env["HUMANWORK_DATABASE_URL"]
     world.shop.behave()
     await world.until(
         name,
@@ -175,41 +258,10 @@ async def test_a_restore_to_an_older_point_says_so_and_runs_nothing_twice(
     world.cluster.kubectl(
         "delete", "agentictask", name, "-n", world.namespace, "--ignore-not-found", "--wait=true"
     )
-    fresh = await postgres.create_database(f"restored_{uuid.uuid4().hex[:10]}")
-    restored = await in_process(
-        [
-            "restore",
-            "--from",
-            str(backup),
-            "--database-url",
-            fresh,
-            "--kubeconfig",
-            world.cluster.kubeconfig,
-        ],
-        env,
-    )
-    assert restored.returncode == 3, restored.stderr  # restored, to an older point
-    assert "RESTORED TO AN OLDER POINT" in restored.stdout
-    assert f"org:{world.org_id}" in restored.stdout or world.org_id in restored.stdout
-    assert "every chain verifies against itself" in restored.stdout
-    assert f"{world.namespace}/{name}: fix came back as outcome unknown" in restored.stdout
-    # every chain verifies against itself (no checkpoint settings: the chains alone)
-    verified = tool(["platform_api.audit", "verify", "--database-url", fresh], {})
-    assert verified.returncode == 0 and "every chain intact" in verified.stdout
-    # against the checkpoints the cut is named, which is the truth
-    behind = tool(["platform_api.audit", "verify", "--database-url", fresh], env)
-    assert behind.returncode == 1 and "truncated" in behind.stderr
-
-    platform = await restored_platform(world, postgres, fresh, tmp_path)
-    agent = AgentProcess(
-        world.cluster.kubeconfig, world.namespace, "agent", tmp_path / "agent2", platform.url
-    )
-    try:
-        await check_restored(world, platform, agent, name, before)
-    finally:
-        agent.stop()
-        platform.stop()
-        print(platform.tail(40))
+    if store.postgres is not None:
+        return await store.postgres.create_database(f"restored_{uuid.uuid4().hex[:10]}")
+    world.platform.stop()  # `kubectl scale --replicas=0`: nothing writes the file meanwhile
+    return url
 
 
 async def check_restored(

@@ -610,6 +610,94 @@ def test_the_operator_and_the_platform_pods_take_only_their_own_traffic(
     assert not connects(scraper, operator_ip, 8080), "a scraper reaches the operator's health"
 
 
+# --- a node's pods evicted mid-step ------------------------------------------------------------
+
+HOLD_SECONDS = 8.0
+"""How long the fake Shopify holds its answer to an applied write: under the proxy's 10 s
+timeout, so the platform's call succeeds while the agent that made it is gone."""
+
+
+def fakes_control(product: incluster.Deployed, verb: str, **doc: Any) -> Any:
+    """The fake Shopify's control port in its pod (humanwork_dev.fakes.control)."""
+    url = f"http://{product.fakes_ip}:{incluster.CONTROL_PORT}/shopify/{verb}"
+    r = httpx.post(url, json=doc) if doc or verb == "behave" else httpx.get(url)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def write_task(org: Org) -> tuple[str, str]:
+    """A one-step write (FIX) filed by the requester and approved by the expert; its name
+    and the Idempotency-Key its step carries upstream."""
+    body = {"orgId": org.id, "agentRef": "agent", "conversationId": str(uuid.uuid4()),
+            "description": "Lower the mug at the warehouse",
+            "steps": [{"id": "fix", "description": "Lower the mug", "kind": "action",
+                       "tool": "shopify", "risk": "high", "parameters": FIX}]}  # fmt: skip
+    r = org.http.post("/agentic/tasks", json=body, headers=org.requester)
+    assert r.status_code == 201, r.text
+    name = r.json()["id"].rsplit("/", 1)[1]
+    r = org.http.post(f"/agentic/tasks/{org.namespace}/{name}/steps/fix/approve", json={},
+                      headers=org.expert)  # fmt: skip
+    assert r.status_code == 200, r.text
+    return name, f"step:{org.task(name)['uid']}/fix"
+
+
+def test_an_agent_evicted_mid_write_runs_it_once_and_its_replacement_finishes(
+    cluster: Cluster, product: incluster.Deployed, org: Org
+) -> None:
+    """The node is drained of its agent pods (cordoned, each evicted through the Eviction
+    API) while an approved write is in flight: the upstream applied it and holds its answer.
+    The agent's replacement waits for the node (uncordoned), comes up, finds the step running
+    and calls again with the same key: the ledger answers from the first call (or the outcome
+    is unknown and an expert resolves it from the upstream). The upstream saw the write once,
+    the approval is in the status, the task completes, the audit chains verify."""
+    ns, node_name = org.namespace, "humanwork-node-0"
+    old = agent_pod(cluster, ns)
+    before, seen = inventory(product), len(fakes_control(product, "side-effects"))
+    fakes_control(product, "misbehave", mode="late", seconds=HOLD_SECONDS)
+    try:
+        name, key = write_task(org)
+        # the write reached the upstream, whose answer is held: the step is executing
+        assert eventually(lambda: len(fakes_control(product, "side-effects")) > seen, 60)
+        assert state_of(org.task(name), "fix") == "Running"
+        began = time.monotonic()
+        drained = cluster.kubectl("drain", node_name, "--pod-selector",
+                                  "app.kubernetes.io/name=humanwork-agent", "--grace-period=1",
+                                  "--ignore-daemonsets", "--delete-emptydir-data",
+                                  "--timeout=60s")  # fmt: skip
+        assert f"pod/{old['metadata']['name']} evicted" in drained.stdout, drained.stdout
+    finally:
+        cluster.kubectl("uncordon", node_name)
+        fakes_control(product, "behave")
+
+    def replaced() -> bool:
+        pods = [p for p in pods_of(cluster, ns, "humanwork-agent")
+                if p["metadata"]["uid"] != old["metadata"]["uid"]]  # fmt: skip
+        conds = {c["type"]: c["status"] for p in pods for c in p["status"].get("conditions", [])}
+        return len(pods) == 1 and conds.get("Ready") == "True"
+
+    assert eventually(replaced, timeout=120), "no replacement agent pod became Ready"
+    task = org.until(name, lambda t: state_of(t, "fix") in ("Succeeded", "OutcomeUnknown"), 120)
+    if state_of(task, "fix") == "OutcomeUnknown":  # the expert reads the upstream, resolves
+        applied = any(e["idempotencyKey"] == key for e in fakes_control(product, "side-effects"))
+        r = org.http.post(f"/human-tasks/{ns}/{name}/fix/resolve", headers=org.expert,
+                          json={"outcome": "applied" if applied else "not_applied"})  # fmt: skip
+        assert r.status_code == 200, r.text
+    task = org.until(name, lambda t: (t.get("status") or {}).get("phase") == "Completed", 120)
+    print(f"recovered in {time.monotonic() - began:.1f}s after the drain")
+    entry = next(e for e in task["status"]["steps"] if e["id"] == "fix")
+    assert entry["decision"]["verdict"] == "approve"  # the approval answered 2xx is there
+    effects = fakes_control(product, "side-effects")[seen:]
+    assert [e["idempotencyKey"] for e in effects] == [key], effects  # once, and nothing else
+    assert inventory(product) == before - catalog.DISCREPANCY
+    verified = subprocess.run(
+        [sys.executable, "-m", "platform_api.audit", "verify", "--database-url",
+         f"sqlite+aiosqlite:///{database_file(cluster, platform_pod(cluster))}"],
+        env={k: v for k, v in os.environ.items() if not k.startswith("HUMANWORK_")},
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert verified.returncode == 0 and "every chain intact" in verified.stdout, verified
+
+
 def test_a_rotated_ca_reaches_the_running_agent_without_a_restart(
     cluster: Cluster, product: incluster.Deployed, org: Org, tmp_path: Any
 ) -> None:
