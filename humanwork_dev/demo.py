@@ -25,6 +25,7 @@ DEMO_SLUG = "demo"
 DEMO_NAMESPACE = f"org-{DEMO_SLUG}"
 DEMO_EXPERT = "expert"
 DEMO_CLIENT = "client"
+"""The demo org's client (role `client`): signs in to the portal at `/portal`."""
 
 
 def _password(path: Path) -> str:

@@ -63,7 +63,13 @@ PLATFORM_PORT = 8000 + PORT_OFFSET
 AGENT_PORT = 8081 + PORT_OFFSET
 SHOPIFY_PORT = 8091 + PORT_OFFSET
 AMAZON_PORT = 8092 + PORT_OFFSET
-"""The demo org's client (role `client`): signs in to the portal at `/portal`."""
+PORTS = {
+    "operator": (OPERATOR_HEALTH, OPERATOR_METRICS),
+    "platform": (PLATFORM_PORT,),
+    "fakes": (SHOPIFY_PORT, AMAZON_PORT),
+    "agent": (AGENT_PORT,),
+}
+"""The loopback ports of each component of the process mode."""
 AGENT_MODES = ("container", "process")
 NO_NODE = (
     "the demo agent runs as a container on a real node, which needs root and containerd "
@@ -179,12 +185,24 @@ def _check_port(port: int, name: str) -> None:
             ) from None
 
 
+def _check_ports_first(state: Path) -> None:
+    """Every port of a component this start will begin, before anything starts: a taken
+    one fails the start at once, not after the control plane and half the stack (each
+    spawn checks its ports again)."""
+    running = {k for k, v in _components(state).items() if _alive(v)}
+    for name, ports in PORTS.items():
+        if name not in running:
+            for port in ports:
+                _check_port(port, name)
+
+
 def up(state: Path | None = None, agent_mode: str = "process") -> dict[str, str]:
     """Start whatever of the stack is not running; return what the user needs to know.
     A start that fails part-way stops the components it started and says why."""
     state = state or cluster.state_dir_default()
     if agent_mode == "container":
         return _up_container(state)
+    _check_ports_first(state)
     info = cluster.up(state)
     _install(info)
     (state / "logs").mkdir(parents=True, exist_ok=True)

@@ -196,7 +196,9 @@ def test_two_shards_split_the_orgs_and_a_relabelled_org_moves_cleanly(
     shard_a, shard_b = f"a-{tag}", f"b-{tag}"
     start_operator(shard_a, f"{shard_a}-0")
     start_operator(shard_b, f"{shard_b}-0")
-    count = 100
+    # tens of orgs per shard show the split; the scale itself (200 orgs and more, at what
+    # rate, with what memory) is bench/provision.py's (docs/performance.md)
+    count = 25
     orgs_a = make_orgs(cluster, make_namespace, shard_a, count)
     orgs_b = make_orgs(cluster, make_namespace, shard_b, count)
     started = time.monotonic()

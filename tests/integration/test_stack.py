@@ -15,6 +15,10 @@ from pathlib import Path
 
 import httpx
 
+from humanwork_dev import stack as stack_module
+from humanwork_dev.processes import free_port
+from tests.support import eventually
+
 OFFSET = 300  # ports 8300, 8380, ... beside a developer's own `make up`
 
 
@@ -100,25 +104,59 @@ def test_up_demo_and_down(tmp_path: Path) -> None:
     assert not state.exists() or not (state / "components.json").exists()
 
 
-def test_a_failed_start_stops_what_it_started_and_down_reaches_the_foreground(
+LISTEN = (
+    "import socket, sys, time\n"
+    "s = socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen()\n"
+    "time.sleep(600)\n"
+)
+"""A component that holds its port until it is stopped."""
+
+
+def test_a_start_that_fails_part_way_stops_what_it_began(tmp_path: Path) -> None:
+    """The issue's report: a `make up` that failed part-way left the platform and the
+    fakes running, and `make down` missed them. Every start goes through `_Starts` (each
+    component recorded the moment it is spawned) and a failure through `_aborted`: here with
+    real processes holding their ports, the agent failing after three of them began."""
+    state = tmp_path / "stack"
+    (state / "logs").mkdir(parents=True)
+    starts = stack_module._Starts(state)
+    ports = {}
+    for name in ("operator", "platform", "fakes"):
+        port = free_port()
+        starts.spawn(name, [sys.executable, "-c", LISTEN, str(port)], {}, (port,))
+        eventually(lambda port=port: not refused(port), timeout=60)
+        ports[name] = port
+    assert set(json.loads((state / "components.json").read_text())) == set(ports)
+    error = stack_module._aborted(starts, RuntimeError("the agent did not start"))
+    assert "the agent did not start (stopped what this start began: fakes, platform, operator)" in (
+        str(error)
+    )
+    assert json.loads((state / "components.json").read_text()) == {}
+    for port in ports.values():
+        assert refused(port), port
+
+
+def test_a_taken_port_fails_the_start_at_once_and_down_reaches_the_foreground(
     tmp_path: Path,
 ) -> None:
-    """The issue's report: a `make up` that failed part-way left the platform and the
-    fakes running, `make down` missed them and the next `up` hit their ports; `make down`
-    from another terminal left the foreground `up` waiting; `make demo` too early raised a
-    traceback."""
+    """The issue's report: the next `up` hit the ports of what a failed one left running;
+    `make down` from another terminal left the foreground `up` waiting; `make demo` too
+    early raised a traceback. A taken port fails the start before anything starts, not even
+    the control plane (a start that fails later: the test above)."""
     state, offset = tmp_path / "stack", OFFSET + 20
     agent_port = 8081 + offset
     blocker = socket.socket()
     blocker.bind(("127.0.0.1", agent_port))
     blocker.listen()
     try:
-        failed = stack(state, "up", "--detach", offset=offset)
+        failed = stack(state, "up", "--detach", offset=offset, timeout=120)
         assert failed.returncode == 1, failed.stderr[-3000:]
         assert f"port {agent_port} (agent) is taken by another process" in failed.stderr
-        assert "stopped what this start began: fakes, platform, operator" in failed.stderr
         assert "Traceback" not in failed.stderr
-        assert json.loads(stack(state, "status", offset=offset).stdout)["components"] == {}
+        assert json.loads(stack(state, "status", offset=offset).stdout) == {
+            "cluster": None,
+            "components": {},
+        }
         for port in (8000 + offset, 8080 + offset, 8091 + offset, 8092 + offset):
             assert refused(port), port
         demo = stack(state, "demo", offset=offset, timeout=60)
