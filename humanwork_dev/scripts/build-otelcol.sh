@@ -12,9 +12,11 @@ OTELCOL_VERSION="${OTELCOL_VERSION:-v0.161.0}"
 OTELCOL_STABLE_VERSION="${OTELCOL_STABLE_VERSION:-v1.67.0}"
 OTELCOL_CONTRIB_VERSION="${OTELCOL_CONTRIB_VERSION:-v0.161.0}"
 CACHE="${HUMANWORK_CACHE:-$HOME/.cache/humanwork}"
-KEY="otelcol-${OTELCOL_VERSION}_contrib-${OTELCOL_CONTRIB_VERSION}"
-BIN="$CACHE/$KEY/bin"
 HERE="$(cd "$(dirname "$0")" && pwd)"
+# a change of main.go is a new binary
+SOURCE_HASH="$(sha256sum "$HERE/otelcol/main.go" | cut -c1-12)"
+KEY="otelcol-${OTELCOL_VERSION}_contrib-${OTELCOL_CONTRIB_VERSION}_${SOURCE_HASH}"
+BIN="$CACHE/$KEY/bin"
 
 if [ "${1:-}" = "--print-bin" ]; then echo "$BIN"; exit 0; fi
 if [ -x "$BIN/otelcol" ]; then echo "$BIN"; exit 0; fi
@@ -42,6 +44,7 @@ require (
 	${core}/otelcol ${OTELCOL_VERSION}
 	${core}/receiver ${OTELCOL_STABLE_VERSION}
 	${core}/receiver/otlpreceiver ${OTELCOL_VERSION}
+	${core}/service ${OTELCOL_VERSION}
 )
 MOD
 (cd "$SRC" && go mod tidy >&2 && nice -n 10 go build -trimpath -ldflags "-s -w" -o "$BIN/otelcol.tmp" .)
