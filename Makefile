@@ -8,6 +8,7 @@
 #   make test       everything the CI runs, on a fresh machine
 #   make docs       regenerate the generated docs (OpenAPI, configuration tables, the chart's values)
 #   make helm-binaries  helm (the chart's tests) from the Go module proxy, cached per machine
+#   make otelcol-binaries  an OpenTelemetry Collector (the tracing tests), likewise
 #   make images     build the container images with buildah on a Debian base (no Docker needed)
 #   make node-up    a real node (kubelet, containerd, CNI, kube-proxy, CoreDNS, kube-router)
 #                   beside the kwok node of a running `make cluster-up`; make node-down stops it
@@ -39,6 +40,12 @@ cluster-binaries: venv
 .PHONY: helm-binaries
 helm-binaries: venv
 	@ln -sf "$$(humanwork_dev/scripts/build-helm.sh)/helm" $(VENV)/bin/helm
+
+# a small OpenTelemetry Collector (OTLP receiver, file exporter), built from the Go module
+# proxy at pinned versions into ~/.cache/humanwork (the tracing tests)
+.PHONY: otelcol-binaries
+otelcol-binaries:
+	@humanwork_dev/scripts/build-otelcol.sh >/dev/null
 
 .PHONY: postgres-binaries
 postgres-binaries:
@@ -94,7 +101,7 @@ BUILD_JOBS ?= 3
 .PHONY: test-prerequisites system-packages
 test-prerequisites: venv
 	@$(MAKE) --no-print-directory -j1 system-packages
-	@$(MAKE) --no-print-directory -j$(BUILD_JOBS) --output-sync=line helm-binaries images node-binaries
+	@$(MAKE) --no-print-directory -j$(BUILD_JOBS) --output-sync=line helm-binaries otelcol-binaries images node-binaries
 
 system-packages: postgres-binaries browser-binaries
 	@bash humanwork_dev/scripts/node-packages.sh

@@ -24,14 +24,14 @@ import logging
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 
 from agent_image.settings import AgentSettings
-from humanwork_core import signing
+from humanwork_core import signing, tracing
 
 LOG = logging.getLogger("humanwork.agent.events")
 
@@ -65,6 +65,8 @@ class _Pending:
     key: str
     event_type: str
     body: bytes
+    trace: dict[str, str] = field(default_factory=dict)
+    """The span current when it was emitted (`traceparent`), sent with it."""
 
 
 class EventSender:
@@ -142,7 +144,7 @@ class EventSender:
         except (TypeError, ValueError) as exc:
             LOG.error("event %s not sent: %s", event_type, exc)
             return
-        pending = _Pending(event["idempotency_key"], event_type, body)
+        pending = _Pending(event["idempotency_key"], event_type, body, tracing.headers())
         async with self._lock:
             if self._outbox:
                 self._queue(pending)
@@ -192,6 +194,7 @@ class EventSender:
             signing.SIGNATURE_HEADER: signing.sign(secret, pending.body, self.clock()),
             signing.IDEMPOTENCY_HEADER: pending.key,
             "Authorization": f"Bearer {token}",
+            **pending.trace,
         }
 
     async def _deliver(self, pending: _Pending, attempts: int) -> str:

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from agent_image.claims import IN_PROGRESS_CODE, ClaimWatch
-from humanwork_core import catalog, taskflow
+from humanwork_core import catalog, taskflow, tracing
 from humanwork_core.resources import AgenticTask
 from humanwork_core.resources.agentictask import Step, StepKind
 from humanwork_core.resources.common import API_VERSION
@@ -311,7 +311,8 @@ class Executor:
                         if name not in self._dirty:
                             return
                         continue
-                    await self.execute(task, step)
+                    with tracing.execute_tool(task, step.id, step.tool, step_key(task, step.id)):
+                        await self.execute(task, step)
         except asyncio.CancelledError:
             raise
         except Exception:

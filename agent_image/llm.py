@@ -27,6 +27,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from humanwork_core import tracing
+
 LOG = logging.getLogger("humanwork.agent.llm")
 
 RETRY_STATUSES = frozenset({408, 429})
@@ -291,6 +293,15 @@ class LLMClient:
         return base * (0.5 + random.random() / 2)  # jitter, not crypto
 
     async def _send(self, body: dict[str, Any], *, stream: bool) -> tuple[httpx.Response, int]:
+        """:meth:`_attempt` in a GenAI span `chat <model>` (the model call)."""
+        model = str(body.get("model") or "")
+        attributes = {"gen_ai.operation.name": "chat", "gen_ai.request.model": model}
+        with tracing.span(f"chat {model}", attributes, kind="client") as current:
+            response, attempts = await self._attempt(body, stream=stream)
+            tracing.annotate(current, {"http.response.status_code": response.status_code})
+            return response, attempts
+
+    async def _attempt(self, body: dict[str, Any], *, stream: bool) -> tuple[httpx.Response, int]:
         """The first successful response (opened for streaming when `stream`); retries
         what is worth retrying."""
         url = f"{self.base_url}/chat/completions"

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import logging
-
 import uvicorn
 
 from agent_image.app import create_app
 from agent_image.settings import AgentSettings
+from humanwork_core import logs, tracing
 
 
 def main() -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logs.configure()
+    tracing.setup("humanwork-agent")
     settings = AgentSettings()  # type: ignore[call-arg]  # all from the environment
     uvicorn.run(
         create_app(settings), host=settings.host, port=settings.agent_port, log_level="info"

@@ -26,6 +26,7 @@ from urllib.parse import quote
 import httpx
 
 from agent_image.settings import AgentSettings
+from humanwork_core import tracing
 
 LOG = logging.getLogger("humanwork.agent.platform")
 
@@ -122,7 +123,11 @@ class PlatformClient:
         last: PlatformError | None = None
         for attempt in range(1, tries + 1):
             try:
-                auth = {"Authorization": f"Bearer {self.token()}", **(headers or {})}
+                auth = {
+                    "Authorization": f"Bearer {self.token()}",
+                    **(headers or {}),
+                    **tracing.headers(),  # the current span (a tool call's), to the platform
+                }
             except OSError as exc:
                 raise kind(0, "token_unavailable", f"cannot read the agent token: {exc}") from None
             try:

@@ -9,6 +9,7 @@ import asyncio
 import logging
 from typing import Any
 
+from humanwork_core import logs, tracing
 from platform_api.settings import Settings
 
 
@@ -48,6 +49,7 @@ def _serve(settings: Settings, host: str, port: int) -> None:
     from platform_api.app import create_app
     from platform_api.tls import ReloadingConfig
 
+    tracing.setup("humanwork-platform")
     options: dict[str, Any] = {}
     if settings.tls_cert_file and settings.tls_key_file:
         options = {
@@ -86,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         help="re-encrypt every integration credential under HUMANWORK_CREDENTIALS_ACTIVE_KEY",
     )
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logs.configure()
     logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
     settings = Settings()
     if args.command == "migrate":

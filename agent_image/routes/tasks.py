@@ -14,7 +14,7 @@ from agent_image.proposals import MODE_ANNOTATION, MODEL_ANNOTATION, PLANNER_ANN
 from agent_image.routes.corrections import from_command
 from agent_image.routes.deps import RuntimeDep, Signed
 from agent_image.runtime import Runtime
-from humanwork_core import signing
+from humanwork_core import signing, tracing
 from humanwork_core.resources import TaskPhase
 
 LOG = logging.getLogger("humanwork.agent")
@@ -34,18 +34,26 @@ async def create_task(raw: Signed, request: Request, rt: RuntimeDep) -> JSONResp
         missing = rt.corrections.missing([from_command(c) for c in body.corrections])
         if missing:
             rt.corrections.add(missing)
-    task, plan, created = await rt.propose(
-        body.request,
-        body.requester,
-        conversation_id=body.conversation_id,
-        revises=body.revises,
-        feedback=body.feedback,
-        policy=body.policy,
-        plan_request=body.plan_request,
-        idempotency_key=body.idempotency_key
-        or request.headers.get(signing.IDEMPOTENCY_HEADER)
-        or request.headers.get(signing.SIGNATURE_HEADER),
-    )
+    attributes = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": rt.settings.agent_name,
+        "humanwork.namespace": rt.settings.namespace,
+    }
+    parent = tracing.context_from_headers(request.headers)  # the platform's plan request
+    with tracing.span("invoke_agent", attributes, parent=parent, kind="server") as current:
+        task, plan, created = await rt.propose(
+            body.request,
+            body.requester,
+            conversation_id=body.conversation_id,
+            revises=body.revises,
+            feedback=body.feedback,
+            policy=body.policy,
+            plan_request=body.plan_request,
+            idempotency_key=body.idempotency_key
+            or request.headers.get(signing.IDEMPOTENCY_HEADER)
+            or request.headers.get(signing.SIGNATURE_HEADER),
+        )
+        tracing.annotate(current, {"humanwork.task": str(task["metadata"]["name"])})
     return JSONResponse(_answer(task, plan, created), status_code=201 if created else 200)
 
 

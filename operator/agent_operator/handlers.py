@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -52,6 +53,7 @@ from agent_operator.shards import (
     trigger_for,
 )
 from agent_operator.tasks import reconcile_task
+from humanwork_core import tracing
 from humanwork_core.resources import ORG_ID_LABEL, AgentInstance
 
 GROUP, VERSION = GROUP_VERSION.split("/")
@@ -416,7 +418,10 @@ async def _reconcile_task(state: State, key: tuple[str, str]) -> None:
             state.task_due.pop(key, None)
             return
         try:
-            outcome = await reconcile_task(state.kube, state.settings, fresh, _utcnow())
+            with _task_span(fresh) as current:
+                outcome = await reconcile_task(state.kube, state.settings, fresh, _utcnow())
+                phase = str((outcome.status or {}).get("phase") or "")
+                tracing.annotate(current, {"humanwork.task.phase": phase})
         except KubeError as exc:
             metrics.TASK_RECONCILES.labels(result="error").inc()
             metrics.ERRORS.labels(reason=exc.reason or str(exc.status)).inc()
@@ -441,6 +446,14 @@ async def _reconcile_task(state: State, key: tuple[str, str]) -> None:
                 reporter=state.settings.replica,
             )
         )
+
+
+def _task_span(task: dict[str, Any]) -> contextlib.AbstractContextManager[Any]:
+    """`humanwork.reconcile_task` in the task's trace (its `humanwork.io/traceparent`)."""
+    meta = task["metadata"]
+    attributes = {"humanwork.task": f"{meta['namespace']}/{meta['name']}"}
+    parent = tracing.context_from_annotations(meta.get("annotations"))
+    return tracing.span("humanwork.reconcile_task", attributes, parent=parent)
 
 
 @kopf.on.event(*TASKS)

@@ -29,6 +29,7 @@ from aiohttp import web
 from agent_operator.config import OperatorSettings
 from agent_operator.kube import Kube
 from agent_operator.leadership import Leadership
+from humanwork_core import logs, tracing
 
 LOG = logging.getLogger("humanwork.operator")
 UNUSED_CLIENTS = ("kubernetes", "kubernetes_asyncio", "pykube")
@@ -58,10 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
+    logs.configure(logging.DEBUG if args.verbose else logging.INFO)
+    tracing.setup("humanwork-operator")
     keep_out_unused_clients()  # before kopf is first imported
     from agent_operator import handlers  # noqa: F401  (registers the handlers with kopf)
 

@@ -60,7 +60,7 @@ from typing import Any
 import httpx
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from humanwork_core import catalog, keys, taskflow
+from humanwork_core import catalog, keys, taskflow, tracing
 from humanwork_core.resources import AgenticTask
 from platform_api.access.confirmers import steps_to_confirm
 from platform_api.agent_api import limits, readback
@@ -301,13 +301,20 @@ class ToolProxy:
             else:
                 credentials = self.web.options(call.config)
             done.secrets = _secret_values(credentials)
-            result = await call.adapter.call(
-                body.action,
-                call.params,
-                credentials,
-                client=self.http,
-                idempotency_key=call.key or "",
-            )
+            with tracing.span(
+                "humanwork.upstream_call", _upstream(call, body.action), kind="client"
+            ) as up:
+                try:
+                    result = await call.adapter.call(
+                        body.action,
+                        call.params,
+                        credentials,
+                        client=self.http,
+                        idempotency_key=call.key or "",
+                    )
+                except PlatformError as exc:
+                    tracing.annotate(up, {"error.type": exc.code})
+                    raise
             done.result = upstreams.sanitise(result, done.secrets)
         except PlatformError as exc:
             done.error = exc
@@ -408,6 +415,14 @@ class ToolProxy:
         if self.on_called is not None:
             self.on_called(tool, "success" if error is None else error.code)
         return error
+
+
+def _upstream(call: Authorised, action: str) -> dict[str, Any]:
+    """The upstream call's span attributes: the integration and action, never a value."""
+    return {
+        "humanwork.tool.integration": call.adapter.integration_type,
+        "humanwork.tool.action": action,
+    }
 
 
 def _summary(result: dict[str, Any]) -> dict[str, Any]:

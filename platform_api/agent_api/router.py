@@ -10,7 +10,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Path, Query, Request, Response
 
-from humanwork_core import keys
+from humanwork_core import keys, tracing
 from humanwork_core.signing import SIGNATURE_HEADER
 from platform_api.agent_api import context, events
 from platform_api.agent_api.auth import CurrentAgent
@@ -135,10 +135,21 @@ async def call_tool(
     platform: PlatformDep,
     body: ToolCallIn,
     tool: Annotated[str, Path(pattern=r"^[a-z][a-z0-9_]{0,62}$", examples=["shopify"])],
+    request: Request,
     response: Response,
 ) -> ToolCallOut:
-    """The tool's sanitised result."""
-    out = await platform.tools.call(agent, tool, body)
+    """The tool's sanitised result (a span `humanwork.tool_proxy` in the caller's trace)."""
+    attributes = {
+        "gen_ai.tool.name": tool,
+        "gen_ai.tool.call.id": body.idempotencyKey or "",
+        "humanwork.tool.action": body.action,
+        "humanwork.agent": agent.agent_id,
+        "humanwork.task": body.task or "",
+        "humanwork.step.id": body.step or "",
+    }
+    parent = tracing.context_from_headers(request.headers)
+    with tracing.span("humanwork.tool_proxy", attributes, parent=parent, kind="server"):
+        out = await platform.tools.call(agent, tool, body)
     if out.replayed:
         response.headers["Idempotent-Replayed"] = "true"
     return out
@@ -179,6 +190,8 @@ async def agent_event(
 ) -> events.EventAccepted:
     """Verify, store once and audit the event."""
     body = await events.read_bounded(request.headers, request.stream())
-    return await events.receive(
-        platform.sessions, platform.kube, platform.callback_key, body, signature
-    )
+    parent = tracing.context_from_headers(request.headers)
+    with tracing.span("humanwork.agent_event", parent=parent, kind="server"):
+        return await events.receive(
+            platform.sessions, platform.kube, platform.callback_key, body, signature
+        )

@@ -27,7 +27,7 @@ from typing import Any
 
 import httpx
 
-from humanwork_core import signing
+from humanwork_core import signing, tracing
 from platform_api.db import Session
 from platform_api.errors import (
     AgentNotReady,
@@ -132,6 +132,7 @@ class AgentCommands:
         }
         if idempotency_key:
             headers[signing.IDEMPOTENCY_HEADER] = idempotency_key
+        headers.update(tracing.headers())  # the current span, to the agent
         return raw, headers
 
     def _client(self, target: AgentTarget) -> httpx.AsyncClient:

@@ -30,6 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from humanwork_core import tracing
 from humanwork_core.requester import REQUESTER_ANNOTATION, may_bind, plan_request_id
 from humanwork_core.resources import AgenticTask
 from platform_api.access.principal import OrgScope
@@ -85,7 +86,29 @@ async def request_plan(
     details: Mapping[str, Any] | None = None,
 ) -> PlannedTask:
     """Send `target` the signed plan command, bind the caller (and `annotations`) to the
-    task it answers with, audit `task.plan_requested` (with `details`), answer the plan."""
+    task it answers with, audit `task.plan_requested` (with `details`), answer the plan.
+
+    The trace starts here (`humanwork.plan_request`): the command carries it to the agent
+    (`traceparent`), and the task keeps it (annotation `humanwork.io/traceparent`)."""
+    attributes = {"humanwork.org.id": str(target.org.id), "humanwork.agent": target.name}
+    with tracing.span("humanwork.plan_request", attributes, kind="server") as current:
+        planned = await _request_plan(
+            session, platform, scope, target, body, idempotency_key, annotations, details
+        )
+        tracing.annotate(current, {"humanwork.task": planned.id})
+        return planned
+
+
+async def _request_plan(
+    session: Session,
+    platform: Platform,
+    scope: OrgScope,
+    target: AgentTarget,
+    body: PlanRequest,
+    idempotency_key: str | None,
+    annotations: Mapping[str, str] | None,
+    details: Mapping[str, Any] | None,
+) -> PlannedTask:
     kube = require_kube(platform, "asking an agent")
     org, name = target.org, target.name
     requester = scope.principal.username
@@ -172,8 +195,15 @@ async def bind_requester(
         return False
     try:
         await kube.annotate_task(
-            namespace, task_name, {**(annotations or {}), REQUESTER_ANNOTATION: requester}
+            namespace, task_name, {**_traced(annotations), REQUESTER_ANNOTATION: requester}
         )
     except KubeError:
         return False
     return True
+
+
+def _traced(annotations: Mapping[str, str] | None) -> dict[str, str]:
+    """`annotations` and, when a span is current, its traceparent (the task's trace)."""
+    traceparent = tracing.traceparent()
+    extra = {tracing.TRACEPARENT_ANNOTATION: traceparent} if traceparent else {}
+    return {**(annotations or {}), **extra}

@@ -15,7 +15,8 @@ its own), the retry budget and the watch's decision index.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import JsonValue
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from humanwork_core import taskflow
+from humanwork_core import taskflow, tracing
 from humanwork_core.resources import AgenticTask, AgenticTaskStatus, Decision, StepStatus, Verdict
 from platform_api import faultpoints
 from platform_api.access.principal import Principal
@@ -155,7 +156,8 @@ class DecisionService:
                             step_id=ballot.step_id,
                         ) from None
                 continue
-            return await self._recorded(session, principal, ballot, org, attempt, written)
+            with _approval_span(principal, ballot, attempt):
+                return await self._recorded(session, principal, ballot, org, attempt, written)
 
     def _cached(self, ballot: Ballot, org: OrgRef) -> AgenticTask | None:
         if self.index is None:
@@ -350,6 +352,47 @@ class DecisionService:
             False,
             _carrying(entry, ballot.idempotency_key),
         )
+
+
+@contextlib.contextmanager
+def _approval_span(principal: Principal, ballot: Ballot, attempt: _Attempt) -> Iterator[None]:
+    """`humanwork.approval` (who decided which step, how) in the task's trace, from the
+    moment the step became decidable, with that wait as its own span
+    (`humanwork.wait_for_human`); nothing when tracing is off."""
+    task = attempt.task
+    parent = tracing.context_from_annotations(task.metadata.annotations)
+    if not tracing.enabled():
+        yield
+        return
+    waited_from = _decidable_since(task, ballot.step_id) or attempt.now
+    attributes = {
+        "humanwork.task": f"{ballot.namespace}/{ballot.name}",
+        "humanwork.step.id": ballot.step_id,
+        "humanwork.decision.verdict": ballot.verdict.value,
+        "humanwork.decision.by": principal.username,
+    }
+    with tracing.span("humanwork.approval", attributes, parent=parent, start=waited_from):
+        with tracing.span(
+            "humanwork.wait_for_human", {"humanwork.step.id": ballot.step_id}, start=waited_from
+        ):
+            pass
+        yield
+
+
+def _decidable_since(task: AgenticTask, step_id: str) -> datetime | None:
+    """When the step became decidable: the task's creation for the first step, else the
+    end of the previous step's execution (or its decision)."""
+    previous = None
+    for step in task.spec.steps:
+        if step.id == step_id:
+            break
+        previous = step.id
+    if previous is None:
+        return task.metadata.creation_timestamp
+    entry = task.current_status().step(previous)
+    if entry.execution is not None and entry.execution.finished_at is not None:
+        return entry.execution.finished_at
+    return entry.decision.at if entry.decision is not None else None
 
 
 def _carrying(entry: StepStatus, idempotency_key: str) -> Decision | None:

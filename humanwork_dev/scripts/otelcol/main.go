@@ -1,0 +1,54 @@
+// A small OpenTelemetry Collector for the tracing tests: the OTLP receiver and the file
+// exporter, nothing else. Built by humanwork_dev/scripts/build-otelcol.sh.
+package main
+
+import (
+	"log"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/provider/fileprovider"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/otelcol"
+	"go.opentelemetry.io/collector/receiver"
+	"go.opentelemetry.io/collector/receiver/otlpreceiver"
+	"go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
+)
+
+func components() (otelcol.Factories, error) {
+	receivers, err := otelcol.MakeFactoryMap[receiver.Factory](otlpreceiver.NewFactory())
+	if err != nil {
+		return otelcol.Factories{}, err
+	}
+	exporters, err := otelcol.MakeFactoryMap[exporter.Factory](fileexporter.NewFactory())
+	if err != nil {
+		return otelcol.Factories{}, err
+	}
+	return otelcol.Factories{
+		Receivers: receivers,
+		Exporters: exporters,
+		Telemetry: otelconftelemetry.NewFactory(),
+	}, nil
+}
+
+func main() {
+	settings := otelcol.CollectorSettings{
+		BuildInfo: component.BuildInfo{
+			Command:     "otelcol-humanwork",
+			Description: "OTLP receiver + file exporter (humanwork tests)",
+			Version:     "dev",
+		},
+		Factories: components,
+		ConfigProviderSettings: otelcol.ConfigProviderSettings{
+			ResolverSettings: confmap.ResolverSettings{
+				ProviderFactories: []confmap.ProviderFactory{fileprovider.NewFactory()},
+				// a ${...} without a scheme reads a file, the only provider built in
+				DefaultScheme: "file",
+			},
+		},
+	}
+	if err := otelcol.NewCommand(settings).Execute(); err != nil {
+		log.Fatal(err)
+	}
+}
