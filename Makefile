@@ -8,6 +8,7 @@
 #   make test       everything the CI runs, on a fresh machine
 #   make docs       regenerate the generated docs (OpenAPI, configuration tables, the chart's values)
 #   make helm-binaries  helm (the chart's tests) from the Go module proxy, cached per machine
+#   make promtool-binaries  promtool (the alert rules' tests) from the Go module proxy, cached
 #   make images     build the container images with buildah on a Debian base (no Docker needed)
 #   make node-up    a real node (kubelet, containerd, CNI, kube-proxy, CoreDNS, kube-router)
 #                   beside the kwok node of a running `make cluster-up`; make node-down stops it
@@ -39,6 +40,12 @@ cluster-binaries: venv
 .PHONY: helm-binaries
 helm-binaries: venv
 	@ln -sf "$$(humanwork_dev/scripts/build-helm.sh)/helm" $(VENV)/bin/helm
+
+# promtool, built from the Go module proxy at a pinned version into ~/.cache/humanwork
+# (`promtool check rules` and `promtool test rules` of manifests/monitoring)
+.PHONY: promtool-binaries
+promtool-binaries: venv
+	@ln -sf "$$(humanwork_dev/scripts/build-promtool.sh)/promtool" $(VENV)/bin/promtool
 
 .PHONY: postgres-binaries
 postgres-binaries:
@@ -86,7 +93,7 @@ down: venv
 	@$(VENV)/bin/humanwork-stack down
 
 # everything, the real node's tests (tests/node: root, containerd, iptables) included
-test: venv cluster-binaries helm-binaries postgres-binaries browser-binaries node-binaries images
+test: venv cluster-binaries helm-binaries promtool-binaries postgres-binaries browser-binaries node-binaries images
 	$(PY) -m pytest --ignore=tests/faults $(PYTEST_ARGS)
 	$(PY) -m pytest tests/faults $(PYTEST_ARGS)
 

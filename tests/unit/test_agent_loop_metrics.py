@@ -160,3 +160,15 @@ async def test_the_agents_runtime_counts_its_reads_through_the_proxy(
     assert value(found, CALLS, tool="shopify", outcome="ok") == 1
     assert value(found, CALLS, tool="amazon", outcome="refused") == 1
     await made.http.aclose()
+
+
+def test_the_new_label_values_stay_bounded() -> None:
+    metrics = AgentMetrics()
+    metrics.tool_called('evil"} 1\nhumanwork_x{a="', "exploded", 0.1)
+    metrics.tool_called("web", "ok", -1.0)
+    metrics.looped("a stage nobody knows")
+    found = samples(metrics)
+    assert value(found, CALLS, tool="other", outcome="other") == 1
+    assert value(found, CALLS, tool="web", outcome="ok") == 1
+    assert value(found, "humanwork_agent_loop_errors_total", stage="other") == 1
+    assert value(found, "humanwork_agent_tool_call_duration_seconds_sum", tool="web") == 0
