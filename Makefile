@@ -9,6 +9,7 @@
 #   make docs       regenerate the generated docs (OpenAPI, configuration tables, the chart's values)
 #   make helm-binaries  helm (the chart's tests) from the Go module proxy, cached per machine
 #   make otelcol-binaries  an OpenTelemetry Collector (the tracing tests), likewise
+#   make promtool-binaries  promtool (the alert rules' tests) from the Go module proxy, cached
 #   make images     build the container images with buildah on a Debian base (no Docker needed)
 #   make node-up    a real node (kubelet, containerd, CNI, kube-proxy, CoreDNS, kube-router)
 #                   beside the kwok node of a running `make cluster-up`; make node-down stops it
@@ -46,6 +47,12 @@ helm-binaries: venv
 .PHONY: otelcol-binaries
 otelcol-binaries:
 	@humanwork_dev/scripts/build-otelcol.sh >/dev/null
+
+# promtool, built from the Go module proxy at a pinned version into ~/.cache/humanwork
+# (`promtool check rules` and `promtool test rules` of manifests/monitoring)
+.PHONY: promtool-binaries
+promtool-binaries: venv
+	@ln -sf "$$(humanwork_dev/scripts/build-promtool.sh)/promtool" $(VENV)/bin/promtool
 
 .PHONY: postgres-binaries
 postgres-binaries:
@@ -101,7 +108,7 @@ BUILD_JOBS ?= 3
 .PHONY: test-prerequisites system-packages
 test-prerequisites: venv
 	@$(MAKE) --no-print-directory -j1 system-packages
-	@$(MAKE) --no-print-directory -j$(BUILD_JOBS) --output-sync=line helm-binaries otelcol-binaries images node-binaries
+	@$(MAKE) --no-print-directory -j$(BUILD_JOBS) --output-sync=line helm-binaries otelcol-binaries promtool-binaries images node-binaries
 
 system-packages: postgres-binaries browser-binaries
 	@bash humanwork_dev/scripts/node-packages.sh

@@ -229,6 +229,7 @@ class Executor:
         untrack: Callable[[str], None] = lambda _name: None,
         retry_seconds: float = RETRY_SECONDS,
         on_step: Callable[[str | None, str], None] = lambda _tool, _outcome: None,
+        on_loop: Callable[[str | None], None] = lambda _error: None,
     ) -> None:
         self.agent_name = agent_name
         self.namespace = namespace
@@ -247,8 +248,9 @@ class Executor:
         self.untrack = untrack
         self.retry_seconds = retry_seconds
         """The pause before a transient answer's call is sent again (same key)."""
-        self.on_step = on_step
-        """Told (tool, succeeded | failed | unknown) after each execution (the metrics)."""
+        self.on_step, self.on_loop = on_step, on_loop
+        """Told (tool, succeeded | failed | unknown) after each execution, and (None) each
+        round of a task's worker or (watch | task) each error the loop met (the metrics)."""
 
     @property
     def running(self) -> list[str]:
@@ -271,6 +273,7 @@ class Executor:
                 raise
             except Exception as exc:  # the watch expired (410) or the API blinked: relist
                 LOG.info("task watch ended (%s); relisting", exc)
+                self.on_loop("watch")
                 await asyncio.sleep(RETRY_SECONDS)
 
     def notice(self, raw: dict[str, Any]) -> None:
@@ -299,6 +302,7 @@ class Executor:
         try:
             async with self._slots:
                 while True:
+                    self.on_loop(None)
                     self._dirty.discard(name)
                     # the first round works from the object the watch just delivered (no
                     # extra round trip before the step starts); later rounds read afresh
@@ -317,6 +321,7 @@ class Executor:
             raise
         except Exception:
             LOG.exception("task %s: the step could not be run; retrying on the next change", name)
+            self.on_loop("task")
             await asyncio.sleep(RETRY_SECONDS)
             self._dirty.add(name)
         finally:
@@ -591,5 +596,6 @@ async def run_executor(runtime: AgentRuntime) -> None:
         track=runtime.track_task,
         untrack=runtime.untrack_task,
         on_step=runtime.metrics.executed,
+        on_loop=runtime.metrics.looped,
     )
     await executor.run()

@@ -2,8 +2,10 @@
 
 What a platform team watches on an agent: plans made by planner (`llm`, `offline`), chat
 replies by responder and review (`auto`: may be sent as is, `flagged`: goes to an expert),
-step executions by tool and outcome (`succeeded`, `failed`, `unknown`), model calls by
-outcome with a latency histogram, configuration reloads by source, and, read when
+step executions by tool and outcome (`succeeded`, `failed`, `unknown`), the execution
+loop's rounds and its errors by stage (`watch`, `task`), tool calls through the platform's
+proxy by tool and outcome with a latency histogram by tool, model calls by outcome with a
+latency histogram, configuration reloads by source, and, read when
 Prometheus scrapes, the events delivered and dropped, the event outbox and the running
 tasks. Every label value is bounded: tools are the catalog's (`input` for an input step,
 `other` for anything else), outcomes and the like are enums (`other` when a value is not
@@ -33,6 +35,12 @@ RESPONDERS = frozenset({"llm", "offline"})
 STEP_OUTCOMES = frozenset({"succeeded", "failed", "unknown"})
 LLM_OUTCOMES = frozenset({"ok", "refused", "unavailable", "malformed"})
 RELOAD_SOURCES = frozenset({"configmap", "configure"})
+LOOP_STAGES = frozenset({"watch", "task"})
+"""Where the execution loop met an error: its watch of the tasks, or a task's worker."""
+TOOL_OUTCOMES = frozenset({"ok", "refused", "upstream_error", "unavailable", "unknown", "busy"})
+"""How a call through the tool proxy ended: a result; refused by the platform; the upstream
+failed; the platform unreachable or busy after the retries; the outcome unknown; another
+call of the same key holds its claim."""
 INPUT_STEP = "input"
 """The `tool` label of an input step (it calls no tool)."""
 
@@ -126,6 +134,7 @@ class AgentMetrics(OwnRegistry):
             buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120),
             registry=self.registry,
         )
+        self._work_metrics()
         self.reloads = Counter(
             "humanwork_agent_config_reloads_total",
             "Configurations applied, by source (configmap, configure).",
@@ -134,6 +143,36 @@ class AgentMetrics(OwnRegistry):
         )
         self.live = _Live()
         self.registry.register(self.live)
+
+    def _work_metrics(self) -> None:
+        """The execution loop's and the tool calls' series."""
+        self.loop_rounds = Counter(
+            "humanwork_agent_loop_iterations_total",
+            "Rounds of the execution loop: each reads one task and runs its next approved "
+            "step, if any.",
+            registry=self.registry,
+        )
+        self.loop_errors = Counter(
+            "humanwork_agent_loop_errors_total",
+            "Errors the execution loop met and started again after, by stage (watch: the "
+            "watch of the tasks; task: a task's worker).",
+            ["stage"],
+            registry=self.registry,
+        )
+        self.tool_calls = Counter(
+            "humanwork_agent_tool_calls_total",
+            "Calls through the platform's tool proxy (executions and reads while planning), "
+            "by tool and outcome (ok, refused, upstream_error, unavailable, unknown, busy).",
+            ["tool", "outcome"],
+            registry=self.registry,
+        )
+        self.tool_latency = Histogram(
+            "humanwork_agent_tool_call_duration_seconds",
+            "Time one call through the platform's tool proxy took, its retries included.",
+            ["tool"],
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+            registry=self.registry,
+        )
 
     # --- what the agent's parts report ------------------------------------------------------
 
@@ -150,6 +189,18 @@ class AgentMetrics(OwnRegistry):
     def llm_called(self, outcome: str, seconds: float) -> None:
         self.llm_calls.labels(bounded(outcome, LLM_OUTCOMES)).inc()
         self.llm_latency.observe(max(seconds, 0.0))
+
+    def looped(self, error: str | None) -> None:
+        """One round of the execution loop (None), or the stage where it met an error."""
+        if error is None:
+            self.loop_rounds.inc()
+        else:
+            self.loop_errors.labels(bounded(error, LOOP_STAGES)).inc()
+
+    def tool_called(self, tool: str, outcome: str, seconds: float) -> None:
+        label = tool_label(tool)
+        self.tool_calls.labels(label, bounded(outcome, TOOL_OUTCOMES)).inc()
+        self.tool_latency.labels(label).observe(max(seconds, 0.0))
 
     def reloaded(self, source: str) -> None:
         self.reloads.labels(bounded(source, RELOAD_SOURCES)).inc()

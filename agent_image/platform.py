@@ -12,14 +12,16 @@ answered; sending again would only ask it again);
 a tool call is retried with the SAME idempotency key, which the proxy deduplicates, so a
 side effect happens once however often the request is sent. Refusals raise
 :class:`ToolCallError` (tool calls) or :class:`PlatformError` (the rest), carrying the
-HTTP status and the platform's JSON error `{code, message, details}`.
+HTTP status and the platform's JSON error `{code, message, details}`. Each tool call is
+told to `observe_tool` (tool, outcome, seconds: the agent's metrics) once it has ended.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -32,6 +34,8 @@ LOG = logging.getLogger("humanwork.agent.platform")
 
 RETRY_STATUSES = frozenset({502, 503, 504})
 API = "/v1/agent-api"
+ToolObserver = Callable[[str, str, float], None]
+"""Told (tool, outcome, seconds) after each tool call (`agent_image.metrics`)."""
 
 
 class PlatformError(Exception):
@@ -73,6 +77,19 @@ def _error(response: httpx.Response, kind: type[PlatformError]) -> PlatformError
     return kind(response.status_code, code, message, details)
 
 
+def tool_outcome(exc: PlatformError) -> str:
+    """How a refused tool call ended, one of `agent_image.metrics.TOOL_OUTCOMES`."""
+    if exc.code == "tool_call_outcome_unknown":
+        return "unknown"
+    if exc.code == "tool_call_in_progress":
+        return "busy"
+    if "upstreamStatus" in exc.details:
+        return "upstream_error"
+    if exc.status == 0 or exc.status >= 500 or exc.status == 429:
+        return "unavailable"
+    return "refused"
+
+
 def _json(response: httpx.Response, kind: type[PlatformError]) -> Any:
     """The JSON of a successful answer; `malformed_answer` when it is not JSON."""
     if not response.content:
@@ -103,6 +120,7 @@ class PlatformClient:
         self.attempts = max(1, attempts)
         self.backoff = backoff
         self.timeout = timeout
+        self.observe_tool: ToolObserver | None = None
 
     def token(self) -> str:
         """The agent token, as the mounted Secret holds it now."""
@@ -201,15 +219,29 @@ class PlatformClient:
             "task": task,
             "step": step,
         }
-        data = await self._call(
-            "POST",
-            f"{API}/tools/{quote(tool, safe='')}",
-            kind=ToolCallError,
-            json_body=body,
-            headers={"Idempotency-Key": idempotency_key},
-            attempts=attempts,
-        )
+        started = time.perf_counter()
+        try:
+            data = await self._call(
+                "POST",
+                f"{API}/tools/{quote(tool, safe='')}",
+                kind=ToolCallError,
+                json_body=body,
+                headers={"Idempotency-Key": idempotency_key},
+                attempts=attempts,
+            )
+        except PlatformError as exc:
+            self._observed(tool, tool_outcome(exc), started)
+            raise
+        self._observed(tool, "ok", started)
         return dict(data) if isinstance(data, dict) else {"result": data}
+
+    def _observed(self, tool: str, outcome: str, started: float) -> None:
+        """Tell `observe_tool` how a call ended (never raises into the call)."""
+        if self.observe_tool is not None:
+            try:
+                self.observe_tool(tool, outcome, time.perf_counter() - started)
+            except Exception:
+                LOG.exception("tool call observer failed")
 
     async def refresh_token(self) -> dict[str, Any]:
         """Ask the operator, through the platform, to rotate the token now."""

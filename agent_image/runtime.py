@@ -281,6 +281,7 @@ def build_runtime(
         metrics=metrics,
     )
     runtime_ref.append(runtime)
+    runtime.platform.observe_tool = metrics.tool_called
     metrics.live.events = events
     metrics.live.running = lambda: len(runtime.tasks)
     return runtime

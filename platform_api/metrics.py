@@ -4,10 +4,10 @@ Requests by route template, method and status code with a latency histogram (an 
 middleware: `RequestMetrics`), decisions by verdict and outcome, tool-proxy calls by tool
 and outcome, webhook deliveries by outcome, whether the database was restored to an
 older point than its audit checkpoints, and, read at scrape time from the review
-queue's index, the open decisions and the nearest deadline. Each app has a registry of
-its own (so several apps in one process keep apart); `serve` exposes it on
-`HUMANWORK_METRICS_PORT` (0: off), never on the API's own port, which the experts'
-Ingress reaches. The names follow the operator's (`agent_operator.metrics`).
+queue's index, the open decisions, the nearest deadline and when the oldest was created.
+Each app has a registry of its own (so several apps in one process keep apart); `serve`
+exposes it on `HUMANWORK_METRICS_PORT` (0: off), never on the API's own port, which the
+experts' Ingress reaches. The names follow the operator's (`agent_operator.metrics`).
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from humanwork_core.metrics import OwnRegistry
 
-QueueSummary = Callable[[datetime], tuple[int, datetime | None]]
-"""The open decisions at a time, and the nearest deadline (`DecisionIndex.summary`)."""
+QueueSummary = Callable[[datetime], tuple[int, datetime | None, datetime | None]]
+"""The open decisions at a time, the nearest deadline and the oldest decision's creation
+(`DecisionIndex.summary`)."""
 
 
 class _Queue(Collector):
@@ -42,13 +43,20 @@ class _Queue(Collector):
             "humanwork_platform_nearest_deadline_timestamp_seconds",
             "Unix time of the nearest deadline among the open decisions (absent: none).",
         )
+        oldest = GaugeMetricFamily(
+            "humanwork_platform_oldest_open_decision_timestamp_seconds",
+            "Unix time the oldest open decision's task was created (absent: none open).",
+        )
         if self.source is not None:
-            count, deadline = self.source(datetime.now(UTC))
+            count, deadline, created = self.source(datetime.now(UTC))
             depth.add_metric([], count)
             if deadline is not None:
                 nearest.add_metric([], deadline.timestamp())
+            if created is not None:
+                oldest.add_metric([], created.timestamp())
         yield depth
         yield nearest
+        yield oldest
 
 
 class PlatformMetrics(OwnRegistry):

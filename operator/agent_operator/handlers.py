@@ -100,6 +100,8 @@ class State:
         self.applied = AppliedCache()
         # (replicas, readyReplicas) last reported in each instance's status
         self.reported: dict[tuple[str, str], tuple[int, int]] = {}
+        # the phase each instance's last reconcile reported (the metrics)
+        self.phases: dict[tuple[str, str], str] = {}
         # the shard of each org namespace, and the fingerprint of what each served
         # instance declared when it was last reconciled
         self.namespaces = Namespaces(settings.shard)
@@ -132,7 +134,7 @@ class State:
 
     def forget_namespace(self, namespace: str) -> None:
         """Drop everything scheduled or remembered for `namespace` (it moved shards)."""
-        tables = (self.due, self.task_due, self.declared, self.reported)
+        tables = (self.due, self.task_due, self.declared, self.reported, self.phases)
         for table in (*tables, self.low_since, self.scale_due):
             for key in [key for key in table if key[0] == namespace]:
                 del table[key]
@@ -183,6 +185,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     state = State(kube, op_settings, keyring)
     state.scheduler = asyncio.create_task(_schedule(state), name="humanwork-scheduler")
     memo["state"] = state
+    metrics.INSTANCES.source = state.phases.values
+    metrics.LEADER.set(1)
     port = int(os.environ.get("HUMANWORK_OPERATOR_METRICS_PORT", "9090"))
     if port:
         metrics.serve(port, os.environ.get("HUMANWORK_OPERATOR_METRICS_ADDRESS", "0.0.0.0"))
@@ -190,6 +194,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
 
 @kopf.on.cleanup()
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    metrics.LEADER.set(0)
     state = memo.get("state")
     if isinstance(state, State):
         if state.scheduler:
@@ -230,6 +235,7 @@ async def _reconcile(state: State, body: dict[str, Any], trigger: str) -> None:
     metrics.RECONCILES.labels(trigger=trigger, result="ok").inc()
     counts = (outcome.status.get("replicas", 0), outcome.status.get("readyReplicas", 0))
     state.reported[(ns, name)] = counts
+    state.phases[(ns, name)] = str(outcome.status.get("phase") or "Pending")
     rotation_in = seconds_until_rotation({**fresh, "status": outcome.status}, _utcnow())
     if rotation_in is not None and rotation_in < RESYNC_SECONDS:
         state.due[(ns, name)] = (_utcnow() + timedelta(seconds=rotation_in), "rotation")
@@ -323,6 +329,7 @@ async def _instance_deleted(
     """Record the deleted instance's tokens as revoked and forget it."""
     state.due.pop(key, None)
     state.reported.pop(key, None)
+    state.phases.pop(key, None)
     state.declared.pop(key, None)
     state.low_since.pop(key, None)
     state.scale_due.pop(key, None)

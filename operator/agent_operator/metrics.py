@@ -1,9 +1,20 @@
 """Prometheus metrics of the operator: reconciles, their durations, token rotations,
-revocations, drift repairs and errors by reason. `serve` exposes them over HTTP."""
+revocations, drift repairs and errors by reason, whether this replica leads, and, read
+when Prometheus scrapes, the AgentInstances by the phase their last reconcile reported.
+`serve` exposes them over HTTP (only the leader serves: a standby runs no kopf)."""
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram, start_http_server
+from collections.abc import Callable, Iterable, Iterator
+
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from humanwork_core.resources import AgentInstancePhase
+
+PHASES = tuple(p.value for p in AgentInstancePhase)
+"""The `phase` label's values (an instance not reconciled yet counts as Pending)."""
 
 RECONCILES = Counter(
     "humanwork_operator_reconciles_total",
@@ -45,6 +56,37 @@ API_REQUESTS = Counter(
 ERRORS = Counter(
     "humanwork_operator_errors_total", "Failed API calls during reconciles, by reason.", ["reason"]
 )
+
+LEADER = Gauge(
+    "humanwork_operator_leader",
+    "1 while this replica holds its shard's Lease and operates (a standby serves no metrics).",
+)
+
+
+class _Instances(Collector):
+    """The AgentInstances this replica operates, by phase, read when Prometheus scrapes."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], Iterable[str]] | None = None
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "humanwork_operator_agent_instances",
+            "AgentInstances by the phase their last reconcile reported (Pending, "
+            "Provisioning, Ready, Degraded, Paused, Failed).",
+            labels=["phase"],
+        )
+        counts = dict.fromkeys(PHASES, 0)
+        for phase in self.source() if self.source is not None else ():
+            key = phase if phase in counts else AgentInstancePhase.PENDING.value
+            counts[key] += 1
+        for phase, count in counts.items():
+            family.add_metric([phase], count)
+        yield family
+
+
+INSTANCES = _Instances()
+REGISTRY.register(INSTANCES)
 
 
 def serve(port: int, address: str = "0.0.0.0") -> None:

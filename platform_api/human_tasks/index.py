@@ -303,9 +303,10 @@ class DecisionIndex:
             total += len(rows) - expired
         return total
 
-    def summary(self, now: datetime) -> tuple[int, datetime | None]:
-        """Every org's open decisions at `now`: how many, and the nearest deadline."""
-        total, nearest = 0, None
+    def summary(self, now: datetime) -> tuple[int, datetime | None, datetime | None]:
+        """Every org's open decisions at `now`: how many, the nearest deadline, and when
+        the oldest was created (the queue's `age_seconds` counts from it)."""
+        total, nearest, oldest = 0, None, None
         for org in self._by_org:
             total += self.count([org], now)
             for row in self._by_org[org]:  # deadline first: the first open one is nearest
@@ -314,7 +315,11 @@ class DecisionIndex:
                 if row.deadline is not None and (nearest is None or row.deadline < nearest):
                     nearest = row.deadline
                 break
-        return total, nearest
+            for row in self._by_org[org]:
+                older = row.created is not None and (oldest is None or row.created < oldest)
+                if older and not row.expired(now):
+                    oldest = row.created
+        return total, nearest, oldest
 
     def rows(self, org_ids: Collection[uuid.UUID | str], now: datetime) -> Iterator[Row]:
         """The open decisions of `org_ids` at `now`, deadline first (none last)."""

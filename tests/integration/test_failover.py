@@ -119,6 +119,8 @@ def test_a_killed_leader_hands_over_and_every_instance_converges_with_one_token(
     standby_id = f"{shard}-b" if leader is first else f"{shard}-a"
     # the standby is not operating: kopf (and with it the metrics endpoint) has not started
     assert not metrics_answer(standby)
+    eventually(lambda: metrics_answer(leader), timeout=30)
+    assert leader.metric("humanwork_operator_leader") == 1
     assert "standing by for the Lease" in standby.tail(200)
 
     orgs = make_orgs(cluster, make_namespace, shard, 6)
@@ -141,6 +143,11 @@ def test_a_killed_leader_hands_over_and_every_instance_converges_with_one_token(
         assert "TokenRotated" not in token_events(cluster, ns)
         assert set(reporters(cluster, ns)) <= {f"{shard}-a", f"{shard}-b"}
     assert metrics_answer(standby)
+    # the new leader says it leads, and counts its shard's instances by phase
+    assert standby.metric("humanwork_operator_leader") == 1
+    instances = "humanwork_operator_agent_instances"
+    eventually(lambda: standby.metric(instances, phase="Ready") == len(orgs), timeout=30)
+    assert standby.metric(instances) == len(orgs)
 
 
 def _has_token(cluster: Cluster, ns: str) -> bool:

@@ -18,6 +18,7 @@ control plane's build.
 from __future__ import annotations
 
 import copy
+import json
 import os
 import subprocess
 from collections.abc import Callable, Iterator
@@ -134,8 +135,9 @@ def assert_same_objects(rendered: list[Doc], overlay: list[Doc], namespace: bool
         {},
         {"tls.certManager.enabled": "true"},
         {"database.embedded.enabled": "true", "auditCheckpoints.enabled": "false"},
+        {"monitoring.prometheusRule.enabled": "true", "monitoring.dashboard.enabled": "true"},
     ],
-    ids=["defaults", "cert-manager", "embedded-database"],
+    ids=["defaults", "cert-manager", "embedded-database", "monitoring"],
 )
 def test_helm_lint_is_clean(helm: Callable[..., str], values: dict[str, str]) -> None:
     out = helm("lint", "--strict", str(CHART), "--namespace", NAMESPACE, *sets(values))
@@ -188,6 +190,25 @@ def test_embedded_database_refuses_the_audit_checkpoints(helm: Callable[..., str
         "template", "humanwork", str(CHART), *sets({"database.embedded.enabled": "true"}), ok=False
     )
     assert "auditCheckpoints.enabled needs the external database" in out, out
+
+
+def test_monitoring_renders_the_rules_and_the_dashboard(helm: Callable[..., str]) -> None:
+    """Off by default; on, the PrometheusRule holds manifests/monitoring/rules.yaml's groups
+    and the ConfigMap its dashboard, as they are."""
+    monitoring = REPO / "manifests" / "monitoring"
+    kinds = {"PrometheusRule", "ConfigMap"}
+    defaults = by_key(template(helm))
+    assert not [k for k in defaults if k[0] == "PrometheusRule"]
+    assert ("ConfigMap", NAMESPACE, "humanwork-operator-dashboard") not in defaults
+    on = {"monitoring.prometheusRule.enabled": "true", "monitoring.dashboard.enabled": "true"}
+    rendered = {k: v for k, v in by_key(template(helm, on)).items() if k[0] in kinds}
+    rule = rendered[("PrometheusRule", NAMESPACE, "humanwork-operator")]
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["spec"] == yaml.safe_load((monitoring / "rules.yaml").read_text())
+    board = rendered[("ConfigMap", NAMESPACE, "humanwork-operator-dashboard")]
+    assert board["metadata"]["labels"] == {"grafana_dashboard": "1"}
+    expected = json.loads((monitoring / "dashboard.json").read_text())
+    assert json.loads(board["data"]["humanwork-operator.json"]) == expected
 
 
 def test_chart_crds_are_the_generated_ones() -> None:
