@@ -249,8 +249,7 @@ class Executor:
         self.retry_seconds = retry_seconds
         """The pause before a transient answer's call is sent again (same key)."""
         self.on_step, self.on_loop = on_step, on_loop
-        """Told (tool, succeeded | failed | unknown) after each execution, and (None) each
-        round of a task's worker or (watch | task) each error the loop met (the metrics)."""
+        """The metrics: each execution's (tool, outcome); each round (None) or error."""
 
     @property
     def running(self) -> list[str]:
