@@ -148,6 +148,16 @@ EXTRA_SETTINGS: dict[str, list[Setting]] = {
             "`0.0.0.0`",
             "address the `/metrics` endpoint binds (read by `agent_operator.handlers`)",
         ),
+        Setting(
+            "test_fault_point",
+            ("HUMANWORK_TEST_FAULT_POINT",),
+            "str",
+            "unset (off)",
+            "for the fault tests only, never in a deployment: the named point at which the "
+            "operator kills itself (SIGKILL) the first time it gets there "
+            "(`provision.before_status_write`, `rotation.before_status_write`; read once at "
+            "start by `agent_operator.faultpoints`)",
+        ),
     ],
     "platform": [
         Setting(

@@ -23,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from agent_operator import builders
+from agent_operator import builders, faultpoints
 from agent_operator.config import OperatorSettings
 from agent_operator.instance_status import (
     derive_status,
@@ -251,7 +251,16 @@ class InstanceReconcile:
         plan = plan_token(instance, stored, self.keyring, self.now)
         if not plan.mint:
             assert stored is not None
-            return Minted(plan, stored, stored, rotated=False)
+            recovered = plan.reason == "RotationRecovered"
+            if recovered:
+                self.events.append(
+                    Event(
+                        "TokenRotated",
+                        f"{plan.reason}: token {stored.claims.jti}, written before a reconcile "
+                        "that did not finish, is adopted",
+                    )
+                )
+            return Minted(plan, stored, stored, rotated=recovered)
         minted = tokens.mint_agent_token(
             self.keyring.current,
             agent_id=builders.agent_id(instance),
@@ -325,6 +334,9 @@ class InstanceReconcile:
                 Event("Provisioned", f"agent {builders.agent_id(instance)} provisioned")
             )
         status = dump_status(new_status)
+        if minted.token is not minted.stored:  # a token minted by this reconcile
+            point = "rotation" if minted.rotated else "provision"
+            faultpoints.reach(f"{point}.before_status_write")
         if status != dump_status(instance.status or AgentInstanceStatus()):
             await _write_status(self.kube, self.ns, self.name, status)
         return status

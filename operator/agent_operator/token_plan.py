@@ -30,7 +30,12 @@ def plan_token(
     keyring: Keyring,
     now: datetime,
 ) -> TokenPlan:
-    """Pure: decide whether the agent's token must be (re)issued."""
+    """Pure: decide whether the agent's token must be (re)issued.
+
+    A stored token other than the one the status names was written by a reconcile that
+    did not get to its status write (a leader killed mid-rotation): it is that rotation,
+    adopted as such (`RotationRecovered`), never followed by a second one; an agent may
+    already hold it, and the status's token keeps its grace."""
     if stored is None:
         return TokenPlan(True, "Issued")
     if builders.REVOKE_TOKEN_ANNOTATION in instance.metadata.annotations:
@@ -38,6 +43,9 @@ def plan_token(
     published = {k.kid for k in keyring.published}
     if stored.claims.kid not in published:
         return TokenPlan(True, "SigningKeyRetired")
+    recorded = instance.status.token if instance.status else None
+    if recorded is not None and recorded.jti != stored.claims.jti:
+        return TokenPlan(False, "RotationRecovered")
     if builders.ROTATE_TOKEN_ANNOTATION in instance.metadata.annotations:
         return TokenPlan(True, "RotationRequested")
     due = tokens.rotation_due_at(

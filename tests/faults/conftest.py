@@ -1,13 +1,18 @@
 """The fault suite's world: the process-mode stack of the end-to-end tests with work in
-flight, one per test module, on the session's control plane, operator and PostgreSQL.
+flight, one for the whole suite (built once: a platform's start, its users' password
+hashes and the agent's provisioning are most of what a world costs), on the session's
+control plane, operator and PostgreSQL.
 
 `FaultWorld` is one org on a platform process of its own (its own database on the
-session's PostgreSQL, so killing it disturbs no other module), an agent process, the fake
-Amazon, and the fake Shopify behind a `FaultProxy` (the org's Shopify integration names the
-proxy). Three experts approve concurrently (`approve_all`), each approval with an
-Idempotency-Key it retries with until it is answered; `check` waits until the world
-settles, prints the time to recover and fails on every broken invariant
-(`tests.faults.invariants`).
+session's PostgreSQL, so killing it disturbs no other part of the session), an agent
+process, the fake Amazon, and the fake Shopify behind a `FaultProxy` (the org's Shopify
+integration names the proxy). Each test gets it through `fresh`: whatever an earlier test
+killed is running again, nothing of its work still moves, and the world's view (its
+tasks, the approvals answered, the upstream's ledger) starts empty, so the invariant
+checker judges what this test made and nothing else. Three experts approve concurrently
+(`approve_all`), each approval with an Idempotency-Key it retries with until it is
+answered; `check` waits until the world settles, prints the time to recover and fails on
+every broken invariant (`tests.faults.invariants`).
 """
 
 from __future__ import annotations
@@ -79,6 +84,8 @@ class FaultWorld:
     checkpoints: dict[str, str]
     tasks: list[str] = field(default_factory=list)
     answered: list[Answered] = field(default_factory=list)
+    ledger_from: int = 0
+    """Where this test's part of the upstream's ledger starts (`fresh` sets it)."""
     replicas: list[str] = field(default_factory=list)
     """The platform URLs the experts' clients spread their requests over (a load balancer's
     view: a refused or failed request goes to the next); the platform's alone when empty."""
@@ -194,7 +201,9 @@ class FaultWorld:
         return Observed(
             tasks={name: self.task(name) for name in self.tasks},
             answered=list(self.answered),
-            ledger=[(s.action, s.idempotency_key) for s in self.shop.side_effects],
+            ledger=[
+                (s.action, s.idempotency_key) for s in self.shop.side_effects[self.ledger_from :]
+            ],
             queue=self.queue(),
             namespace=self.namespace,
             audited_keys=self.audited_keys(),
@@ -289,7 +298,7 @@ def _users(base: str, admin: dict[str, str], org_id: str, slug: str) -> list[dic
     return headers
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def fault_world(
     cluster: Cluster,
     installed: None,
@@ -354,13 +363,19 @@ def fault_world(
 
 @pytest.fixture
 def fresh(fault_world: FaultWorld) -> Iterator[FaultWorld]:
-    """The module's world with no rule left in its proxy, a platform running, and nothing
-    of an earlier test still moving (its writes would meet this test's rules)."""
-    fault_world.proxy.clear()
-    if fault_world.platform.proc is None or fault_world.platform.proc.poll() is not None:
-        fault_world.restart_platform()
+    """The suite's world with no rule left in its proxy, its platform and agent running,
+    nothing of an earlier test still moving (its writes would meet this test's rules), and
+    its view scoped to this test: no task, no answered approval, the ledger from here on."""
+    world = fault_world
+    world.proxy.clear()
+    if world.platform.proc is None or world.platform.proc.poll() is not None:
+        world.restart_platform()
+    if world.agent.proc is None or world.agent.proc.poll() is not None:
+        world.agent.start()
     deadline = time.monotonic() + SETTLE_WITHIN
-    while not fault_world.settled() and time.monotonic() < deadline:
+    while not world.settled() and time.monotonic() < deadline:
         time.sleep(0.25)
-    yield fault_world
-    fault_world.proxy.clear()
+    world.tasks, world.answered = [], []
+    world.ledger_from = len(world.shop.side_effects)
+    yield world
+    world.proxy.clear()

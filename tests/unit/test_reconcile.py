@@ -183,3 +183,33 @@ def test_the_applied_cache_tells_unchanged_manifests_and_forgets_per_owner() -> 
     cache.setdefault(("ns", "two"), {})[("Service", "y")] = rc.manifest_digest(b)
     cache.forget("ns", "one")
     assert list(cache) == [("ns", "two")]
+
+
+def recorded(token: tokens.MintedToken) -> dict[str, Any]:
+    claims = token.claims
+    return {
+        "kid": claims.kid,
+        "jti": claims.jti,
+        "issuedAt": claims.issued_at.isoformat(),
+        "expiresAt": claims.expires_at.isoformat(),
+        "secretName": "s",
+    }
+
+
+def test_a_rotated_token_whose_status_write_was_lost_is_adopted_not_minted_again() -> None:
+    """A leader killed between the Secret and the status of a rotation: the next leader
+    finds a token the status does not name, and takes it as that rotation."""
+    ring = keyring()
+    old, new = mint(ring.current), mint(ring.current, at=NOW + timedelta(minutes=1))
+    body = manifest()
+    body["metadata"]["annotations"] = {"humanwork.io/rotate-token": "now"}
+    body["status"] = {"token": recorded(old)}
+    inst = AgentInstance.model_validate(body)
+    assert rc.plan_token(inst, new, ring, NOW) == rc.TokenPlan(False, "RotationRecovered")
+    # the token the status names, with no rotation pending: kept; asked again: rotated
+    body["status"] = {"token": recorded(new)}
+    assert rc.plan_token(AgentInstance.model_validate(body), new, ring, NOW).reason == (
+        "RotationRequested"
+    )
+    body["metadata"]["annotations"] = {}
+    assert not rc.plan_token(AgentInstance.model_validate(body), new, ring, NOW).mint
