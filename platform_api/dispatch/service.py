@@ -34,6 +34,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from humanwork_core import tracing
 from humanwork_core.requester import plan_request_id
 from platform_api import notify_hooks
 from platform_api.agents.bindings import bind_before_asking, mark_bound
@@ -161,7 +162,16 @@ class Dispatch:
         return claims.DRAFTED
 
     async def _plan(self, work: Work, target: AgentTarget) -> str:
-        """Ask the agent for a plan of the message, bound to the client."""
+        """Ask the agent for a plan of the message, bound to the client. The trace starts
+        here (`humanwork.client_message`): the command carries it to the agent and the
+        binding writes it on the task, as a plan request through the API does."""
+        attributes = {"humanwork.org.id": str(work.org.id), "humanwork.agent": target.name}
+        with tracing.span("humanwork.client_message", attributes) as current:
+            name = await self._plan_traced(work, target)
+            tracing.annotate(current, {"humanwork.task": f"{target.org.namespace}/{name}"})
+            return claims.PLANNED
+
+    async def _plan_traced(self, work: Work, target: AgentTarget) -> str:
         org, claim = work.org, work.claim
         key = f"message-{claim.message_id}"
         request_id = plan_request_id(str(org.id), target.name, work.client, key)
@@ -184,7 +194,7 @@ class Dispatch:
                 await mark_bound(session, request_id, name)
             await _audit_plan(session, work, target, name, planned, bound)
             session.add(_system(claim, PLAN_TEXT, {"event": "plan_waiting", "task": name}))
-        return claims.PLANNED
+        return name
 
     async def _finish(
         self, session: AsyncSession, claim: claims.Claim, state: str, **outcome: object

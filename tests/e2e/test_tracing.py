@@ -24,7 +24,7 @@ import pytest
 
 from humanwork_dev.fakes.catalog import SEED_REQUEST
 from humanwork_dev.processes import OperatorProcess, PlatformProcess, free_port
-from tests.e2e.conftest import World, execution_state
+from tests.e2e.conftest import World, _login, execution_state
 from tests.fixtures.stack import PROCESS_START_SECONDS
 from tests.platform.conftest import ADMIN_PASSWORD, CREDENTIALS_KEY, JWT_SECRET
 
@@ -195,6 +195,7 @@ async def test_one_approval_is_one_trace_across_every_component(
     _restart_all(world, platform, operator, collector.env)
     try:
         await _approve_and_check(world, collector)
+        await _a_clients_message_starts_its_plans_trace(world, collector)
     finally:  # the shared processes go back to exporting nothing
         _restart_all(world, platform, operator, {})
 
@@ -271,3 +272,62 @@ def _assert_no_secret(world: World, collector: Collector, step: dict[str, Any]) 
     ]
     leaked = [s for s in secrets if len(s) >= 6 and s in text]
     assert leaked == [], leaked
+
+
+async def _a_clients_message_starts_its_plans_trace(world: World, collector: Collector) -> None:
+    """A plan the dispatcher asks for (a client's message, nobody pressing a button) is
+    traced from the message: the agent's planning and the operator's reconcile of the task
+    it filed hang under the platform's `humanwork.client_message`."""
+    username = f"client-trace-{world.namespace}"
+    password = f"pw-{username}-0123456789"
+    r = await world.http.post(
+        f"{world.platform.url}/users",
+        json={
+            "username": username,
+            "password": password,
+            "role": "client",
+            "org_ids": [world.org_id],
+        },
+        headers=world.admin,
+    )
+    assert r.status_code == 201, r.text
+    client = await _login(world.http, world.platform.url, username, password)
+    r = await world.http.post(
+        f"{world.platform.url}/orgs/{world.org_id}/conversations",
+        json={"subject": "October", "message": SEED_REQUEST},
+        headers=client,
+    )
+    assert r.status_code == 201, r.text
+    task = f"{world.namespace}/{await _planned_task(world, client, str(r.json()['id']))}"
+
+    def traced(spans: list[Span]) -> bool:
+        roots = [s for s in spans if s.name == "humanwork.client_message"]
+        ours = [s for s in roots if s.attributes.get("humanwork.task") == task]
+        return bool(ours) and any(
+            s.trace_id == ours[0].trace_id and s.name == "humanwork.reconcile_task" for s in spans
+        )
+
+    spans = await collector.until(traced)
+    root = _one(spans, "humanwork-platform", "humanwork.client_message", **{"humanwork.task": task})
+    trace = {s.span_id: s for s in spans if s.trace_id == root.trace_id}
+    planning = _one(list(trace.values()), "humanwork-agent", "invoke_agent")
+    assert trace[planning.parent_id] is root
+    reconcile = _one(list(trace.values()), "humanwork-operator", "humanwork.reconcile_task")
+    assert trace[reconcile.parent_id] is root
+    assert password not in collector.file.read_text()
+
+
+async def _planned_task(world: World, client: dict[str, str], cid: str) -> str:
+    """The task the message's plan filed, once the client's thread says it waits."""
+    deadline = time.monotonic() + WITHIN
+    while True:
+        r = await world.http.get(
+            f"{world.platform.url}/orgs/{world.org_id}/conversations/{cid}", headers=client
+        )
+        assert r.status_code == 200, r.text
+        for message in r.json()["messages"]:
+            meta = message.get("meta") or {}
+            if meta.get("event") == "plan_waiting":
+                return str(meta["task"])
+        assert time.monotonic() < deadline, (r.json()["messages"], world.agent.tail(40))
+        await asyncio.sleep(0.2)
