@@ -11,6 +11,7 @@ import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 ENV_PREFIX = "HUMANWORK_OPERATOR_"
 _LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
@@ -108,6 +109,17 @@ class OperatorSettings:
     """Label selector (`key=value,...`) of the scraping pods in those namespaces (e.g.
     `app.kubernetes.io/name=prometheus`); empty: any pod of those namespaces."""
 
+    # --- the agents' traces -----------------------------------------------------------------
+    agent_traces_endpoint: str = ""
+    """OTLP/HTTP endpoint the agents export their traces to (given to the agent as
+    `OTEL_EXPORTER_OTLP_ENDPOINT`, e.g. `http://otel-collector.monitoring:4318`); empty: the
+    agents export none. The agent is untrusted: whatever it sends reaches this collector."""
+    agent_traces_namespaces: str = ""
+    """Label selector (`key=value,...`) of the namespaces of the collector the agents' egress
+    may reach on the endpoint's port (required with an endpoint)."""
+    agent_traces_pods: str = ""
+    """Label selector of the collector's pods in those namespaces; empty: any pod there."""
+
     def __post_init__(self) -> None:
         if self.shard and not _LABEL_VALUE.fullmatch(self.shard):
             raise ValueError(f"{ENV_PREFIX}SHARD must be a label value, not {self.shard!r}")
@@ -116,6 +128,7 @@ class OperatorSettings:
         if self.lease_renew_deadline_seconds >= self.lease_duration_seconds:
             raise ValueError("the lease renew deadline must be below the lease duration")
         self._check_metrics()
+        self._check_traces()
 
     def _check_metrics(self) -> None:
         """The agents' metrics port is a port apart from theirs; the selectors parse."""
@@ -127,6 +140,20 @@ class OperatorSettings:
             raise ValueError(f"{ENV_PREFIX}AGENT_METRICS_PODS needs AGENT_METRICS_NAMESPACES")
         match_labels(self.agent_metrics_namespaces, "AGENT_METRICS_NAMESPACES")
         match_labels(self.agent_metrics_pods, "AGENT_METRICS_PODS")
+
+    def _check_traces(self) -> None:
+        """An endpoint is an http(s) URL with a host, and names where its collector runs."""
+        match_labels(self.agent_traces_namespaces, "AGENT_TRACES_NAMESPACES")
+        match_labels(self.agent_traces_pods, "AGENT_TRACES_PODS")
+        if not self.agent_traces_endpoint:
+            return
+        if traces_port(self.agent_traces_endpoint) is None:
+            raise ValueError(
+                f"{ENV_PREFIX}AGENT_TRACES_ENDPOINT must be an http(s) URL with a host, not "
+                f"{self.agent_traces_endpoint!r}"
+            )
+        if not self.agent_traces_namespaces:
+            raise ValueError(f"{ENV_PREFIX}AGENT_TRACES_ENDPOINT needs AGENT_TRACES_NAMESPACES")
 
     @property
     def replica(self) -> str:
@@ -191,3 +218,16 @@ def match_labels(selector: str, setting: str = "selector") -> dict[str, str]:
             raise ValueError(f"{ENV_PREFIX}{setting}: {value!r} is not a label value")
         labels[key] = value
     return labels
+
+
+def traces_port(endpoint: str) -> int | None:
+    """The TCP port of an OTLP/HTTP endpoint URL (its scheme's default when none is named);
+    None when it is not an http(s) URL with a host."""
+    try:
+        parts = urlsplit(endpoint)
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    return port or (443 if parts.scheme == "https" else 80)

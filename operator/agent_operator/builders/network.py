@@ -1,6 +1,7 @@
 """The agent's NetworkPolicy: ingress only from the platform API's pods (and, on the
 metrics port alone, from the scrapers the operator's settings name), egress only to DNS,
-the platform API, the API server's endpoints and the configured CIDRs."""
+the platform API, the API server's endpoints, the configured CIDRs and (when the agents
+export traces) the collector's pods on the endpoint's port."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from humanwork_core.resources import (
     AgentInstance,
 )
 
-from ..config import OperatorSettings, match_labels
+from ..config import OperatorSettings, match_labels, traces_port
 from .naming import (
     Manifest,
     _metadata,
@@ -38,6 +39,7 @@ def _egress_rules(instance: AgentInstance, settings: OperatorSettings) -> list[d
             "ports": [{"protocol": "TCP", "port": settings.platform_api_port}],
         },
     ]
+    rules += traces_egress(settings)
     egress = instance.spec.egress
     for cidr in egress.llm_cidrs:
         rules.append({"to": [{"ipBlock": {"cidr": cidr}}], "ports": [_tcp(443)]})
@@ -140,3 +142,18 @@ def metrics_ingress(settings: OperatorSettings) -> list[dict[str, Any]]:
     if pods:
         peer["podSelector"] = {"matchLabels": pods}
     return [{"from": [peer], "ports": [_tcp(settings.agent_metrics_port)]}]
+
+
+def traces_egress(settings: OperatorSettings) -> list[dict[str, Any]]:
+    """The rule letting the agents reach the trace collector (pods matching
+    `agent_traces_pods` in namespaces matching `agent_traces_namespaces`) on the endpoint's
+    port, and nothing else of theirs; none when the agents export no traces."""
+    port = traces_port(settings.agent_traces_endpoint) if settings.agent_traces_endpoint else None
+    namespaces = match_labels(settings.agent_traces_namespaces)
+    if port is None or not namespaces:
+        return []
+    peer: dict[str, Any] = {"namespaceSelector": {"matchLabels": namespaces}}
+    pods = match_labels(settings.agent_traces_pods)
+    if pods:
+        peer["podSelector"] = {"matchLabels": pods}
+    return [{"to": [peer], "ports": [_tcp(port)]}]

@@ -114,6 +114,7 @@ def _env(instance: AgentInstance, settings: OperatorSettings) -> list[dict[str, 
         },
         {"name": "HOME", "value": "/tmp"},
         *_metrics_env(settings),
+        *_traces_env(settings),
         *_platform_ca_env(settings),
     ]
 
@@ -151,6 +152,16 @@ def _metrics_env(settings: OperatorSettings) -> list[dict[str, Any]]:
     if not settings.agent_metrics_port:
         return []
     return [{"name": "HUMANWORK_AGENT_METRICS_PORT", "value": str(settings.agent_metrics_port)}]
+
+
+def _traces_env(settings: OperatorSettings) -> list[dict[str, Any]]:
+    """The standard OTLP variables when the agents export traces (`agent_traces_endpoint`)."""
+    if not settings.agent_traces_endpoint:
+        return []
+    return [
+        {"name": "OTEL_EXPORTER_OTLP_ENDPOINT", "value": settings.agent_traces_endpoint},
+        {"name": "OTEL_SERVICE_NAME", "value": "humanwork-agent"},
+    ]
 
 
 def container_ports(settings: OperatorSettings) -> list[dict[str, Any]]:
