@@ -211,6 +211,30 @@ def test_monitoring_renders_the_rules_and_the_dashboard(helm: Callable[..., str]
     assert json.loads(board["data"]["humanwork-operator.json"]) == expected
 
 
+def test_operator_env_reaches_the_operator_container(helm: Callable[..., str]) -> None:
+    """`operator.env` adds settings (the agents' traces here) to the operator's container,
+    after the chart's own; none by default."""
+
+    def env(values: dict[str, str] | None = None) -> list[dict[str, str]]:
+        docs = by_key(template(helm, values))
+        deployment = docs[("Deployment", NAMESPACE, "humanwork-operator")]
+        found: list[dict[str, str]] = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+        return found
+
+    defaults = env()
+    traced = env(
+        {
+            "operator.env.HUMANWORK_OPERATOR_AGENT_TRACES_ENDPOINT": "http://otel.obs:4318",
+            "operator.env.HUMANWORK_OPERATOR_AGENT_TRACES_NAMESPACES": "team=obs",
+        }
+    )
+    assert traced[: len(defaults)] == defaults
+    assert traced[len(defaults) :] == [
+        {"name": "HUMANWORK_OPERATOR_AGENT_TRACES_ENDPOINT", "value": "http://otel.obs:4318"},
+        {"name": "HUMANWORK_OPERATOR_AGENT_TRACES_NAMESPACES", "value": "team=obs"},
+    ]
+
+
 def test_chart_crds_are_the_generated_ones() -> None:
     assert crdgen.check(CHART / "files" / "crds") == []
 
