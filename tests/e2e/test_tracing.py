@@ -200,16 +200,30 @@ async def test_one_approval_is_one_trace_across_every_component(
         _restart_all(world, platform, operator, {})
 
 
+WANTED = {
+    ("humanwork-platform", "humanwork.plan_request"),
+    ("humanwork-platform", "humanwork.approval"),
+    ("humanwork-platform", "humanwork.wait_for_human"),
+    ("humanwork-platform", "humanwork.tool_proxy"),
+    ("humanwork-platform", "humanwork.upstream_call"),
+    ("humanwork-platform", "humanwork.agent_event"),
+    ("humanwork-agent", "invoke_agent"),
+    ("humanwork-agent", "execute_tool amazon"),
+    ("humanwork-operator", "humanwork.reconcile_task"),
+}
+"""Every span the check below names: a child is exported before its parent ends, so the
+file holds the whole trace only once each of them is in it."""
+
+
 def _complete(spans: list[Span]) -> bool:
-    names = {(s.service, s.name) for s in spans}
-    return {
-        ("humanwork-platform", "humanwork.plan_request"),
-        ("humanwork-platform", "humanwork.approval"),
-        ("humanwork-platform", "humanwork.upstream_call"),
-        ("humanwork-agent", "invoke_agent"),
-        ("humanwork-agent", "execute_tool amazon"),
-        ("humanwork-operator", "humanwork.reconcile_task"),
-    } <= names
+    """Every wanted span is in, and every span of the plan's trace has its parent there
+    (the batches of three processes arrive in any order); the trace's first span, the
+    platform's request, has none."""
+    if not {(s.service, s.name) for s in spans} >= WANTED:
+        return False
+    roots = [s for s in spans if s.name == "humanwork.plan_request"]
+    trace = {s.span_id: s for s in spans if s.trace_id == roots[0].trace_id}
+    return all(not s.parent_id or s.parent_id in trace for s in trace.values())
 
 
 async def _approve_and_check(world: World, collector: Collector) -> None:
