@@ -317,9 +317,8 @@ async def _a_clients_message_starts_its_plans_trace(world: World, collector: Col
     def traced(spans: list[Span]) -> bool:
         roots = [s for s in spans if s.name == "humanwork.client_message"]
         ours = [s for s in roots if s.attributes.get("humanwork.task") == task]
-        return bool(ours) and any(
-            s.trace_id == ours[0].trace_id and s.name == "humanwork.reconcile_task" for s in spans
-        )
+        names = {s.name for s in spans if ours and s.trace_id == ours[0].trace_id}
+        return {"invoke_agent", "humanwork.reconcile_task"} <= names
 
     spans = await collector.until(traced)
     root = _one(spans, "humanwork-platform", "humanwork.client_message", **{"humanwork.task": task})
