@@ -73,10 +73,13 @@ class Collector:
         }
 
     def spans(self) -> list[Span]:
+        """The spans of every whole line of the file: the exporter may be writing the last
+        one (a line is whole once its newline is written)."""
         if not self.file.exists():
             return []
         found = []
-        for line in self.file.read_text().splitlines():
+        text = self.file.read_text()
+        for line in text[: text.rfind("\n") + 1].splitlines():
             for rs in json.loads(line).get("resourceSpans", []) if line.strip() else []:
                 found.extend(_spans(rs))
         return found
