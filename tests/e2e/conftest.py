@@ -54,6 +54,20 @@ class World:
     token: str
     workdir: Path
 
+    async def add_user(self, prefix: str, role: str) -> tuple[str, str, dict[str, str]]:
+        """A user `<prefix>-<namespace>` with `role` in the world's org, made by the admin
+        and signed in: (username, password, authorization header)."""
+        username = f"{prefix}-{self.namespace}"
+        password = f"pw-{username}-0123456789"
+        user = {"username": username, "password": password, "role": role}
+        r = await self.http.post(
+            f"{self.platform.url}/users",
+            json={**user, "org_ids": [self.org_id]},
+            headers=self.admin,
+        )
+        assert r.status_code == 201, r.text
+        return username, password, await _login(self.http, self.platform.url, username, password)
+
     # --- the agent's command API (signed like the platform signs it) ---------------------
 
     async def ask_platform(self, request: str = SEED_REQUEST, **fields: Any) -> httpx.Response:

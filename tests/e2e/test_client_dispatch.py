@@ -12,26 +12,13 @@ import asyncio
 import time
 from typing import Any
 
-from tests.e2e.conftest import World, _login
+from tests.e2e.conftest import World
 
 QUESTION = "Where is my order 1042? It has not arrived yet."
 
 
 async def _client(world: World) -> dict[str, str]:
-    username = f"client-{world.namespace}"
-    password = f"pw-{username}-0123456789"
-    r = await world.http.post(
-        f"{world.platform.url}/users",
-        json={
-            "username": username,
-            "password": password,
-            "role": "client",
-            "org_ids": [world.org_id],
-        },
-        headers=world.admin,
-    )
-    assert r.status_code == 201, r.text
-    return await _login(world.http, world.platform.url, username, password)
+    return (await world.add_user("client", "client"))[2]
 
 
 async def _start(world: World, client: dict[str, str], message: str) -> str:

@@ -51,19 +51,7 @@ async def chromium() -> AsyncIterator[Browser]:
 
 async def add_client(world: World) -> tuple[str, str]:
     """A user with the role `client` in the world's org; (username, password)."""
-    username = f"client-{world.namespace}"
-    password = f"pw-{username}-0123456789"
-    r = await world.http.post(
-        f"{world.platform.url}/users",
-        json={
-            "username": username,
-            "password": password,
-            "role": "client",
-            "org_ids": [world.org_id],
-        },
-        headers=world.admin,
-    )
-    assert r.status_code == 201, r.text
+    username, password, _ = await world.add_user("client", "client")
     return username, password
 
 

@@ -59,24 +59,7 @@ async def _draft(world: World, cid: str, **headers: str) -> httpx.Response:
 
 async def _viewer(world: World) -> dict[str, str]:
     """A viewer of the org, signed in: its authorization header."""
-    username = f"viewer-{world.namespace}"
-    password = f"pw-{username}-0123456789"
-    r = await world.http.post(
-        f"{world.platform.url}/users",
-        json={
-            "username": username,
-            "password": password,
-            "role": "viewer",
-            "org_ids": [world.org_id],
-        },
-        headers=world.admin,
-    )
-    assert r.status_code == 201, r.text
-    r = await world.http.post(
-        f"{world.platform.url}/auth/token", json={"username": username, "password": password}
-    )
-    assert r.status_code == 200, r.text
-    return {"Authorization": f"Bearer {r.json()['access_token']}"}
+    return (await world.add_user("viewer", "viewer"))[2]
 
 
 async def _thread(world: World, reply_id: str) -> dict[str, Any]:

@@ -24,7 +24,7 @@ import pytest
 
 from humanwork_dev.fakes.catalog import SEED_REQUEST
 from humanwork_dev.processes import OperatorProcess, PlatformProcess, free_port
-from tests.e2e.conftest import World, _login, execution_state
+from tests.e2e.conftest import World, execution_state
 from tests.fixtures.stack import PROCESS_START_SECONDS
 from tests.platform.conftest import ADMIN_PASSWORD, CREDENTIALS_KEY, JWT_SECRET
 
@@ -295,20 +295,7 @@ async def _a_clients_message_starts_its_plans_trace(world: World, collector: Col
     """A plan the dispatcher asks for (a client's message, nobody pressing a button) is
     traced from the message: the agent's planning and the operator's reconcile of the task
     it filed hang under the platform's `humanwork.client_message`."""
-    username = f"client-trace-{world.namespace}"
-    password = f"pw-{username}-0123456789"
-    r = await world.http.post(
-        f"{world.platform.url}/users",
-        json={
-            "username": username,
-            "password": password,
-            "role": "client",
-            "org_ids": [world.org_id],
-        },
-        headers=world.admin,
-    )
-    assert r.status_code == 201, r.text
-    client = await _login(world.http, world.platform.url, username, password)
+    _, password, client = await world.add_user("client-trace", "client")
     r = await world.http.post(
         f"{world.platform.url}/orgs/{world.org_id}/conversations",
         json={"subject": "October", "message": SEED_REQUEST},
