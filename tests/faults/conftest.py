@@ -22,6 +22,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -156,6 +157,18 @@ class FaultWorld:
 
         with ThreadPoolExecutor(len(self.experts)) as pool:
             list(pool.map(one, range(len(names)), names))
+
+    def approvals_in_flight(self, names: list[str], answered: int = 0) -> threading.Thread:
+        """The experts approving `names` in a thread of their own, once `answered` of them
+        have been answered (some answered, the rest in flight)."""
+        before = len(self.answered)
+        experts = threading.Thread(target=self.approve_all, args=(names,))
+        experts.start()
+        deadline = time.monotonic() + 90
+        while len(self.answered) < before + answered:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        return experts
 
     def restart_platform(self, env: dict[str, str] | None = None) -> None:
         """Start the platform again on its port (the agent keeps its URL)."""

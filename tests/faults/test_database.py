@@ -7,7 +7,6 @@ step may end `Failed` for it (a database that blinked says nothing about a step)
 
 from __future__ import annotations
 
-import threading
 import time
 
 from humanwork_dev.postgres import PostgresServer
@@ -41,13 +40,7 @@ def test_postgres_restarted_mid_approvals_loses_nothing(
 ) -> None:
     world = fresh
     names = world.create_tasks(TASKS)
-    before = len(world.answered)
-    experts = threading.Thread(target=world.approve_all, args=(names,))
-    experts.start()
-    deadline = time.monotonic() + 90
-    while len(world.answered) < before + 3:  # some answered, the rest in flight
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    experts = world.approvals_in_flight(names, answered=3)
     fault_at = time.monotonic()
     restart(postgres)
     experts.join(STARTUP + SETTLE_WITHIN)

@@ -154,8 +154,7 @@ def leads(pair: Pair, cluster: Cluster, killed: float) -> float:
 
 def approvals_in_flight(world: FaultWorld) -> tuple[list[str], threading.Thread]:
     names = world.create_tasks(TASKS)
-    experts = threading.Thread(target=world.approve_all, args=(names,))
-    experts.start()
+    experts = world.approvals_in_flight(names)
     return names, experts
 
 

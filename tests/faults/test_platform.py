@@ -8,7 +8,6 @@ port. Each test ends with the invariant checker and prints the time to recover."
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -32,8 +31,7 @@ def test_the_platform_killed_at_a_decision_s_status_write_loses_nothing(
     world = fresh
     names = world.create_tasks(TASKS)
     world.restart_platform(env={"HUMANWORK_TEST_FAULT_POINT": point})
-    experts = threading.Thread(target=world.approve_all, args=(names,))
-    experts.start()
+    experts = world.approvals_in_flight(names)
     wait_dead(world)  # the first decision to get there killed it: the point was reached
     fault_at = time.monotonic()
     assert world.platform.proc is not None and world.platform.proc.returncode == -9
@@ -48,13 +46,7 @@ def test_the_platform_killed_while_approvals_are_in_flight_loses_nothing(
 ) -> None:
     world = fresh
     names = world.create_tasks(TASKS)
-    before = len(world.answered)
-    experts = threading.Thread(target=world.approve_all, args=(names,))
-    experts.start()
-    deadline = time.monotonic() + 90
-    while len(world.answered) < before + 3:  # some answered, the rest in flight
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    experts = world.approvals_in_flight(names, answered=3)
     world.platform.kill()
     fault_at = time.monotonic()
     world.restart_platform()

@@ -5,7 +5,6 @@ test ends with the invariant checker and prints the time to recover."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 
@@ -41,8 +40,7 @@ def test_two_replicas_one_killed_at_a_decision_the_other_loses_nothing(
 ) -> None:
     world = fresh
     names = world.create_tasks(TASKS)
-    experts = threading.Thread(target=world.approve_all, args=(names,))
-    experts.start()
+    experts = world.approvals_in_flight(names)
     assert second.proc is not None
     second.proc.wait(90)  # its first decision got there: the point was reached
     fault_at = time.monotonic()
