@@ -79,6 +79,10 @@ class World:
         )
 
     async def plan(self, request: str = SEED_REQUEST, **fields: Any) -> dict[str, Any]:
+        # a fresh idempotency key unless the test names one: without it the agent names the
+        # task after the signature, and two identical requests signed within one second are
+        # (rightly) the same task
+        fields.setdefault("idempotencyKey", f"e2e-{uuid.uuid4().hex}")
         body = json.dumps({"request": request, "requester": "requester", **fields}).encode()
         r = await self.http.post(
             f"{self.agent.url}/v1/tasks",
