@@ -10,13 +10,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_image.completions import ChatModel, Completion, Delta, LLMError
 from agent_image.corrections import CorrectionStore, Match
 from agent_image.dispatch import (
     Mode,
     choose_mode,
     risk_of_message,
 )
-from agent_image.llm import Completion, Delta, LLMClient, LLMError
 from agent_image.planning.config import (
     CORRECTION_MATCH,
     OFFLINE_MODEL,
@@ -185,7 +185,7 @@ class Responder:
         return messages
 
     async def _confidence(
-        self, llm: LLMClient, config: AgentConfig, message: str, reply: str
+        self, llm: ChatModel, config: AgentConfig, message: str, reply: str
     ) -> float | None:
         try:
             rated = await llm.complete(
@@ -250,7 +250,7 @@ class Responder:
 
     async def _llm_reply(
         self,
-        llm: LLMClient,
+        llm: ChatModel,
         message: str,
         config: AgentConfig,
         history: Sequence[Mapping[str, Any]],

@@ -9,10 +9,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_image.completions import ChatModel, Completion
 from agent_image.dispatch import (
     enabled_tools,
 )
-from agent_image.llm import Completion, LLMClient
 from humanwork_core.runtime_config import AgentRuntimeConfig
 
 LOG = logging.getLogger("humanwork.agent.planner")
@@ -95,13 +95,13 @@ class LLMGate:
     After a failure the agent works offline for `cooldown` seconds instead of making
     every request wait for retries against a dead endpoint."""
 
-    def __init__(self, llm: LLMClient | None, cooldown: float = 30.0) -> None:
+    def __init__(self, llm: ChatModel | None, cooldown: float = 30.0) -> None:
         self.llm = llm
         self.cooldown = cooldown
         self._down_until = 0.0
         self.last_error: str | None = None
 
-    def usable(self) -> LLMClient | None:
+    def usable(self) -> ChatModel | None:
         if self.llm is None or time.monotonic() < self._down_until:
             return None
         return self.llm

@@ -12,11 +12,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from agent_image.completions import ChatModel, LLMError
 from agent_image.dispatch import (
     Mode,
     choose_mode,
 )
-from agent_image.llm import LLMClient, LLMError
 from agent_image.planning.config import AgentConfig, AuditHook, LLMGate, no_audit
 from agent_image.planning.drafts import Draft, Plan, PlanError, ToolReader, to_steps, tool_warnings
 from agent_image.planning.offline import is_reconciliation, offline_plan
@@ -211,7 +211,7 @@ class Planner:
 
     async def _llm_plan(
         self,
-        llm: LLMClient,
+        llm: ChatModel,
         request: str,
         config: AgentConfig,
         feedback: str | None,

@@ -5,31 +5,16 @@ reads."""
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from agent_operator import builders
 from agent_operator.config import OperatorSettings
 from agent_operator.kube import Kube, KubeError
+from agent_operator.token_plan import LONGEST_TOKEN_TTL, Keyring, revoked_tokens
 from humanwork_core import tokens
-from humanwork_core.resources import (
-    AgentInstance,
-    TokenStatus,
-)
+from humanwork_core.resources import AgentInstance
 from humanwork_core.signing import generate_secret
-
-LONGEST_TOKEN_TTL = timedelta(days=30)
-
-
-@dataclass
-class Keyring:
-    """The operator's signing keys: the current one signs, the published ones verify."""
-
-    current: tokens.SigningKey
-    published: tuple[tokens.SigningKey, ...]
-    callback_key: str = ""
-    """The master key the instances' callback secrets are derived from."""
 
 
 def _now() -> datetime:
@@ -82,20 +67,6 @@ async def ensure_callback_key(kube: Kube, settings: OperatorSettings) -> str:
     if not key:
         raise KubeError(500, "Invalid", f"Secret {ns}/{name} holds no {builders.CALLBACK_KEY!r}")
     return key
-
-
-def revoked_tokens(
-    previous: TokenStatus, stored: tokens.MintedToken | None, now: datetime
-) -> dict[str, datetime]:
-    """Pure: the jtis a revocation ends (jti -> when it would have expired): the token the
-    status recorded, the one in the Secret, and a previous one still in its grace."""
-    revoked = {previous.jti: previous.expires_at}
-    if stored is not None:
-        revoked[stored.claims.jti] = stored.claims.expires_at
-    grace = previous.previous_grace_ends_at
-    if previous.previous_jti and grace and grace > now:
-        revoked[previous.previous_jti] = grace
-    return revoked
 
 
 REVOCATIONS_KEY_PREFIX = "jti."

@@ -31,19 +31,24 @@ from agent_operator.instance_status import (
     refused_status,
 )
 from agent_operator.keyring import (
-    LONGEST_TOKEN_TTL,
     REVOCATIONS_KEY_PREFIX,
-    Keyring,
     _decode,
     _now,
     ensure_callback_key,
     ensure_keyring,
     record_revocations,
     revoke,
-    revoked_tokens,
 )
 from agent_operator.kube import FIELD_MANAGER, Kube, KubeError
-from agent_operator.token_plan import TokenPlan, plan_token, seconds_until_rotation, token_status
+from agent_operator.token_plan import (
+    LONGEST_TOKEN_TTL,
+    Keyring,
+    TokenPlan,
+    plan_token,
+    revoked_tokens,
+    seconds_until_rotation,
+    token_status,
+)
 from humanwork_core import tokens
 from humanwork_core.resources import AgentInstance, AgentInstanceStatus
 from humanwork_core.resources.common import API_VERSION

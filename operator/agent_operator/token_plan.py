@@ -1,5 +1,7 @@
-"""Pure decisions about an agent's platform token: whether to (re)issue it, when it is
-due for rotation, and the status.token block (with the previous token's grace)."""
+"""Pure decisions about an agent's platform token: the keyring it is signed with, the
+tokens a revocation ends, whether to (re)issue it, when it is due for rotation, and the
+status.token block (with the previous token's grace). No client and no framework: an
+import contract keeps it so."""
 
 from __future__ import annotations
 
@@ -8,12 +10,37 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from agent_operator import builders
-from agent_operator.keyring import Keyring
 from humanwork_core import tokens
 from humanwork_core.resources import (
     AgentInstance,
     TokenStatus,
 )
+
+LONGEST_TOKEN_TTL = timedelta(days=30)
+
+
+@dataclass
+class Keyring:
+    """The operator's signing keys: the current one signs, the published ones verify."""
+
+    current: tokens.SigningKey
+    published: tuple[tokens.SigningKey, ...]
+    callback_key: str = ""
+    """The master key the instances' callback secrets are derived from."""
+
+
+def revoked_tokens(
+    previous: TokenStatus, stored: tokens.MintedToken | None, now: datetime
+) -> dict[str, datetime]:
+    """Pure: the jtis a revocation ends (jti -> when it would have expired): the token the
+    status recorded, the one in the Secret, and a previous one still in its grace."""
+    revoked = {previous.jti: previous.expires_at}
+    if stored is not None:
+        revoked[stored.claims.jti] = stored.claims.expires_at
+    grace = previous.previous_grace_ends_at
+    if previous.previous_jti and grace and grace > now:
+        revoked[previous.previous_jti] = grace
+    return revoked
 
 
 @dataclass(frozen=True)
