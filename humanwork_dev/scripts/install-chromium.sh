@@ -12,22 +12,8 @@ if command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ]; then
   exit 0
 fi
 
-as_root=()
-if [ "$(id -u)" -ne 0 ]; then
-  if command -v sudo >/dev/null 2>&1; then
-    as_root=(sudo)
-  else
-    echo "install.sh: Chromium is missing and installing it needs root" >&2
-    exit 1
-  fi
-fi
-
-export DEBIAN_FRONTEND=noninteractive
-"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
-"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
-  apt-get install -y --no-install-recommends chromium fonts-dejavu-core
-
+bash "$(dirname "$0")/apt-install.sh" chromium fonts-dejavu-core
 if ! command -v chromium >/dev/null 2>&1; then
-  echo "install.sh: chromium installed but no chromium binary on the PATH" >&2
+  echo "install-chromium.sh: chromium installed but no chromium binary on the PATH" >&2
   exit 1
 fi

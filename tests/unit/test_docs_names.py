@@ -1,16 +1,20 @@
 """The docs and the code name the same things: no ticket tag ("issue N") in product code or
 docs (a comment says its reason), every migration that README.md or docs/*.md names is a
 file of `platform_api/migrations/versions` (by its full name, `NNNN_topic`, with that
-revision id, `NNNN` or `NNNN_topic`), and every capability they name is one the platform checks."""
+revision id, `NNNN` or `NNNN_topic`), every capability they name is one the platform checks,
+and every endpoint they name (`POST /orgs/{id}/agents`) is a route of the platform's API
+(docs/openapi.json) or of the agent's."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from agent_image.routes import ROUTERS as AGENT_ROUTERS
 from platform_api import app as _app  # noqa: F401  (importing the routers declares capabilities)
 from platform_api.access.capabilities import known
 from platform_api.models import Base
@@ -22,6 +26,16 @@ PRODUCT = (".py", ".md", ".js", ".html", ".yaml", ".yml")
 TICKET = re.compile(r"\b[Ii]ssue\s+(?:#\s*|//\s*)?\d+")
 MIGRATION = re.compile(r"[Mm]igrations?\s+`?(\d{4})(_[a-z0-9_]+)?`?")
 DOTTED = re.compile(r"`([a-z_]+)\.([a-z_]+)`")
+ENDPOINT = re.compile(
+    r"\b((?:GET|POST|PUT|PATCH|DELETE)(?:\|(?:GET|POST|PUT|PATCH|DELETE))*) "
+    r"(/[A-Za-z0-9_{}/:.\-]*(?:\[/[A-Za-z0-9_{}/.\-]+\])?)"
+)
+SEED_ONLY = {
+    ("GET", "/memory/search"),
+    ("POST", "/v1/knowledge/ingest"),
+    ("POST", "/v1/tasks/{}/steps/{}/go"),
+}
+"""The seeds' endpoints that docs/seed-deviations.md names as what this project replaced."""
 RETIRED = {"tasks.decide": "run.control"}
 """Capabilities that no longer exist, each with the one that replaced it: a doc names one
 only in a sentence that names its replacement too (what a migration moved)."""
@@ -163,3 +177,58 @@ def test_the_capability_rule_on_one_line(line: str, stale: bool) -> None:
     m = DOTTED.search(line)
     assert m is not None
     assert _stale(f"{m.group(1)}.{m.group(2)}", line, _columns()) is stale
+
+
+def _route_key(method: str, path: str) -> tuple[str, str]:
+    """A route as the docs may spell it: each parameter `{}` (`{id}`, `{org_id}`, the seed's
+    `:id`); a human task's `{id}` stands for its `{namespace}/{name}/{step_id}`."""
+    path = re.sub(r"\{[^}]*\}|:[a-z_]+", "{}", path.rstrip("/.\\"))
+    path = re.sub(r"^/human-tasks/\{\}(?=/[a-z]+$|$)", "/human-tasks/{}/{}/{}", path)
+    return method, path
+
+
+def _routes() -> set[tuple[str, str]]:
+    spec = json.loads((REPO / "docs" / "openapi.json").read_text())
+    routes = {_route_key(m.upper(), p) for p, ops in spec["paths"].items() for m in ops}
+    for router in AGENT_ROUTERS:
+        for route in router.routes:
+            routes |= {_route_key(m, route.path) for m in getattr(route, "methods", ())}
+    return routes
+
+
+def _named_endpoints(text: str) -> list[tuple[str, str]]:
+    """Each (method, path) a text names; `GET|PUT /a[/{b}]` names four."""
+    named = []
+    for m in ENDPOINT.finditer(text):
+        base, _, optional = m.group(2).partition("[")
+        paths = [base, base + optional.rstrip("]")] if optional else [base]
+        named += [_route_key(method, p) for method in m.group(1).split("|") for p in paths]
+    return [key for key in named if key[1] not in ("/", "/...")]
+
+
+def test_every_endpoint_the_docs_name_is_a_route() -> None:
+    routes = _routes()
+    assert ("POST", "/orgs/{}/agents") in routes and ("POST", "/v1/tasks") in routes
+    wrong, named = [], 0
+    for doc in DOCS:
+        for key in _named_endpoints(doc.read_text()):
+            named += 1
+            if key not in routes and key not in SEED_ONLY:
+                wrong.append(f"{doc.name}: {' '.join(key)}")
+    assert named > 100  # the docs were read
+    assert not wrong, f"no such route: {sorted(set(wrong))}"
+
+
+@pytest.mark.parametrize(
+    "text, keys",
+    [
+        ("`GET|DELETE /orgs/{id}/webhooks[/{name}]`", [
+            ("GET", "/orgs/{}/webhooks"), ("GET", "/orgs/{}/webhooks/{}"),
+            ("DELETE", "/orgs/{}/webhooks"), ("DELETE", "/orgs/{}/webhooks/{}"),
+        ]),
+        ("then `POST /human-tasks/{id}/retry`.", [("POST", "/human-tasks/{}/{}/{}/retry")]),
+        ("the seed's `GET /agentic/tasks/:id`", [("GET", "/agentic/tasks/{}")]),
+    ],
+)  # fmt: skip
+def test_the_endpoint_rule_on_one_line(text: str, keys: list[tuple[str, str]]) -> None:
+    assert _named_endpoints(text) == keys
