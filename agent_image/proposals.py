@@ -10,18 +10,16 @@ platform's plan request id, through which the platform binds the real requester 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agent_image.commands import ValidationFailed, kube_error
 from agent_image.kube import KubeConflict, KubeError
 from agent_image.planning.drafts import Plan
 from agent_image.planning.learned import apply_corrections
+from agent_image.runtime import Runtime
 from humanwork_core import keys
 from humanwork_core.requester import PLAN_REQUEST_ANNOTATION, agent_requester
 from humanwork_core.resources import AgenticTaskSpec
-
-if TYPE_CHECKING:
-    from agent_image.runtime import Runtime
 
 MANAGED_BY = "humanwork-agent"
 AGENT_LABEL = keys.AGENT_LABEL

@@ -20,18 +20,17 @@ from typing import Any
 
 import httpx
 
-from agent_image import proposals
 from agent_image.commands import CommandVerifier, ConfigOverlay, kube_error
 from agent_image.config import ConfigHolder
 from agent_image.corrections import CorrectionStore
 from agent_image.events import EventSender
 from agent_image.kube import KubeClient, KubeError
-from agent_image.llm import Completion, LLMClient, llm_configured
+from agent_image.llm import LLMClient, llm_configured
 from agent_image.metrics import AgentMetrics
+from agent_image.observed import Observed
 from agent_image.planning.config import AgentConfig, LLMGate
-from agent_image.planning.drafts import Plan
 from agent_image.planning.llm import Planner
-from agent_image.platform import PlatformClient, PlatformError
+from agent_image.platform import PlatformClient
 from agent_image.responder import Responder
 from agent_image.settings import AgentSettings
 from agent_image.tls import platform_client
@@ -82,6 +81,7 @@ class Runtime:
     corrections: CorrectionStore
     cancelled: CancelRegistry
     verifier: CommandVerifier
+    observed: Observed
     started: float = field(default_factory=time.monotonic)
     metrics: AgentMetrics = field(default_factory=AgentMetrics)
     """The agent's Prometheus metrics (served on `agent_metrics_port`; see agent_image.metrics)."""
@@ -132,50 +132,12 @@ class Runtime:
         )
         return config
 
-    # --- model audit -----------------------------------------------------------------------
-
-    async def audit_llm(self, completion: Completion, purpose: str) -> None:
-        payload = completion.audit(purpose)
-        payload["promptVersion"] = self.config().config_hash
-        await self.events.emit("llm.called", payload=payload)
+    # --- the model and tool calls of planning and chat (see agent_image.observed) --------
 
     async def read_tool(
         self, tool: str, action: str, params: dict[str, Any], purpose: str = "plan"
     ) -> dict[str, Any]:
-        """A read-only tool call through the platform's proxy (planning and chat need no
-        approval for reads); the tool's result; emits `tool.called`; raises PlatformError."""
-        key = str(uuid.uuid4())
-        started = time.perf_counter()
-        outcome = "ok"
-        try:
-            answer = await self.platform.call_tool(
-                tool, action, params, key, None, None, attempts=2
-            )
-        except PlatformError as exc:
-            outcome = exc.code
-            raise
-        finally:
-            await self.events.emit(
-                "tool.called",
-                payload={
-                    "tool": tool,
-                    "action": action,
-                    "params": params,
-                    "purpose": purpose,
-                    "outcome": outcome,
-                    "latencyMs": round((time.perf_counter() - started) * 1000, 1),
-                    "idempotencyKey": key,
-                },
-            )
-        result = answer.get("result", answer)
-        return dict(result) if isinstance(result, dict) else {"value": result}
-
-    async def run_tool(self, tool: str, action: str, params: dict[str, Any]) -> dict[str, Any]:
-        """A read-only tool call for a chat reply; an error becomes the result."""
-        try:
-            return await self.read_tool(tool, action, params, purpose="chat")
-        except PlatformError as exc:
-            return {"error": exc.to_dict()}
+        return await self.observed.read_tool(tool, action, params, purpose)
 
     # --- planning --------------------------------------------------------------------------
 
@@ -198,33 +160,6 @@ class Runtime:
             return None
         ref = ((task.get("spec") or {}).get("agentRef") or {}).get("name")
         return task if ref == self.settings.agent_name else None
-
-    async def propose(
-        self,
-        request: str,
-        requester: str,
-        *,
-        conversation_id: str | None = None,
-        revises: str | None = None,
-        feedback: str | None = None,
-        policy: dict[str, Any] | None = None,
-        idempotency_key: str | None = None,
-        plan_request: str | None = None,
-    ) -> tuple[dict[str, Any], Plan | None, bool]:
-        """Plan `request` and create its AgenticTask (see :func:`agent_image.proposals.propose`)."""
-        return await proposals.propose(
-            self,
-            proposals.Proposal(
-                request=request,
-                requester=requester,
-                conversation_id=conversation_id,
-                revises=revises,
-                feedback=feedback,
-                policy=policy,
-                idempotency_key=idempotency_key,
-                plan_request=plan_request,
-            ),
-        )
 
 
 def build_runtime(
@@ -252,35 +187,31 @@ def build_runtime(
     gate = LLMGate(llm)
     events = EventSender(settings, client)
     corrections = CorrectionStore(settings.state_dir)
-    runtime_ref: list[Runtime] = []
+    overlay = ConfigOverlay()
+    platform = PlatformClient(settings, client)
 
-    async def audit(completion: Completion, purpose: str) -> None:
-        await runtime_ref[0].audit_llm(completion, purpose)
+    def config_hash() -> str:
+        return overlay.effective(holder.current)[1]
 
-    async def tools(tool: str, action: str, params: dict[str, Any]) -> dict[str, Any]:
-        return await runtime_ref[0].run_tool(tool, action, params)
-
-    async def reads(tool: str, action: str, params: dict[str, Any]) -> dict[str, Any]:
-        return await runtime_ref[0].read_tool(tool, action, params)
-
+    observed = Observed(events, platform, config_hash)
     runtime = Runtime(
         settings=settings,
         holder=holder,
-        overlay=ConfigOverlay(),
+        overlay=overlay,
         http=client,
         kube=kube or KubeClient.from_settings(settings),
         events=events,
-        platform=PlatformClient(settings, client),
+        platform=platform,
         llm=llm,
         gate=gate,
-        planner=Planner(gate, audit, reads),
-        responder=Responder(gate, corrections, audit, tools),
+        planner=Planner(gate, observed.audit_llm, observed.read_tool),
+        responder=Responder(gate, corrections, observed.audit_llm, observed.run_tool),
         corrections=corrections,
         cancelled=CancelRegistry(settings.state_dir),
         verifier=CommandVerifier(settings),
+        observed=observed,
         metrics=metrics,
     )
-    runtime_ref.append(runtime)
     runtime.platform.observe_tool = metrics.tool_called
     metrics.live.events = events
     metrics.live.running = lambda: len(runtime.tasks)

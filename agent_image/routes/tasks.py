@@ -10,7 +10,13 @@ from fastapi.responses import JSONResponse
 
 from agent_image.commands import CancelRequest, NotFound, TaskRequest, TaskTerminalError, parse
 from agent_image.planning.drafts import Plan
-from agent_image.proposals import MODE_ANNOTATION, MODEL_ANNOTATION, PLANNER_ANNOTATION
+from agent_image.proposals import (
+    MODE_ANNOTATION,
+    MODEL_ANNOTATION,
+    PLANNER_ANNOTATION,
+    Proposal,
+    propose,
+)
 from agent_image.routes.corrections import from_command
 from agent_image.routes.deps import RuntimeDep, Signed
 from agent_image.runtime import Runtime
@@ -41,9 +47,9 @@ async def create_task(raw: Signed, request: Request, rt: RuntimeDep) -> JSONResp
     }
     parent = tracing.context_from_headers(request.headers)  # the platform's plan request
     with tracing.span("invoke_agent", attributes, parent=parent, kind="server") as current:
-        task, plan, created = await rt.propose(
-            body.request,
-            body.requester,
+        proposal = Proposal(
+            request=body.request,
+            requester=body.requester,
             conversation_id=body.conversation_id,
             revises=body.revises,
             feedback=body.feedback,
@@ -53,6 +59,7 @@ async def create_task(raw: Signed, request: Request, rt: RuntimeDep) -> JSONResp
             or request.headers.get(signing.IDEMPOTENCY_HEADER)
             or request.headers.get(signing.SIGNATURE_HEADER),
         )
+        task, plan, created = await propose(rt, proposal)
         tracing.annotate(current, {"humanwork.task": str(task["metadata"]["name"])})
     return JSONResponse(_answer(task, plan, created), status_code=201 if created else 200)
 
