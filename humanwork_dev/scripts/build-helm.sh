@@ -1,25 +1,14 @@
 #!/usr/bin/env bash
-# Build helm from the Go module proxy and cache it per machine.
+# Build helm from the Go module proxy and cache it per machine (see go-tool.sh).
 #
-# helm comes from the Go module helm.sh/helm/v3 at HELM_VERSION (pinned), built with the
-# same toolchain and flags as the control plane's binaries (humanwork_dev/scripts/build.sh).
-# The binary lands in $HUMANWORK_CACHE/helm-<version>/bin (outside the repository); a
-# second run finds it there and returns at once. Prints the bin directory.
+# helm comes from the Go module helm.sh/helm/v3 at HELM_VERSION (pinned). The binary lands
+# in $HUMANWORK_CACHE/helm-<version>/bin; a second run finds it there and returns at once.
+# Prints the bin directory.
 set -euo pipefail
+. "$(dirname "$0")/go-tool.sh"
 
 HELM_VERSION="${HELM_VERSION:-v3.22.0}"
-CACHE="${HUMANWORK_CACHE:-$HOME/.cache/humanwork}"
-KEY="helm-${HELM_VERSION}"
-BIN="$CACHE/$KEY/bin"
-
-if [ "${1:-}" = "--print-bin" ]; then echo "$BIN"; exit 0; fi
-if [ -x "$BIN/helm" ]; then echo "$BIN"; exit 0; fi
-
-command -v go >/dev/null || { echo "error: Go is required to build helm" >&2; exit 1; }
-mkdir -p "$BIN"
-export CGO_ENABLED=0 GOFLAGS="-mod=mod -buildvcs=false"
-start=$(date +%s)
-echo "building helm ${HELM_VERSION} (a cold build takes a few minutes on 2 cores)" >&2
+go_tool_begin helm "helm-${HELM_VERSION}" "$@"
 # as helm's own Makefile: the Kubernetes version it renders and lints for by default is the
 # one of its client-go (v0.X.Y -> 1.X), not the built-in fallback 1.20
 modfile=$(cd /tmp && go mod download -json "helm.sh/helm/v3@${HELM_VERSION}" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
@@ -30,9 +19,5 @@ ldflags+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
 for pkg in pkg/lint/rules pkg/chartutil; do
   ldflags+=" -X helm.sh/helm/v3/${pkg}.k8sVersionMajor=1 -X helm.sh/helm/v3/${pkg}.k8sVersionMinor=${k8s_minor}"
 done
-# build into a temporary name, then rename: a build cut midway never leaves a broken binary
-GOBIN="$CACHE/$KEY/tmp" go install -trimpath -ldflags "$ldflags" "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}"
-mv "$CACHE/$KEY/tmp/helm" "$BIN/helm"
-rmdir "$CACHE/$KEY/tmp"
-echo "built in $(( $(date +%s) - start ))s" >&2
-echo "$BIN"
+go_tool_install "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}" -ldflags "$ldflags"
+go_tool_done
