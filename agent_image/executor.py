@@ -49,10 +49,10 @@ from humanwork_core import catalog, taskflow, tracing
 from humanwork_core.resources import AgenticTask
 from humanwork_core.resources.agentictask import Step, StepKind
 from humanwork_core.resources.common import API_VERSION
+from humanwork_core.resources.names import AGENT_FIELD_MANAGER
 
 LOG = logging.getLogger("humanwork.agent.executor")
 
-FIELD_MANAGER = "humanwork-agent"
 SUMMARY_MAX_CHARS = 2000
 RETRY_SECONDS = 1.0
 MAX_CALL_ATTEMPTS = 30
@@ -364,7 +364,7 @@ class Executor:
             "status": taskflow.owned_status(status, taskflow.Writer.AGENT),
         }
         applied = await self.tasks.apply_task_status(
-            task.metadata.name, body, field_manager=FIELD_MANAGER
+            task.metadata.name, body, field_manager=AGENT_FIELD_MANAGER
         )
         return AgenticTask.from_wire(applied)
 

@@ -39,6 +39,7 @@ from humanwork_core.kube_errors import (
     error_from_status,
 )
 from humanwork_core.resources import common as resources
+from humanwork_core.resources import names
 
 __all__ = [
     "KubeClient",
@@ -53,10 +54,10 @@ __all__ = [
 ]
 
 GROUP, VERSION = resources.GROUP, resources.VERSION
-PLURAL = "agentictasks"
+PLURAL = names.TASKS
 KIND = "AgenticTask"
 API_VERSION = resources.API_VERSION
-FIELD_MANAGER = "humanwork-agent"
+FIELD_MANAGER = names.AGENT_FIELD_MANAGER
 """The agent's default field manager for creates and server-side applies."""
 
 

@@ -54,11 +54,11 @@ from agent_operator.shards import (
 )
 from agent_operator.tasks import reconcile_task
 from humanwork_core import tracing
-from humanwork_core.resources import ORG_ID_LABEL, AgentInstance
+from humanwork_core.resources import ORG_ID_LABEL, AgentInstance, names
 
 GROUP, VERSION = GROUP_VERSION.split("/")
-INSTANCES = (GROUP, VERSION, "agentinstances")
-TASKS = (GROUP, VERSION, "agentictasks")
+INSTANCES = (GROUP, VERSION, names.INSTANCES)
+TASKS = (GROUP, VERSION, names.TASKS)
 CHILD_KINDS = (
     ("", "v1", "serviceaccounts"),
     ("", "v1", "configmaps"),

@@ -18,10 +18,11 @@ from agent_operator import credentials
 from agent_operator.metrics import API_REQUESTS
 from humanwork_core.kube_body import APPLY_CONTENT_TYPE, encode_body
 from humanwork_core.kube_errors import KubeError, error_from_status
+from humanwork_core.resources import names
 
 __all__ = ["Kube", "KubeError", "path_for"]
 
-FIELD_MANAGER = "humanwork-operator"
+FIELD_MANAGER = names.OPERATOR_FIELD_MANAGER
 USER_AGENT = "humanwork-operator/0.1.0"
 CONNECTIONS = 32
 """Connections the operator keeps to the API server at most (concurrent reconciles share
@@ -43,8 +44,8 @@ _KINDS: dict[str, tuple[str, bool]] = {
     "NetworkPolicy": ("networkpolicies", True),
     "EndpointSlice": ("endpointslices", True),
     "Deployment": ("deployments", True),
-    "AgentInstance": ("agentinstances", True),
-    "AgenticTask": ("agentictasks", True),
+    "AgentInstance": (names.INSTANCES, True),
+    "AgenticTask": (names.TASKS, True),
     "Lease": ("leases", True),
 }
 

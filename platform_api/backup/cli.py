@@ -31,6 +31,7 @@ from typing import Any
 from kubernetes import client as kclient
 from kubernetes import config as kconfig
 
+from humanwork_core.resources.names import TASKS
 from platform_api.audit.cli import ConfigurationError, Report, audit, read_chains
 from platform_api.audit.service import record
 from platform_api.backup import database, ledger, resources
@@ -93,7 +94,7 @@ def _behind(report: Report) -> dict[str, str]:
 
 def _reconcile_ledger(url: str, api: kclient.ApiClient, applied: resources.Applied) -> int:
     """Re-key the re-created tasks' rows, fill in the surviving tasks' (`backup.ledger`)."""
-    live = resources.export(api)["agentictasks"]
+    live = resources.export(api)[TASKS]
 
     async def run() -> int:
         engine = make_engine(url)
@@ -104,7 +105,7 @@ def _reconcile_ledger(url: str, api: kclient.ApiClient, applied: resources.Appli
                     key = f"{task['metadata']['namespace']}/{task['metadata']['name']}"
                     if key in applied.uids:  # re-created: the live uid is the new one
                         changed += await ledger.rekey(session, task, applied.uids[key][0])
-                    elif key in applied.kept["agentictasks"]:
+                    elif key in applied.kept[TASKS]:
                         changed += len(await ledger.fill(session, task))
         finally:
             await engine.dispose()

@@ -29,8 +29,10 @@ from typing import Any, cast
 from kubernetes import client as kclient
 from kubernetes.client.exceptions import ApiException
 
-GROUP, VERSION = "humanwork.io", "v1alpha1"
-KINDS = ("agentinstances", "agentictasks")
+from humanwork_core.resources.common import GROUP, VERSION
+from humanwork_core.resources.names import INSTANCES, TASKS
+
+KINDS = (INSTANCES, TASKS)
 RESTORED_FROM_UID = "humanwork.io/restored-from-uid"
 RESTORED_NOTE = (
     "restored from a backup taken before this step finished: it may have reached its "
@@ -112,7 +114,7 @@ class Applied:
 
 def _create(objects: kclient.CustomObjectsApi, plural: str, item: dict[str, Any]) -> Any:
     meta = _metadata(item["metadata"], keep_uid=False)
-    if plural == "agentictasks" and item["metadata"].get("uid"):
+    if plural == TASKS and item["metadata"].get("uid"):
         meta.setdefault("annotations", {})[RESTORED_FROM_UID] = item["metadata"]["uid"]
     body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": item.get("kind"), "metadata": meta}
     body["spec"] = item["spec"]
@@ -129,7 +131,7 @@ def _write_status(
         live = cast(
             dict[str, Any],
             objects.get_namespaced_custom_object(
-                GROUP, VERSION, meta["namespace"], "agentictasks", meta["name"]
+                GROUP, VERSION, meta["namespace"], TASKS, meta["name"]
             ),
         )
         merged = {**(live.get("status") or {}), **status}
@@ -139,7 +141,7 @@ def _write_status(
                 GROUP,
                 VERSION,
                 meta["namespace"],
-                "agentictasks",
+                TASKS,
                 meta["name"],
                 {**live, **body, "metadata": live["metadata"], "status": merged},
             )
@@ -167,7 +169,7 @@ def apply(api: kclient.ApiClient, resources: dict[str, list[dict[str, Any]]]) ->
                     applied.failed[f"{plural}/{key}"] = f"{exc.status} {exc.reason}"
                 continue
             applied.created[plural].append(key)
-            if plural == "agentictasks":
+            if plural == TASKS:
                 status, unknown = reconcile_status(item, now)
                 if status:
                     _write_status(objects, created, status)

@@ -33,6 +33,7 @@ from humanwork_core.kube_errors import (
     error_from_status,
 )
 from humanwork_core.resources import common as resources
+from humanwork_core.resources import names
 from platform_api.settings import Settings
 
 __all__ = [
@@ -45,10 +46,10 @@ __all__ = [
 ]
 
 GROUP, VERSION = resources.GROUP, resources.VERSION
-TASKS = "agentictasks"
+TASKS = names.TASKS
 TASK_KIND = "AgenticTask"
-AGENT_INSTANCES = "agentinstances"
-FIELD_MANAGER = "humanwork-platform-api"
+AGENT_INSTANCES = names.INSTANCES
+FIELD_MANAGER = names.PLATFORM_FIELD_MANAGER
 _APPLY_OPTIONS: dict[str, Any] = {"_content_type": APPLY_CONTENT_TYPE}
 """Server-side apply: the generated client takes the content type as an option; the body
 goes as bytes (humanwork_core.kube_body)."""
@@ -245,7 +246,7 @@ class KubeClient:
     async def get_agent_instance(self, namespace: str, name: str) -> dict[str, Any]:
         found: dict[str, Any] = await _call(
             self._custom.get_namespaced_custom_object(
-                GROUP, VERSION, namespace, "agentinstances", name
+                GROUP, VERSION, namespace, AGENT_INSTANCES, name
             )
         )
         return found

@@ -9,6 +9,7 @@ from typing import Any
 from humanwork_core.resources import (
     GROUP,
     AgentInstance,
+    names,
 )
 
 from ..config import OperatorSettings
@@ -35,7 +36,7 @@ def service_account(instance: AgentInstance) -> Manifest:
 AGENT_RBAC_RULES: tuple[Mapping[str, Any], ...] = (
     {
         "apiGroups": [GROUP],
-        "resources": ["agentictasks"],
+        "resources": [names.TASKS],
         "verbs": ["get", "list", "watch", "create"],
     },
     {
