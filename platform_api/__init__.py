@@ -1,11 +1,11 @@
-"""The humanwork platform API (FastAPI): experts, decisions, the review queue, audit and
-the agent-facing tool proxy.
+"""The humanwork platform API (FastAPI): experts, decisions, the review queue, the clients'
+side, audit and the agent-facing tool proxy.
 
-Layout (feature folders, each with router -> service -> repository, plus schemas):
-`auth` (login, tokens, the principal and capability dependencies), `orgs` (with the
-`OrgNamespaces` seam to Kubernetes), `users`, `access` (the access map), `tools` (tool
-permissions), `integrations` (AES-256-GCM credentials), `audit` (hash-chained log, verify
-command), `health`. Shared: `app.create_app`, `settings`, `db` (engine, migrations, the
-transaction-owning session dependency), `models`, `errors` (the one error shape), `state`.
+Layout: feature folders, each a slice with router -> service -> repository (plus schemas)
+where it has them; the import contracts in pyproject.toml hold every slice to that order and
+keep the floor below them (`accounts`, `access`, `audit`, `db`, `privileges`) free of the
+slices. Shared: `app.create_app` (the composition root), `settings`, `db` (engine,
+migrations, the transaction-owning session dependency), `models`, `errors` (the one error
+shape), `state`. The slices are the folders; each one's `__init__` docstring says its role.
 Run with `humanwork-platform` (see `main`).
 """

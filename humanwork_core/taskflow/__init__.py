@@ -15,16 +15,17 @@ admission policies in manifests/base/policies/ enforce the same partition.
 
 The rules: only the first undecided step can be decided, and only once every earlier step
 executed; a rejection halts the task; a step needs as many approvals from distinct experts
-as its risk requires (a decision is recorded once, never changed); only low and medium
-risk read-only actions auto-approve, and only where the org opted in and the task asks
-(:mod:`humanwork_core.policy`; none by default); a step's risk is never below the action
-catalog's minimum for its action (:func:`humanwork_core.policy.effective_risk`); a missed deadline
-escalates (the step stays decidable with a new deadline) until the budget is spent, then
-the step and the task expire; a step executes only when approved and after every earlier
-step executed; terminal phases never change, but for one: a task that failed because a step's
-tool call failed is reopened when an expert retries that step (:func:`retry`, only where
-the action catalog says the action is safe to retry). A decision is bound to the exact step the
-expert saw by :func:`step_hash`. A step the platform marked as needing the initiating client's
+as its risk requires (a decision is recorded once, never changed); only a read-only action
+whose effective risk is `low` auto-approves, and only where the org opted in
+(`autoApproveLow`) and the task asks (:mod:`humanwork_core.policy`; none by default); a
+step's risk is never below the action catalog's minimum for its action
+(:func:`humanwork_core.policy.effective_risk`); a missed deadline escalates (the step stays
+decidable with a new deadline) until the budget is spent, then the step and the task expire;
+a step executes only when approved and after every earlier step executed; terminal phases
+never change, but for one: a task that failed because a step's tool call failed is reopened
+when an expert retries that step (:func:`retry`, only where the action catalog says the
+action is safe to retry). A decision is bound to the exact step the expert saw by
+:func:`step_hash`. A step the platform marked as needing the initiating client's
 confirmation executes only when approved AND confirmed (either order); the confirmation is
 bound to the step with its amended parameters (:func:`confirmation_hash`: an expert's edit
 voids it), the step's deadline covers the wait for the client too, and a decline halts the
