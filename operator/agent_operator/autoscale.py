@@ -148,6 +148,10 @@ class OpenTasks:
     def count(self, namespace: str, agent: str) -> int:
         return self._counts.get((namespace, agent), 0)
 
+    def counts(self) -> list[tuple[str, str, int]]:
+        """(namespace, agent, open tasks) of every agent with open tasks."""
+        return [(ns, agent, count) for (ns, agent), count in list(self._counts.items())]
+
 
 @dataclass(frozen=True)
 class Scaled:

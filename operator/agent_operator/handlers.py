@@ -186,6 +186,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     state.scheduler = asyncio.create_task(_schedule(state), name="humanwork-scheduler")
     memo["state"] = state
     metrics.INSTANCES.source = state.phases.values
+    metrics.OPEN_TASKS.source = state.open_tasks.counts
     metrics.LEADER.set(1)
     port = int(os.environ.get("HUMANWORK_OPERATOR_METRICS_PORT", "9090"))
     if port:

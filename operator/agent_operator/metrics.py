@@ -89,6 +89,28 @@ INSTANCES = _Instances()
 REGISTRY.register(INSTANCES)
 
 
+class _OpenTasks(Collector):
+    """The open AgenticTasks this replica counts, by agent (what the autoscaler scales on),
+    read when Prometheus scrapes; an agent with none has no series."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], Iterable[tuple[str, str, int]]] | None = None
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "humanwork_operator_open_tasks",
+            "Open (not terminal) AgenticTasks by the namespace and name of their agent.",
+            labels=["namespace", "agent"],
+        )
+        for namespace, agent, count in self.source() if self.source is not None else ():
+            family.add_metric([namespace, agent], count)
+        yield family
+
+
+OPEN_TASKS = _OpenTasks()
+REGISTRY.register(OPEN_TASKS)
+
+
 def serve(port: int, address: str = "0.0.0.0") -> None:
     """Serve /metrics on a background thread (never on the event loop)."""
     start_http_server(port, addr=address)

@@ -20,6 +20,7 @@ from tests.integration.test_tasks import Writer, approve, create_task, task_mani
 from tests.support import eventually
 
 BOUNDS = {"minReplicas": 1, "maxReplicas": 3, "openTasksPerReplica": 2}
+OPEN = "humanwork_operator_open_tasks"
 
 
 def scaled_events(cluster: Cluster, ns: str) -> list[str]:
@@ -64,7 +65,8 @@ def test_an_agent_scales_with_its_open_tasks_within_bounds_and_cools_down(
     assert any(
         m["manager"] == "humanwork-operator" and m.get("subresource") == "scale" for m in managed
     )
-    time.sleep(2)
+    # the operator counted all 7 (its own gauge), and still holds at max
+    assert eventually(lambda: operator.metric(OPEN, namespace=ns, agent="agent") == 7, timeout=30)
     assert replicas(cluster, ns)[0] == 3  # never above max
 
     # the experts reject every plan: the tasks end, and only after the cooldown ...
@@ -85,11 +87,12 @@ def test_an_agent_scales_with_its_open_tasks_within_bounds_and_cools_down(
 
 
 def test_an_agent_without_autoscaling_keeps_its_replicas(
-    cluster: Cluster, ready_agent: tuple[str, str]
+    cluster: Cluster, operator: OperatorProcess, ready_agent: tuple[str, str]
 ) -> None:
     ns, org_id = ready_agent
     for _ in range(5):
         create_task(cluster, task_manifest(ns, org_id))
-    time.sleep(3)
+    # once the operator counted the 5 open tasks (its own gauge), it would have scaled by now
+    assert eventually(lambda: operator.metric(OPEN, namespace=ns, agent="agent") == 5, timeout=30)
     assert replicas(cluster, ns) == (1, 1)
     assert scaled_events(cluster, ns) == []

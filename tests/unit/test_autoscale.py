@@ -110,3 +110,5 @@ def test_open_tasks_are_counted_per_agent_and_end_with_a_terminal_phase() -> Non
     assert tasks.forget(("ns", "t2")) == ("ns", "shop")
     assert tasks.forget(("ns", "t2")) is None
     assert tasks.count("ns", "shop") == 0 and tasks.count("other", "shop") == 1
+    # what the operator's gauge humanwork_operator_open_tasks reports: agents with open tasks
+    assert sorted(tasks.counts()) == [("ns", "books", 1), ("other", "shop", 1)]
