@@ -23,6 +23,11 @@ keyed by its approved step (task uid and step id) whatever key the agent sends: 
 approval, one side effect, however many keys a compromised agent invents. Then the org's
 credentials are decrypted, the upstream adapter is called, the result is sanitised (no
 credential can come back) and `tool.called` is written to the audit log with the outcome.
+A call the upstream answered gets the platform's signed receipt (`humanwork_core.receipts`,
+signed by `tools.receipts.ReceiptSigner`: the task uid, the step, the call's digest, who
+approved and confirmed the step and when, the policy version, the answer's digest, the
+time), kept in the ledger row and the `tool.called` entry in that same transaction and
+returned with the result; a replay answers the row's receipt, never a new one.
 
 Keys are scoped per agent (`(org, agent, key)`): one agent's keys never pre-empt, block or
 replay another agent's calls, read keys included.
