@@ -9,6 +9,7 @@
     kubectl humanwork cancel NS/TASK                 stop a task for good (run.control)
     kubectl humanwork login                          store a token in the config file
     kubectl humanwork whoami                         the caller's role, capabilities and orgs
+    kubectl humanwork receipt verify FILE --keys KEYSET   check signed receipts offline
 
 The platform API is `HUMANWORK_URL` (or --url) and the bearer token `HUMANWORK_TOKEN`, or
 both from the config file `login` writes (~/.config/humanwork/config.json). Every decision
@@ -19,7 +20,8 @@ Exit codes: 0 done; 1 the platform refused or failed (its error code, or the HTT
 of an answer without one, is printed, e.g. human_task_expired); 2 usage or configuration
 error (a bad flag or value, no URL or token, an unusable URL); 3 a bulk decision where some
 items failed; 4 the platform could not be reached; 5 watch timed out; 6 the answer was not
-the platform API's (not JSON, or another shape). Never a traceback.
+the platform API's (not JSON, or another shape); 7 a receipt did not verify. Never a
+traceback.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from urllib.parse import quote
 
 import yaml
 
-from kubectl_humanwork import output, plans
+from kubectl_humanwork import output, plans, receipts
 from kubectl_humanwork.client import (
     ApiError,
     BadAnswer,
@@ -488,6 +490,7 @@ def parser() -> argparse.ArgumentParser:
 
     whoami = sub.add_parser("whoami", parents=[common], help="your role, capabilities and orgs")
     whoami.set_defaults(run=cmd_whoami)
+    receipts.add_commands(sub)
     return top
 
 
@@ -506,6 +509,9 @@ def main(
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else USAGE
     try:
+        if args.command == "receipt":
+            offline: int = args.offline(args, out, err)
+            return offline
         return _run(args, environ, out, err)
     except ApiError as exc:
         err.write(f"error: {exc.message}\n")

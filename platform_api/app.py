@@ -68,6 +68,8 @@ from platform_api.tasks.cancel import router as task_cancel_router
 from platform_api.tasks.decisions import DecisionService
 from platform_api.tasks.router import router as tasks_router
 from platform_api.tools.catalog_router import router as catalog_router
+from platform_api.tools.receipts import ReceiptSigner
+from platform_api.tools.receipts_router import router as receipts_router
 from platform_api.tools.router import router as tools_router
 from platform_api.tools.upstreams.egress import Egress, EgressClient, EgressPolicy, Resolver
 from platform_api.tools.upstreams.web import WebLimits
@@ -93,6 +95,7 @@ and everything else works. A task's id is `<namespace>/<name>`; a human task's i
 
 TAGS = [
     {"name": "auth", "description": "Log in."},
+    {"name": "receipts", "description": "Signed receipts of the tool proxy's calls."},
     {"name": "orgs", "description": "Client organisations."},
     {"name": "users", "description": "Users, roles and memberships."},
     {"name": "tasks", "description": "AgenticTasks: plans, and the experts' decisions."},
@@ -142,6 +145,7 @@ ROUTERS = (
     members_router,
     catalog_router,
     tools_router,
+    receipts_router,
     integrations_router,
     audit_router,
     tasks_router,
@@ -212,6 +216,11 @@ def _platform(
             web=WebLimits(settings.web_fetch_max_bytes, settings.web_fetch_timeout_seconds),
             claim_lease_seconds=settings.tool_claim_lease_seconds,
             on_called=lambda tool, outcome: metrics.proxy_calls.labels(tool, outcome).inc(),
+            receipts=(
+                ReceiptSigner.load(settings.receipt_key_file, settings.receipt_verify_keys_file)
+                if settings.receipt_key_file is not None
+                else None
+            ),
         ),
         metrics=metrics,
         logins=SignIn.from_settings(settings),

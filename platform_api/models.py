@@ -254,6 +254,9 @@ class ToolCall(Base):
     result: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    receipt: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    """The signed receipt of the call (`humanwork_core.receipts`), once it is `done`; a
+    replay answers this very receipt."""
 
 
 class AgentEvent(Base):

@@ -311,6 +311,18 @@ class Settings(BaseSettings):
         default=50, ge=1, description="signed checkpoints kept per chain (older ones pruned)"
     )
 
+    receipt_key_file: Path | None = Field(
+        default=None,
+        description="PKCS#8 PEM Ed25519 private key that signs the tool proxy's receipts (a "
+        "mounted Secret no database role can read). Unset: calls get no receipt",
+    )
+    receipt_verify_keys_file: Path | None = Field(
+        default=None,
+        description="JWK set (JSON) of retired receipt keys, published with the current one "
+        "at `GET /v1/receipt-keys` so that their receipts still verify; a missing file adds "
+        "no key",
+    )
+
     metrics_port: int = Field(
         default=0,
         ge=0,

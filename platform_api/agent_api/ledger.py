@@ -181,7 +181,12 @@ class ToolCallLedger:
                 message, details={"replayed": "true", "upstreamCode": upstream_code}
             )
         return ToolCallOut(
-            tool=row.tool, action=row.action, result=row.result, replayed=True, sideEffecting=True
+            tool=row.tool,
+            action=row.action,
+            result=row.result,
+            replayed=True,
+            sideEffecting=True,
+            receipt=row.receipt,
         )
 
     def stale(self, row: ToolCall, now: datetime) -> bool:
@@ -209,9 +214,11 @@ class ToolCallLedger:
         result: dict[str, Any],
         error: PlatformError | None,
         side_effecting: bool,
+        receipt: dict[str, Any] | None = None,
     ) -> PlatformError | None:
-        """End the claim as `settle` says; the error to answer (outcome unknown replaces
-        the upstream's own error for a side effect that may have happened)."""
+        """End the claim as `settle` says, a `done` row keeping the call's `receipt` (a
+        replay answers it again); the error to answer (outcome unknown replaces the
+        upstream's own error for a side effect that may have happened)."""
         row = await session.get(ToolCall, claim.primary_key, with_for_update=True)
         if row is None:
             return error
@@ -223,6 +230,7 @@ class ToolCallLedger:
         row.status_code = 200 if error is None else error.status_code
         row.result = result if error is None else error.body()
         row.finished_at = datetime.now(UTC)
+        row.receipt = receipt if verdict == "done" else None
         return outcome_unknown(row) if verdict == "unknown" else error
 
     async def release(self, session: AsyncSession, row: ToolCall) -> None:

@@ -23,6 +23,11 @@ keyed by its approved step (task uid and step id) whatever key the agent sends: 
 approval, one side effect, however many keys a compromised agent invents. Then the org's
 credentials are decrypted, the upstream adapter is called, the result is sanitised (no
 credential can come back) and `tool.called` is written to the audit log with the outcome.
+A call the upstream answered gets the platform's signed receipt (`humanwork_core.receipts`,
+signed by `tools.receipts.ReceiptSigner`: the task uid, the step, the call's digest, who
+approved and confirmed the step and when, the policy version, the answer's digest, the
+time), kept in the ledger row and the `tool.called` entry in that same transaction and
+returned with the result; a replay answers the row's receipt, never a new one.
 
 Keys are scoped per agent (`(org, agent, key)`): one agent's keys never pre-empt, block or
 replay another agent's calls, read keys included.
@@ -60,7 +65,7 @@ from typing import Any
 import httpx
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from humanwork_core import catalog, keys, taskflow, tracing
+from humanwork_core import catalog, keys, receipts, taskflow, tracing
 from humanwork_core.resources import AgenticTask
 from platform_api.access.confirmers import steps_to_confirm
 from platform_api.agent_api import limits, readback
@@ -92,6 +97,7 @@ from platform_api.models import Org
 from platform_api.tools import config as tool_config
 from platform_api.tools import upstreams
 from platform_api.tools.config import ToolConfig
+from platform_api.tools.receipts import ReceiptSigner
 from platform_api.tools.repository import ToolPermissionRepository
 from platform_api.tools.upstreams.errors import InvalidParams, MissingCredentials, UnknownAction
 from platform_api.tools.upstreams.web import WebLimits
@@ -114,6 +120,9 @@ class Authorised:
     params: dict[str, Any]
     key: str | None
     config: ToolConfig
+    policy: dict[str, Any]
+    """The rules the call was judged by (`receipts.policy_version`)."""
+    task: AgenticTask | None = None
 
 
 @dataclass
@@ -145,6 +154,8 @@ class ToolProxy:
     on_called: Callable[[str, str], None] | None = None
     """Told the tool and the outcome (`success` or the error code) of every call that
     reached the upstream step (the platform's metrics)."""
+    receipts: ReceiptSigner | None = None
+    """Signs the receipt of every call the upstream answered (None: no receipts)."""
 
     def __post_init__(self) -> None:
         self.ledger = ToolCallLedger(self.sessions, self.claim_lease_seconds)
@@ -172,7 +183,8 @@ class ToolProxy:
             if stored is not None:
                 return stored
         done = await self._perform(agent, call, body, settles=claim is not None)
-        error = await self._finish(agent, tool, body, call, claim, done)
+        receipt = self._receipt(agent, tool, body, call, done)
+        error = await self._finish(agent, tool, body, call, claim, done, receipt)
         if error is not None:
             raise error
         return ToolCallOut(
@@ -181,6 +193,41 @@ class ToolProxy:
             result=done.result,
             replayed=False,
             sideEffecting=call.spec.side_effect,
+            receipt=receipt,
+        )
+
+    def _receipt(
+        self, agent: Agent, tool: str, body: ToolCallIn, call: Authorised, done: Performed
+    ) -> dict[str, Any] | None:
+        """The signed receipt of a call the upstream answered (None without a signer, or
+        for a call that failed)."""
+        if self.receipts is None or done.error is not None:
+            return None
+        task, step = call.task, body.step if call.task is not None else None
+        approvals: list[receipts.Signoff] = []
+        confirmation: receipts.Signoff | None = None
+        if task is not None and step is not None:
+            approvals, confirmation = receipts.signoffs(task, step)
+        task_policy = None
+        if task is not None:
+            task_policy = task.spec.policy.model_dump(mode="json", by_alias=True)
+        return self.receipts.sign(
+            receipts.Facts(
+                org=agent.org_id,
+                agent=agent.agent_id,
+                task=receipts.task_ref(task) if task is not None else None,
+                step=step,
+                tool=tool,
+                action=body.action,
+                params=call.params,
+                approvals=approvals,
+                confirmation=confirmation,
+                policy_version=receipts.policy_version(
+                    task_policy, call.policy.get("org"), call.policy.get("clientConfirmRisks")
+                ),
+                answer=done.result,
+                at=datetime.now(UTC),
+            )
         )
 
     async def _authorise(self, agent: Agent, tool: str, body: ToolCallIn) -> Authorised:
@@ -194,29 +241,38 @@ class ToolProxy:
             raise UnknownAction(f"{tool} has no action {body.action!r}", details={"tool": tool})
         if tool not in agent.enabled_tools:
             raise ToolNotPermitted(f"the agent's enabledTools do not include {tool!r}", tool=tool)
-        config = await self._check_permission(uuid.UUID(agent.org_id), tool)
+        config, policy = await self._check_permission(uuid.UUID(agent.org_id), tool)
         limits.check_action(config, tool, body.action)
         if not spec.side_effect:
             await self._count(agent, tool, config)
-            return Authorised(adapter, spec, body.params, body.idempotencyKey, config)
+            return Authorised(adapter, spec, body.params, body.idempotencyKey, config, policy)
         if not body.idempotencyKey:
             raise InvalidParams("a side-effecting action needs an idempotencyKey")
         task, approved = await self._check_approval(agent, tool, body)
         params = dict(approved.get("params") or {})
         await self._count(agent, tool, config)
-        return Authorised(adapter, spec, params, step_key(task, str(body.step)), config)
+        key = step_key(task, str(body.step))
+        return Authorised(adapter, spec, params, key, config, policy, task)
 
-    async def _check_permission(self, org_id: uuid.UUID, tool: str) -> ToolConfig:
-        """The org's config of the tool it enabled; ToolNotPermitted otherwise (and for a
-        stored config that no longer reads: fail closed)."""
+    async def _check_permission(
+        self, org_id: uuid.UUID, tool: str
+    ) -> tuple[ToolConfig, dict[str, Any]]:
+        """The org's config of the tool it enabled and the org's rules a receipt names;
+        ToolNotPermitted otherwise (and for a stored config that no longer reads: fail
+        closed)."""
         async with self.sessions() as session, session.begin():
-            if await session.get(Org, org_id) is None:
+            org = await session.get(Org, org_id)
+            if org is None:
                 raise NotFound("the agent's org is not registered with the platform")
+            policy = {
+                "org": org.approval_policy,
+                "clientConfirmRisks": org.client_confirm_risks,
+            }
             permission = await ToolPermissionRepository(session).get(org_id, tool)
             if permission is None or not permission.enabled:
                 raise ToolNotPermitted(f"the org has not enabled {tool!r}", tool=tool)
             try:
-                return tool_config.parse(tool, dict(permission.config or {}))
+                return tool_config.parse(tool, dict(permission.config or {})), policy
             except tool_config.InvalidToolConfig as exc:
                 raise ToolNotPermitted(
                     f"the org's config of {tool!r} is invalid ({exc.message}); set it again",
@@ -378,14 +434,15 @@ class ToolProxy:
         call: Authorised,
         claim: Claim | None,
         done: Performed,
+        receipt: dict[str, Any] | None,
     ) -> PlatformError | None:
-        """End the claim and audit the call (`tool.called`), in one transaction; the
-        error to answer."""
+        """End the claim (keeping the receipt with it) and audit the call (`tool.called`,
+        the receipt in its details), in one transaction; the error to answer."""
         error = done.error
         async with self.sessions() as session, session.begin():
             if claim is not None:
                 error = await self.ledger.finish(
-                    session, claim, done.result, error, call.spec.side_effect
+                    session, claim, done.result, error, call.spec.side_effect, receipt
                 )
             await record(
                 session,
@@ -410,6 +467,7 @@ class ToolProxy:
                         done.upstream_error.code if done.upstream_error is not None else None
                     ),
                     "read_back": done.read_back,
+                    "receipt": receipt if error is None else None,
                 },
             )
         if self.on_called is not None:

@@ -91,3 +91,10 @@ class ToolCallOut(BaseModel):
     result: dict[str, Any]
     replayed: bool = Field(description="true when this is the stored result of an earlier call")
     sideEffecting: bool
+    receipt: dict[str, Any] | None = Field(
+        default=None,
+        description="The platform's signed receipt of the call (`humanwork.io/tool-receipt/v1`, "
+        "Ed25519; see GET /v1/receipt-keys): a replay answers the very same receipt. Null "
+        "when no receipt key is configured, or for a replay of a call an expert resolved "
+        "or a restore recorded.",
+    )

@@ -10,6 +10,7 @@ its RBAC and the admission policies are exercised for real.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -22,6 +23,7 @@ import pytest
 from fastapi import FastAPI
 from kubernetes import client as kclient
 
+from humanwork_core.tokens import generate_signing_key, jwks
 from humanwork_dev.cluster import token_kubeconfig
 from humanwork_dev.processes import PLATFORM_NS, OperatorProcess
 from platform_api.app import create_app
@@ -56,13 +58,28 @@ def platform_kubeconfig(
     )
 
 
+RECEIPT_KEY = generate_signing_key()
+"""The key the tests' platform signs receipts with."""
+RETIRED_RECEIPT_KEY = generate_signing_key()
+"""A retired receipt key the tests' platform still publishes."""
+
+
+def receipt_settings(directory: Path) -> dict[str, Any]:
+    """The settings of the receipt keys, their files written to `directory`."""
+    key_file, retired_file = directory / "receipt-key.pem", directory / "receipt-retired.json"
+    key_file.write_bytes(RECEIPT_KEY.to_pem())
+    retired_file.write_text(json.dumps(jwks([RETIRED_RECEIPT_KEY])))
+    return {"receipt_key_file": key_file, "receipt_verify_keys_file": retired_file}
+
+
 @pytest.fixture
-def settings(database_url: str, platform_kubeconfig: Path) -> Settings:
+def settings(database_url: str, platform_kubeconfig: Path, tmp_path: Path) -> Settings:
     # the fake upstreams listen on loopback (HUMANWORK_UPSTREAM_ALLOWED_ENDPOINTS)
     return make_settings(
         database_url,
         kubeconfig=str(platform_kubeconfig),
         upstream_allowed_endpoints=["127.0.0.1/32"],
+        **receipt_settings(tmp_path),
     )
 
 

@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 
+from humanwork_core.receipts import call_digest
 from humanwork_dev.fakes.shopify import FakeShopify
 from tests.agents import agent_credentials, provision_agent
 from tests.conftest import Cluster
@@ -164,6 +165,12 @@ async def test_a_consequential_call_runs_only_as_the_approved_step_and_once(
         again = await session.call_tool("shopify_adjustInventoryLevel", FIX, meta=step)
         assert again.isError is False and outcome(again)["replayed"] is True
         assert outcome(again)["result"] == outcome(done)["result"]
+        # with the platform's signed receipt of the call: the replay's is the very same
+        receipt = outcome(done)["receipt"]
+        assert receipt["step"] == "fix" and receipt["task"]["name"] == name
+        assert receipt["callDigest"] == call_digest("shopify", "adjustInventoryLevel", FIX)
+        assert outcome(again)["receipt"] == receipt
+        assert outcome(read)["receipt"]["task"] is None
     assert len(shop.side_effects) == 1
     assert shop.inventory(MUG) == before - 3
     assert shop.access_token not in str(outcome(done))

@@ -11,6 +11,7 @@ agent's keys (tool calls, events) neither block nor replay another agent's in th
 
 from __future__ import annotations
 
+import io
 import json
 import uuid
 from collections.abc import Iterator
@@ -22,10 +23,11 @@ import httpx
 import pytest
 from kubernetes import client as kclient
 
-from humanwork_core import signing
+from humanwork_core import receipts, signing
 from humanwork_core.signing import SIGNATURE_HEADER
 from humanwork_dev.fakes import catalog
 from humanwork_dev.fakes.shopify import FakeShopify
+from kubectl_humanwork import main as plugin
 from platform_api.settings import Settings
 from tests.agents import (
     agent_credentials,
@@ -36,7 +38,14 @@ from tests.agents import (
 )
 from tests.conftest import Cluster
 from tests.platform.conftest import make_settings
-from tests.platform_k8s.conftest import Orgs, TaskApi, until
+from tests.platform_k8s.conftest import (
+    RECEIPT_KEY,
+    RETIRED_RECEIPT_KEY,
+    Orgs,
+    TaskApi,
+    receipt_settings,
+    until,
+)
 from tests.platform_k8s.test_tool_proxy import call, enable, store_credentials, write_plan
 
 MUG = catalog.BY_SKU[catalog.DISCREPANT_SKU].inventory_item_id
@@ -46,13 +55,14 @@ PROXY_TIMEOUT = 1.0
 
 
 @pytest.fixture
-def settings(database_url: str, platform_kubeconfig: Path) -> Settings:
+def settings(database_url: str, platform_kubeconfig: Path, tmp_path: Path) -> Settings:
     """The platform with a short upstream timeout, so that `late` answers come after it."""
     return make_settings(
         database_url,
         kubeconfig=str(platform_kubeconfig),
         upstream_timeout_seconds=PROXY_TIMEOUT,
         upstream_allowed_endpoints=["127.0.0.1/32"],  # the fakes listen on loopback
+        **receipt_settings(tmp_path),
     )
 
 
@@ -169,6 +179,65 @@ async def test_a_refused_connection_releases_the_claim_and_the_retry_succeeds_on
     assert replay.status_code == 200 and replay.json()["replayed"] is True
     assert len(shop.side_effects) == 1
     assert shop.inventory(MUG) == before - 3
+
+
+def verify_offline(directory: Path, document: Any, keyset: Any) -> tuple[int, str]:
+    """`kubectl humanwork receipt verify FILE --keys KEYSET`: its exit code and stderr."""
+    receipt_file, keys_file = directory / "receipts.json", directory / "keys.json"
+    receipt_file.write_text(json.dumps(document))
+    keys_file.write_text(json.dumps(keyset))
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["receipt", "verify", str(receipt_file), "--keys", str(keys_file)]
+    return plugin.main(argv, env={}, stdout=out, stderr=err), err.getvalue()
+
+
+async def test_a_call_that_reached_the_upstream_yields_one_signed_receipt(
+    client: httpx.AsyncClient,
+    tasks: TaskApi,
+    orgs: Orgs,
+    agent: dict[str, str],
+    shop: FakeShopify,
+    tmp_path: Path,
+) -> None:
+    task_id, name = await approved_write(tasks, orgs)
+    first = await call(client, agent, "adjustInventoryLevel", FIX, key="k", task=name, step="fix")
+    assert first.status_code == 200, first.text
+    receipt = first.json()["receipt"]
+    uid = (await tasks.get(orgs.expert, task_id)).json()["uid"]
+    assert receipt["task"] == {"namespace": orgs.ns_a, "name": name, "uid": uid}
+    assert receipt["step"] == "fix" and receipt["agent"] == f"{orgs.ns_a}/agent"
+    assert receipt["callDigest"] == receipts.call_digest("shopify", "adjustInventoryLevel", FIX)
+    assert receipt["answerDigest"] == receipts.digest(first.json()["result"])
+    assert [a["verdict"] for a in receipt["approvals"]] == ["approve"]
+    assert receipt["kid"] == RECEIPT_KEY.kid
+    # replays (the agent's key, a fresh one): the very same receipt, never a second
+    for key in ("k", "fresh"):
+        again = await call(
+            client, agent, "adjustInventoryLevel", FIX, key=key, task=name, step="fix"
+        )
+        assert again.json()["replayed"] is True and again.json()["receipt"] == receipt
+    assert len(shop.side_effects) == 1
+
+    # kept with the task, for its org's experts only; and in the audit log
+    path = f"/agentic/tasks/{orgs.ns_a}/{name}/receipts"
+    stranger = await client.get(path, headers=orgs.expert_b.headers)
+    assert stranger.status_code == 404 and stranger.json()["code"] == "not_found"
+    assert receipt["signature"] not in stranger.text
+    listed = await client.get(path, headers=orgs.expert.headers)
+    assert listed.status_code == 200 and listed.json()["items"] == [receipt], listed.text
+    audit = await client.get(
+        "/audit", params={"action": "tool.called"}, headers=orgs.admin_a.headers
+    )
+    kept = [r["details"]["receipt"] for r in audit.json()["items"] if r["details"].get("receipt")]
+    assert kept == [receipt]
+
+    # checked offline against the published keys (the retired one included)
+    keyset = (await client.get("/v1/receipt-keys")).json()
+    assert [k["kid"] for k in keyset["keys"]] == [RECEIPT_KEY.kid, RETIRED_RECEIPT_KEY.kid]
+    assert verify_offline(tmp_path, listed.json(), keyset) == (0, "")
+    changed = {**receipt, "answerDigest": receipts.digest({"inventory_level": {}})}
+    code, err = verify_offline(tmp_path, changed, keyset)
+    assert code == 7 and "receipt_signature_mismatch" in err
 
 
 SET = {"location_id": WAREHOUSE, "inventory_item_id": MUG, "available": 25}
