@@ -4,6 +4,7 @@ with a fault every few minutes, and what it cost and broke.
     python bench/soak.py                       # 30 minutes, a fault every 2.5 minutes
     python bench/soak.py --minutes 3           # a quick run
     python bench/soak.py --minutes 5 --rate 0.5 --fault-every 75
+    python bench/soak.py --minutes 10 --faults agent --platform-heap /tmp/heap  # its memory
 
 It starts the process-mode stack (`humanwork_dev.stack`, agent as a local process, the
 platform on SQLite in the stack's state folder) on a scratch control plane in a temporary
@@ -22,6 +23,12 @@ once warm (MiB per minute, per process lifetime), and the invariant counts: appr
 lost (answered 2xx, missing from the task's status), double executions (one step's key
 seen twice upstream), unapproved side effects (a key of no approved step), and tasks not
 finished in the end.
+
+`--faults` names the parts killed in turn (`none`: no fault). `--platform-heap DIR` puts
+`bench/heap_hook` on the platform's process alone (tracemalloc) and signals it every
+`--heap-every` seconds, so DIR fills with its heap reports and snapshots; compare two with
+`bench/heap_diff.py`. Use it with `--faults agent` or `none`: a killed platform starts
+its tracing anew.
 """
 
 from __future__ import annotations
@@ -50,6 +57,9 @@ from humanwork_dev.fakes.shopify import FakeShopify
 COMPONENTS = ("platform", "operator", "agent")
 MUG = catalog.BY_SKU[catalog.DISCREPANT_SKU].inventory_item_id
 BASE = f"http://127.0.0.1:{stack.PLATFORM_PORT}"
+HEAP_HOOK = Path(__file__).resolve().parent / "heap_hook"
+HEAP_TRACE = os.environ.get("HUMANWORK_HEAP_TRACE", "late")  # 0: counts only, full speed
+HEAP_TYPES = "_Batch,Event,AgenticTask,SSLProtocol,_SSLProtocolTransport,ResponseHandler,Session"
 
 
 @dataclass
@@ -243,7 +253,8 @@ async def _drive(
 ) -> None:
     end, n, pending = run.now() + args.minutes * 60, 0, set()
     next_task, next_fault, next_sample, next_poll = 0.0, args.fault_every, 0.0, 0.0
-    faults, next_kind = ["agent", "platform"], 0
+    faults, next_kind = [f for f in args.faults.split(",") if f != "none"], 0
+    next_heap = 0.0 if args.platform_heap else float("inf")
     async with httpx.AsyncClient(timeout=30) as http:
         while run.now() < end:
             t = run.now()
@@ -251,8 +262,12 @@ async def _drive(
                 n += 1
                 pending.add(asyncio.create_task(_one_task(http, run, who, n)))
                 next_task += 1 / args.rate
-            if t >= next_fault and not any(f.get_name() == "fault" for f in pending):
-                which = faults[next_kind % 2]
+            if t >= next_heap:
+                os.kill(stack._components(state)["platform"], signal.SIGUSR1)
+                next_heap += args.heap_every
+            fault_due = faults and t >= next_fault
+            if fault_due and not any(f.get_name() == "fault" for f in pending):
+                which = faults[next_kind % len(faults)]
                 next_kind += 1
                 pending.add(asyncio.create_task(_fault(run, state, info, which), name="fault"))
                 next_fault += args.fault_every
@@ -270,6 +285,8 @@ async def _drive(
             await _poll(http, run, who, shop)
             await asyncio.sleep(1.0)
         _sample(run, state)
+        if args.platform_heap:  # the last heap report, once the run has settled
+            os.kill(stack._components(state)["platform"], signal.SIGUSR1)
         who["final"] = {
             t: (await _send(http, run, "GET", f"/agentic/tasks/{t}", headers=who["expert"])).json()
             for t in run.approved
@@ -332,7 +349,10 @@ def _invariants(run: Run, who: dict[str, Any], shop: FakeShopify) -> None:
 
 def _report(args: argparse.Namespace, run: Run, who: dict[str, Any], shop: FakeShopify) -> None:
     minutes = args.minutes
-    print(f"\nsoak: {minutes} min, {args.rate} task/s offered, a fault every {args.fault_every}s")
+    print(
+        f"\nsoak: {minutes} min, {args.rate} task/s offered, "
+        f"faults ({args.faults}) every {args.fault_every}s"
+    )
     print(
         f"  tasks approved: {len(run.approved)}, completed: {len(run.done)} "
         f"({len(run.done) / minutes:.1f}/min); requests retried while down: {run.retries}"
@@ -389,6 +409,23 @@ async def _setup(state: Path, shop: FakeShopify) -> dict[str, Any]:
         }
 
 
+def _heap_on_platform(folder: str) -> None:
+    """Start the platform (and only it) with `bench/heap_hook` and its folder."""
+    spawn = stack._Starts.spawn
+
+    def traced(
+        self: stack._Starts, name: str, args: list[str], env: dict[str, str], ports: tuple[int, ...]
+    ) -> int:
+        if name == "platform":
+            path = os.pathsep.join(p for p in (str(HEAP_HOOK), os.environ.get("PYTHONPATH")) if p)
+            env = {**env, "PYTHONPATH": path, "HUMANWORK_HEAP_DIR": folder}
+            env["HUMANWORK_HEAP_TRACE"] = HEAP_TRACE  # `late`: traced from the first report
+            env["HUMANWORK_HEAP_TYPES"] = HEAP_TYPES
+        return spawn(self, name, args, env, ports)
+
+    stack._Starts.spawn = traced  # type: ignore[method-assign]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--minutes", type=float, default=30.0)
@@ -402,7 +439,12 @@ def main() -> None:
         help="seconds to wait for the last tasks (a claim left by a killed "
         "platform turns unknown after 300 s)",
     )
+    parser.add_argument("--faults", default="agent,platform", help="killed in turn, or none")
+    parser.add_argument("--platform-heap", metavar="DIR", help="trace the platform's heap")
+    parser.add_argument("--heap-every", type=float, default=60.0, help="heap report, seconds")
     args = parser.parse_args()
+    if args.platform_heap:
+        _heap_on_platform(str(Path(args.platform_heap).resolve()))
     with tempfile.TemporaryDirectory(prefix="humanwork-soak-") as tmp:
         state = Path(tmp) / "stack"
         try:

@@ -6,11 +6,19 @@ Put this folder first on the operator's PYTHONPATH and set HUMANWORK_HEAP_DIR:
         --operator-env HUMANWORK_HEAP_DIR=/tmp/heap
 
 Python imports `sitecustomize` at start, so the operator then traces its allocations
-(tracemalloc, 10 frames) and, on each SIGUSR1, writes `N.txt` into that folder: its RSS,
-the memory tracemalloc sees (live Python objects), the 25 biggest allocation sites and the
-25 most numerous live object types. Traced memory that does not grow while RSS does means
-memory the allocators hold rather than objects the operator keeps (tracemalloc's own
-bookkeeping and the snapshot add to RSS, so compare traced with traced).
+(tracemalloc, `HUMANWORK_HEAP_FRAMES` frames, 10 by default; with
+`HUMANWORK_HEAP_TRACE=late` from the first SIGUSR1 on, so that a process whose start is
+timed starts at full speed; `0`: never) and, on each SIGUSR1, writes `N.txt` into that
+folder: its RSS, the memory tracemalloc sees (live Python objects), the 25 biggest
+allocation sites, the 25 most numerous live object types and the count of each type named
+in `HUMANWORK_HEAP_TYPES` (comma-separated). Traced memory that does not grow while RSS
+does means memory the allocators hold rather than objects the operator keeps
+(tracemalloc's own bookkeeping and the snapshot add to RSS, so compare traced with
+traced). With tracing on, each dump also saves the snapshot itself as `N.snap`;
+`bench/heap_diff.py A.snap B.snap` prints what grew between two of them, by traceback.
+
+`bench/soak.py --platform-heap DIR` puts this hook on the platform's process alone and
+signals it every `--heap-every` seconds.
 """
 
 from __future__ import annotations
@@ -77,6 +85,7 @@ def _dump(_signum: int, _frame: object) -> None:
     types = collections.Counter(type(o).__name__ for o in gc.get_objects())
     if tracemalloc.is_tracing():
         snapshot = tracemalloc.take_snapshot()
+        snapshot.dump(str(folder / f"{n}.snap"))  # for bench/heap_diff.py
         current, peak = tracemalloc.get_traced_memory()
         lines += [f"traced {current / 2**20:.1f} MiB (peak {peak / 2**20:.1f} MiB)", "",
                   "top allocation sites:"]  # fmt: skip
@@ -85,10 +94,22 @@ def _dump(_signum: int, _frame: object) -> None:
             lines.extend(f"    {frame}" for frame in stat.traceback.format()[-6:])
     lines += ["", "live objects by type (gc-tracked):"]
     lines += [f"{count:9d} {name}" for name, count in types.most_common(25)]
+    watched = [n for n in os.environ.get("HUMANWORK_HEAP_TYPES", "").split(",") if n]
+    if watched:  # named types, however few: the ones a run looks for
+        lines += ["", "watched types:"] + [f"{types[n]:9d} {n}" for n in watched]
     (folder / f"{n}.txt").write_text("\n".join(lines) + "\n")
 
 
-if _DIR:
-    if os.environ.get("HUMANWORK_HEAP_TRACE", "1") != "0":  # 0: no tracemalloc (full speed)
-        tracemalloc.start(10)
+def _first(signum: int, frame: object) -> None:
+    """`late`: start tracing at the first signal (what follows is traced, not the start)."""
+    tracemalloc.start(_FRAMES)
     signal.signal(signal.SIGUSR1, _dump)
+    _dump(signum, frame)
+
+
+if _DIR:
+    _TRACE = os.environ.get("HUMANWORK_HEAP_TRACE", "1")  # 0: no tracemalloc (full speed)
+    _FRAMES = int(os.environ.get("HUMANWORK_HEAP_FRAMES", "10"))
+    if _TRACE == "1":
+        tracemalloc.start(_FRAMES)
+    signal.signal(signal.SIGUSR1, _first if _TRACE == "late" else _dump)

@@ -77,7 +77,11 @@ class TaskNotifier:
         self._sessions = sessions
         self._settings = settings
         self._deliverer = deliverer
-        self._queue: asyncio.Queue[_Batch] = asyncio.Queue()
+        self._queue: asyncio.Queue[Key] = asyncio.Queue()
+        self._waiting: dict[Key, _Batch] = {}
+        """The events waiting to be recorded, one batch per task (its key queued once): a
+        task seen again before they were recorded adds its new events to its batch, so a
+        notifier behind the watch holds each task's events once, not once per change."""
         self._seen: dict[str, None] = {}
         # the deadlines of the open decisions, and where to read their tasks when due
         # (the `DecisionIndex`): no parsed task is held per open decision
@@ -104,14 +108,40 @@ class TaskNotifier:
     def forget(self, key: Key) -> None:
         self._open.drop(key)
 
+    @property
+    def backlog(self) -> int:
+        """How many tasks have events waiting to be recorded."""
+        return len(self._waiting)
+
     def _enqueue(self, found: Iterable[events.Event], task: AgenticTask) -> None:
         fresh = [e for e in found if e.event_id not in self._seen]
         if fresh:
             # the task itself only when it may end the request (`_conclude`
             # needs it); on a start every open decision's event is queued at once
             ending = any(e.event in ENDING_TEXT for e in fresh)
+            key = (task.metadata.namespace or "", task.metadata.name)
             org, namespace = task.spec.org_id, task.metadata.namespace
-            self._queue.put_nowait(_Batch(org, namespace, fresh, task if ending else None))
+            self._put(_Batch(key, org, namespace, fresh, task if ending else None))
+
+    def _put(self, batch: _Batch, retried: bool = False) -> None:
+        """Queue `batch`, or add it to its task's waiting batch (a retried batch's events
+        go first: they were seen first)."""
+        waiting = self._waiting.get(batch.key)
+        if waiting is None:
+            self._waiting[batch.key] = batch
+            self._queue.put_nowait(batch.key)
+        else:
+            self._waiting[batch.key] = batch.then(waiting) if retried else waiting.then(batch)
+
+    async def _take(self) -> list[_Batch]:
+        """The next task's waiting events, and what else waits (at most a transaction's)."""
+        batches: list[_Batch] = []
+        while not batches or (len(batches) < BATCHES_PER_TRANSACTION and not self._queue.empty()):
+            key = self._queue.get_nowait() if batches else await self._queue.get()
+            batch = self._waiting.pop(key, None)
+            if batch is not None:
+                batches.append(batch)
+        return batches
 
     # --- the workers ----------------------------------------------------------------------
 
@@ -121,10 +151,7 @@ class TaskNotifier:
         try:
             while True:
                 # what queued up meanwhile goes in the same transaction
-                batches = [await self._queue.get()]
-                while len(batches) < BATCHES_PER_TRANSACTION and not self._queue.empty():
-                    batches.append(self._queue.get_nowait())
-                await self._record_or_retry(batches)
+                await self._record_or_retry(await self._take())
         finally:
             for running in (ticker, *self._endings):
                 running.cancel()
@@ -146,7 +173,7 @@ class TaskNotifier:
                 return
             log.warning("notifications: %s; retrying", exc)  # the database failed
             await asyncio.sleep(self._settings.notify_interval_seconds)
-            self._queue.put_nowait(batches[0])
+            self._put(batches[0], retried=True)
 
     async def _record(self, batches: list[_Batch]) -> None:
         """Record the events of `batches` in one transaction; then remember them and
@@ -243,13 +270,22 @@ class TaskNotifier:
 
 @dataclass(frozen=True, slots=True)
 class _Batch:
-    """Events of one task to record: its org and namespace, and the task itself only when
-    an event may end the request."""
+    """Events of one task to record: its key, org and namespace, and the task itself only
+    when an event may end the request."""
 
+    key: Key
     org_id: str
     namespace: str | None
     events: list[events.Event]
     task: AgenticTask | None
+
+    def then(self, later: _Batch) -> _Batch:
+        """These events, then those of `later` not among them (each event id once, as
+        first seen); the later task when it has one."""
+        ids = {e.event_id for e in self.events}
+        added = [e for e in later.events if e.event_id not in ids]
+        task = later.task or self.task
+        return _Batch(self.key, later.org_id, later.namespace, self.events + added, task)
 
 
 def _ended(task: AgenticTask) -> bool:

@@ -1,6 +1,7 @@
-"""The notifier records what queued up meanwhile in one transaction (issue 17), and one
-task whose events cannot be recorded does not hold back the others' (real PostgreSQL,
-`TaskNotifier` fed as the watch feeds it)."""
+"""The notifier records what queued up meanwhile in one transaction (issue 17), one task
+whose events cannot be recorded does not hold back the others', and a notifier behind the
+watch holds each task's waiting events once, however often the task changes meanwhile
+(real PostgreSQL, `TaskNotifier` fed as the watch feeds it)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -23,13 +25,20 @@ from tests.platform.conftest import make_settings
 STEP = {"id": "refund", "description": "Refund", "tool": "shopify_refund", "risk": "high"}
 
 
-def _task(org: Org, name: str) -> AgenticTask:
-    """A task of `org` whose one step waits for a decision (one event: decision needed)."""
+def _task(org: Org, name: str, uid: str | None = None, decided: int = 0) -> AgenticTask:
+    """A task of `org` whose one step waits for a decision (one event: decision needed);
+    with `decided`, its step approved (one event: decided) at resourceVersion `decided`."""
+    status: dict[str, Any] = {"phase": "PendingApproval", "steps": [{"id": "refund"}]}
+    if decided:
+        decision = {"verdict": "approve", "by": "expert-a", "at": datetime.now(UTC).isoformat(),
+                    "idempotencyKey": "k-1", "stepHash": "0" * 64}  # fmt: skip
+        status = {"phase": "InProgress", "steps": [{"id": "refund", "decision": decision}]}
+    meta = {"name": name, "namespace": org.namespace, "uid": uid or str(uuid.uuid4())}
     return AgenticTask.from_wire(
         {
             "apiVersion": "humanwork.io/v1alpha1",
             "kind": "AgenticTask",
-            "metadata": {"name": name, "namespace": org.namespace, "uid": str(uuid.uuid4())},
+            "metadata": {**meta, "resourceVersion": str(decided or 1)},
             "spec": {
                 "orgId": str(org.id),
                 "agentRef": {"name": "shop"},
@@ -37,7 +46,7 @@ def _task(org: Org, name: str) -> AgenticTask:
                 "requestedBy": "requester",
                 "steps": [STEP],
             },
-            "status": {"phase": "PendingApproval", "steps": [{"id": "refund"}]},
+            "status": status,
         }
     )
 
@@ -136,3 +145,30 @@ async def test_a_task_whose_events_fail_does_not_hold_back_the_others(
         await _until(lambda: _at_least(sessions, kept, 5))
     assert await _events(sessions, kept) == 5
     assert await _events(sessions, gone) == 0  # cascaded away with its org
+
+
+async def test_a_task_changing_while_its_events_wait_is_held_once(
+    database_url: str, sessions: async_sessionmaker[AsyncSession]
+) -> None:
+    """The soak's platform grew with its notifier's backlog: each change of a task whose
+    events were not yet recorded queued all of them again."""
+    (org,) = await _orgs(sessions, 1)
+    settings = make_settings(database_url, notify_interval_seconds=3600)
+    notifier = TaskNotifier(sessions, settings, deliverer=None)
+    uid = str(uuid.uuid4())
+    for version in range(1, 201):  # 200 changes of one task, the last 199 of them decided
+        notifier.observe(_task(org, "busy", uid, decided=version - 1))
+    for i in range(20):  # and 20 tasks seen three times each (changes, relists)
+        for _ in range(3):
+            notifier.observe(_task(org, f"t{i}", str(uuid.uuid5(uuid.NAMESPACE_OID, str(i)))))
+    assert notifier.backlog == 21  # one waiting batch per task
+    async with _running(notifier):
+        await _until(lambda: _at_least(sessions, org, 22))
+    assert notifier.backlog == 0
+    async with sessions() as session:
+        found = (
+            await session.scalars(select(NotifyEvent).where(NotifyEvent.org_id == org.id))
+        ).all()
+    busy = sorted(e.event for e in found if e.event_id.startswith(uid))
+    assert busy == ["decided", "decision_needed"]  # both versions' events, each once
+    assert len(found) == 22
