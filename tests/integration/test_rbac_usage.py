@@ -35,8 +35,9 @@ from kubernetes import client
 from agent_operator.builders import AGENT_RBAC_RULES
 from agent_operator.kube import USER_AGENT
 from humanwork_core import signing, taskflow
-from humanwork_core.resources import Verdict, common
+from humanwork_core.resources import Verdict
 from humanwork_dev.processes import PLATFORM_NS, OperatorProcess, PlatformProcess
+from platform_api.kube import client as kube_client
 from tests.agents import (
     GROUP,
     PLURAL,
@@ -302,19 +303,16 @@ _VERBS |= {"delete": "delete", "replace": "update"}
 _CORE_KINDS = {"config_map": "configmaps", "secret": "secrets", "namespace": "namespaces"}
 
 
-def calls_in_code(source: Path = PLATFORM_KUBE_CLIENT) -> set[Permission]:
+def calls_in_code() -> set[Permission]:
     """The (apiGroup, resource, verb) of every Kubernetes API call written in the
     platform's one module that talks to the API server, read from its syntax tree: calls
     of `self._custom.<method>(...)` and `self._core.<method>(...)`, and watches
     (`watch.Watch().stream(self._custom.<list method>, ...)`)."""
+    source = PLATFORM_KUBE_CLIENT
     tree = ast.parse(source.read_text())
-    constants: dict[str, object] = {"GROUP": common.GROUP, "VERSION": common.VERSION}
-    constants |= {
-        node.targets[0].id: node.value.value
-        for node in tree.body
-        if isinstance(node, ast.Assign)
-        and isinstance(node.targets[0], ast.Name)
-        and isinstance(node.value, ast.Constant)
+    # the module's string constants as it defines them (`TASKS = names.TASKS`, ...)
+    constants: dict[str, object] = {
+        name: v for name, v in vars(kube_client).items() if isinstance(v, str)
     }
 
     def value(node: ast.expr) -> str:
