@@ -56,6 +56,7 @@ from platform_api.notify.delivery import Deliverer
 from platform_api.notify.router import events_router as notify_events_router
 from platform_api.notify.router import router as webhooks_router
 from platform_api.notify.watch import TaskNotifier
+from platform_api.openapi import declare_capabilities
 from platform_api.orgs.namespaces import NoopOrgNamespaces, OrgNamespaces
 from platform_api.orgs.router import router as orgs_router
 from platform_api.replies.router import router as replies_router
@@ -381,4 +382,5 @@ def create_app(
     app.add_middleware(RequestMetrics, metrics=lambda: _metrics_of(app))
     for router in ROUTERS:
         app.include_router(router)
+    declare_capabilities(app.router)
     return app

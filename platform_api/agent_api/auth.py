@@ -25,6 +25,7 @@ from platform_api.agent_api.identity import Agent
 from platform_api.errors import KubernetesUnavailable, Unauthenticated
 from platform_api.kube.client import KubeClient, KubeNotFound
 from platform_api.kube.published import PLATFORM_NAMESPACE, AgentKeys
+from platform_api.openapi import AGENT_TOKEN, mark
 from platform_api.state import PlatformDep
 
 REVOCATIONS_CONFIG_MAP = "humanwork-agent-revocations"
@@ -122,4 +123,4 @@ async def current_agent(
     return agent
 
 
-CurrentAgent = Annotated[Agent, Depends(current_agent)]
+CurrentAgent = Annotated[Agent, Depends(mark(current_agent, [AGENT_TOKEN]))]

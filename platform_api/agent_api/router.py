@@ -22,7 +22,7 @@ from platform_api.agent_api.schemas import (
 )
 from platform_api.db import Session
 from platform_api.errors import KubernetesUnavailable, error_responses
-from platform_api.openapi import body_schema
+from platform_api.openapi import AGENT_SIGNATURE, EXTENSION, body_schema
 from platform_api.state import PlatformDep
 
 router = APIRouter(prefix="/v1/agent-api", tags=["agent api"])
@@ -178,7 +178,8 @@ EVENT_CODES = {
         "requestBody": {
             "required": True,
             "content": {"application/json": {"schema": body_schema(events.AgentEventIn)}},
-        }
+        },
+        EXTENSION: [AGENT_SIGNATURE],
     },
 )
 async def agent_event(

@@ -39,6 +39,7 @@ from platform_api.audit.service import record_detached
 from platform_api.db import Session, abandon
 from platform_api.errors import Forbidden, NotFound, Unauthenticated
 from platform_api.models import Org, User
+from platform_api.openapi import PLATFORM_ADMIN, mark
 from platform_api.state import PlatformDep
 
 bearer = HTTPBearer(auto_error=False, description="a JWT from POST /auth/token or the OIDC issuer")
@@ -116,7 +117,7 @@ def require(capability: str) -> Any:
         return principal.holding(capability)
 
     check.__name__ = f"require_{capability.replace('.', '_')}"
-    return Depends(check)
+    return Depends(mark(check, [capability]))
 
 
 def _dependency_name(prefix: str, capabilities: tuple[str, ...]) -> str:
@@ -161,7 +162,7 @@ def _in_org(prefix: str, capabilities: tuple[str, ...]) -> Any:
         return await _member_scope(request, org_id, principal, platform, capabilities)
 
     check.__name__ = _dependency_name(prefix, capabilities)
-    return Depends(check)
+    return Depends(mark(check, capabilities))
 
 
 def require_in_org(capability: str) -> Any:
@@ -197,7 +198,7 @@ def require_in_org_or_platform_admin(capability: str) -> Any:
         return OrgScope(principal.in_org(org_id), org_id)
 
     check.__name__ = _dependency_name("require_in_org_or_platform_admin_", (capability,))
-    return Depends(check)
+    return Depends(mark(check, [capability, PLATFORM_ADMIN]))
 
 
 def require_platform_admin() -> Any:
@@ -218,7 +219,7 @@ def require_platform_admin() -> Any:
             raise PlatformAdminRequired("a platform administrator is required")
         return principal
 
-    return Depends(check)
+    return Depends(mark(check, [PLATFORM_ADMIN]))
 
 
 async def ensure_capability(

@@ -26,6 +26,7 @@ from platform_api.bounds import Limit, Offset
 from platform_api.db import Session
 from platform_api.errors import KubernetesUnavailable, NotFound, error_responses
 from platform_api.kube.client import KubeClient
+from platform_api.openapi import EXTENSION
 from platform_api.state import PlatformDep
 from platform_api.tasks import lookup, service
 from platform_api.tasks.decisions import Ballot
@@ -93,6 +94,7 @@ IdempotencyKey = Annotated[
     "of). Creates an AgenticTask in the org's namespace; "
     "the caller becomes its requester (`spec.requestedBy`) and may not approve its steps.",
     responses=error_responses(401, 403, 404, 409, 422, 503, codes=UNAVAILABLE),
+    openapi_extra={EXTENSION: ["run.control"]},  # checked in the handler: the org is in the body
 )
 async def create_task(
     body: TaskCreate,

@@ -11,6 +11,7 @@ from platform_api.access.principal import Principal
 from platform_api.auth.dependencies import CurrentPrincipal, require, require_platform_admin
 from platform_api.db import Session
 from platform_api.errors import error_responses
+from platform_api.openapi import EXTENSION, PLATFORM_ADMIN
 from platform_api.users import accounts, service
 from platform_api.users.schemas import (
     Me,
@@ -79,6 +80,7 @@ async def me(session: Session, principal: CurrentPrincipal) -> Me:
     return await service.describe(session, principal)
 
 
+STATE_CAPABILITY = {EXTENSION: ["users.manage", PLATFORM_ADMIN]}  # checked by the service
 _STATE = (
     "Capability `users.manage` in every org the user belongs to, and not below the user "
     "there, or a platform administrator (404 for any other user; 403 `role_not_grantable` "
@@ -93,6 +95,7 @@ _STATE = (
     description=f"{_STATE} From the commit on, every token of the user is refused (401 "
     "`user_deactivated`) and its open event streams end. Audited `user.deactivated`.",
     responses=error_responses(401, 403, 404, 409, 422, codes=BOUNDS),
+    openapi_extra=STATE_CAPABILITY,
 )
 async def deactivate_user(
     session: Session, principal: CurrentPrincipal, username: Username
@@ -106,6 +109,7 @@ async def deactivate_user(
     summary="Reactivate a user",
     description=f"{_STATE} The user's tokens are accepted again. Audited `user.reactivated`.",
     responses=error_responses(401, 403, 404, 409, 422, codes=BOUNDS),
+    openapi_extra=STATE_CAPABILITY,
 )
 async def reactivate_user(
     session: Session, principal: CurrentPrincipal, username: Username

@@ -99,12 +99,47 @@ def requests_of(
                 yield from _operation_requests(document, path, method, item[method], ids, body)
 
 
+def valid_requests(document: Mapping[str, Any], ids: Mapping[str, str]) -> Iterator[Request]:
+    """One request per operation (streams aside) with the values its edge requests start
+    from: ids that exist, the document's examples."""
+    for path, item in document["paths"].items():
+        for method in METHODS:
+            if method in item and not is_stream(item[method]):
+                base, body = _base(document, item[method], ids, None)
+                yield Request(
+                    method,
+                    path,
+                    base["path"],
+                    base["query"],
+                    base["header"],
+                    body,
+                    f"{method.upper()} {path}",
+                )
+
+
 def is_stream(operation: Mapping[str, Any]) -> bool:
     """Whether the operation answers an endless stream (server-sent events): a request
     never completes, so its edges are tested by its own tests
     (tests/platform_k8s/test_notify.py)."""
     answer = (operation.get("responses") or {}).get("200") or {}
     return "text/event-stream" in (answer.get("content") or {})
+
+
+def _base(
+    document: Mapping[str, Any], operation: Mapping[str, Any], ids: Mapping[str, str], valid: Any
+) -> tuple[dict[str, dict[str, Any]], Any]:
+    """The valid values of an operation's required parameters by location, and its body."""
+    base = {
+        loc: {
+            p["name"]: _base_value(p["name"], p.get("schema"), ids)
+            for p in operation.get("parameters") or []
+            if p["in"] == loc and (p.get("required") or loc == "path")
+        }
+        for loc in ("path", "query", "header")
+    }
+    schema = _body_schema(document, operation)
+    body = None if schema is None else valid if valid is not None else _example(document, schema)
+    return base, body
 
 
 def _operation_requests(
@@ -116,16 +151,8 @@ def _operation_requests(
     valid: Any = None,
 ) -> Iterator[Request]:
     params = operation.get("parameters") or []
-    base = {
-        loc: {
-            p["name"]: _base_value(p["name"], p.get("schema"), ids)
-            for p in params
-            if p["in"] == loc and (p.get("required") or loc == "path")
-        }
-        for loc in ("path", "query", "header")
-    }
+    base, body = _base(document, operation, ids, valid)
     schema = _body_schema(document, operation)
-    body = None if schema is None else valid if valid is not None else _example(document, schema)
     label = f"{method.upper()} {path}"
     for p in params:
         loc = p["in"]

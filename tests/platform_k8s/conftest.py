@@ -5,6 +5,11 @@ tests/conftest.py and tests/integration (CRDs, admission policies, operator and 
 RBAC installed as users install them; the operator running as a process). The platform
 talks to the cluster with a kubeconfig of the `humanwork-platform-api` ServiceAccount, so
 its RBAC and the admission policies are exercised for real.
+
+Each test that writes gets a platform, a database and orgs of its own (`app`, `orgs`).
+Tests that only read share one per module (`shared`: the same stack served on loopback,
+`reader`: a client of it), which saves the database, the platform's start and the orgs'
+namespaces and users per test.
 """
 
 from __future__ import annotations
@@ -25,10 +30,14 @@ from kubernetes import client as kclient
 
 from humanwork_core.tokens import generate_signing_key, jwks
 from humanwork_dev.cluster import token_kubeconfig
+from humanwork_dev.postgres import PostgresServer
 from humanwork_dev.processes import PLATFORM_NS, OperatorProcess
 from platform_api.app import create_app
+from platform_api.auth import passwords
 from platform_api.settings import Settings
 from tests.conftest import Cluster
+from tests.fixtures.database import TEMPLATE
+from tests.fuzz.serve import served
 from tests.platform.conftest import (
     Api,
     Caller,
@@ -96,8 +105,12 @@ def org_namespaces(cluster: Cluster) -> Iterator[list[str]]:
     """Namespaces of the orgs a test creates; deleted (as the cluster admin) afterwards."""
     created: list[str] = []
     yield created
+    _delete_namespaces(cluster, created)
+
+
+def _delete_namespaces(cluster: Cluster, names: list[str]) -> None:
     core = kclient.CoreV1Api(cluster.api)
-    for name in created:
+    for name in names:
         try:
             core.delete_namespace(name)
         except kclient.ApiException as exc:
@@ -243,6 +256,51 @@ async def until(
         await asyncio.sleep(0.2)
 
 
+@dataclass
+class Shared:
+    """A platform served on loopback for a module's reading tests, its orgs and the
+    resolver it looks names up with."""
+
+    base: str
+    orgs: Orgs
+    resolver: StaticResolver
+
+
+@pytest.fixture(scope="module")
+def shared(
+    postgres: PostgresServer, platform_kubeconfig: Path, operator: OperatorProcess, cluster: Cluster
+) -> Iterator[Shared]:
+    """The stack of `app` and `orgs`, once per module, for tests that only read: uvicorn in
+    a thread of its own (its own event loop, so that any test's loop may call it)."""
+    name = f"t_{uuid.uuid4().hex}"
+    namespaces: list[str] = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(passwords, "N", 2**12)  # as `database_url`
+        url = asyncio.run(postgres.create_database(name, template=TEMPLATE))
+        settings = make_settings(
+            url, kubeconfig=str(platform_kubeconfig), upstream_allowed_endpoints=["127.0.0.1/32"]
+        )
+        resolver = StaticResolver()
+        try:
+            with served(create_app(settings, resolver=resolver)) as base:
+                yield Shared(base, asyncio.run(_shared_orgs(base, namespaces)), resolver)
+        finally:
+            _delete_namespaces(cluster, namespaces)
+            asyncio.run(postgres.drop_database(name))
+
+
+async def _shared_orgs(base: str, namespaces: list[str]) -> Orgs:
+    async with httpx.AsyncClient(base_url=base, timeout=60) as c:
+        return await make_orgs(Api(c), namespaces)
+
+
+@pytest.fixture
+async def reader(shared: Shared) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of the module's shared platform (`shared`), for a test that only reads."""
+    async with httpx.AsyncClient(base_url=shared.base, timeout=60) as c:
+        yield c
+
+
 @pytest.fixture
 def tasks(client: httpx.AsyncClient) -> TaskApi:
     return TaskApi(client)
@@ -250,6 +308,11 @@ def tasks(client: httpx.AsyncClient) -> TaskApi:
 
 @pytest.fixture
 async def orgs(api: Api, org_namespaces: list[str]) -> Orgs:
+    return await make_orgs(api, org_namespaces)
+
+
+async def make_orgs(api: Api, org_namespaces: list[str]) -> Orgs:
+    """Two new orgs and their users (see `Orgs`); their namespaces go to `org_namespaces`."""
     root = await api.admin()
     suffix = uuid.uuid4().hex[:6]
     org_a = await api.org(root, f"a-{suffix}")

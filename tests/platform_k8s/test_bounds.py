@@ -3,14 +3,15 @@ and enforced; out of range is 422 with the stable error body, never a 500.
 
 The three server errors the issue found (`/human-tasks`, `/audit` and
 `/orgs/{id}/knowledge` with a huge offset) are the first cases; every paginated list is
-checked the same way, on the real control plane and PostgreSQL."""
+checked the same way, on the real control plane and PostgreSQL. The checks that only
+read share one platform (`shared`); those that write have their own."""
 
 from __future__ import annotations
 
 import httpx
 import pytest
 
-from tests.platform_k8s.conftest import Orgs, TaskApi
+from tests.platform_k8s.conftest import Orgs, Shared, TaskApi
 
 HUGE_INT64 = 9223372036854775807
 HUGER = 332979816161984446464
@@ -31,11 +32,12 @@ def _refusal(r: httpx.Response) -> tuple[int, str, list[list[str]]]:
 
 @pytest.mark.parametrize("offset", [HUGE_INT64, HUGER, 1_000_001, -1])
 async def test_an_offset_out_of_range_is_a_422_never_a_500(
-    client: httpx.AsyncClient, orgs: Orgs, offset: int
+    reader: httpx.AsyncClient, shared: Shared, offset: int
 ) -> None:
+    orgs = shared.orgs
     answers = {
         path: _refusal(
-            await client.get(
+            await reader.get(
                 path, params={"offset": offset, "limit": 5}, headers=orgs.admin_a.headers
             )
         )
@@ -46,11 +48,12 @@ async def test_an_offset_out_of_range_is_a_422_never_a_500(
 
 @pytest.mark.parametrize("limit", [0, 501, HUGE_INT64, HUGER])
 async def test_a_limit_out_of_range_is_a_422(
-    client: httpx.AsyncClient, orgs: Orgs, limit: int
+    reader: httpx.AsyncClient, shared: Shared, limit: int
 ) -> None:
+    orgs = shared.orgs
     answers = {
         path: _refusal(
-            await client.get(path, params={"limit": limit}, headers=orgs.admin_a.headers)
+            await reader.get(path, params={"limit": limit}, headers=orgs.admin_a.headers)
         )
         for path in _paths(orgs)
     }
@@ -58,10 +61,11 @@ async def test_a_limit_out_of_range_is_a_422(
 
 
 async def test_the_largest_offset_answers_an_empty_page(
-    client: httpx.AsyncClient, orgs: Orgs
+    reader: httpx.AsyncClient, shared: Shared
 ) -> None:
+    orgs = shared.orgs
     for path in _paths(orgs):
-        r = await client.get(
+        r = await reader.get(
             path,
             params={"offset": 1_000_000, "limit": 500 if "knowledge" not in path else 200},
             headers=orgs.admin_a.headers,
@@ -70,8 +74,8 @@ async def test_the_largest_offset_answers_an_empty_page(
         assert r.json()["items"] == [], path
 
 
-async def test_the_bounds_are_in_the_openapi_document(client: httpx.AsyncClient) -> None:
-    document = (await client.get("/openapi.json")).json()
+async def test_the_bounds_are_in_the_openapi_document(reader: httpx.AsyncClient) -> None:
+    document = (await reader.get("/openapi.json")).json()
     for path in LISTS:
         parameters = {
             p["name"]: p["schema"]

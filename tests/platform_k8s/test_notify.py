@@ -29,7 +29,7 @@ from tests.browser.support import record_execution as write_execution
 from tests.conftest import Cluster
 from tests.notify_support import Receiver, parse_sse
 from tests.platform.conftest import Caller, make_settings
-from tests.platform_k8s.conftest import Orgs, TaskApi, until
+from tests.platform_k8s.conftest import Orgs, Shared, TaskApi, until
 
 ONE_STEP = [
     {"id": "only", "description": "Refund order 17", "tool": "shopify_refund", "risk": "high"}
@@ -206,8 +206,10 @@ async def test_the_webhook_receives_every_event_once_signed_and_retried(
     ],
 )
 async def test_a_webhook_cannot_target_internal_addresses(
-    client: httpx.AsyncClient, orgs: Orgs, resolver: Any, url: str, reason: str
+    reader: httpx.AsyncClient, shared: Shared, url: str, reason: str
 ) -> None:
+    """Refused, so nothing is written: the module's orgs serve every case."""
+    client, orgs, resolver = reader, shared.orgs, shared.resolver
     resolver.names.update({"internal.example": ["10.1.2.3"], "hooks.example": ["93.184.216.34"]})
     r = await put_hook(client, orgs.admin_a, orgs.org_a, url=url)
     assert r.status_code == 422, r.text
@@ -322,7 +324,8 @@ async def test_the_event_stream_carries_only_my_orgs_events_and_resumes(
 
 
 @pytest.mark.parametrize("last_id", [b"abc", b"-1", b"9" * 40, "\u00e9t\u00e9".encode(), b"0x1"])
-async def test_any_last_event_id_starts_a_stream(served: str, orgs: Orgs, last_id: bytes) -> None:
+async def test_any_last_event_id_starts_a_stream(shared: Shared, last_id: bytes) -> None:
+    served, orgs = shared.base, shared.orgs
     headers: dict[str, str | bytes] = {**orgs.expert.headers, "Last-Event-ID": last_id}
     async with (
         httpx.AsyncClient(base_url=served, timeout=10) as http,
