@@ -13,8 +13,14 @@ from humanwork_dev.deployables import openapi
 from platform_api.access.capabilities import known
 from platform_api.openapi import AGENT_SIGNATURE, AGENT_TOKEN, EXTENSION, PLATFORM_ADMIN
 
-OPEN_TO_ANY_USER = {("get", "/healthz"), ("post", "/auth/token"), ("get", "/users/me")}
-"""No access check of a role: health, signing in, and the caller's own account."""
+OPEN_TO_ANY_USER = {
+    ("get", "/healthz"),
+    ("post", "/auth/token"),
+    ("get", "/users/me"),
+    ("get", "/v1/receipt-keys"),
+}
+"""No access check of a role: health, signing in, the caller's own account, and the public
+keys receipts verify against."""
 
 
 @pytest.fixture(scope="module")
