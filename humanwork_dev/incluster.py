@@ -50,6 +50,7 @@ import yaml
 from humanwork_dev import cluster, node, pki
 
 OVERLAY = cluster.REPO / "manifests" / "overlays" / "node"
+DEV_OVERLAY = cluster.REPO / "manifests" / "overlays" / "dev"
 CHART = cluster.REPO / "charts" / "humanwork-operator"
 VALUES = cluster.REPO / "humanwork_dev" / "node-values.yaml"
 """The chart's values for the real node: what OVERLAY sets, as values."""
@@ -231,30 +232,41 @@ def _install(helm: Helm, operator_env: dict[str, str]) -> int:
     with tempfile.TemporaryDirectory() as folder:
         added = Path(folder) / "operator-env.json"  # a values file: merged with VALUES' map
         added.write_text(json.dumps({"operator": {"env": operator_env}}))
-        helm("upgrade", "--install", RELEASE, str(CHART), "--namespace", SYSTEM,
-             "-f", str(VALUES), "-f", str(added), "--take-ownership",
-             "--reset-then-reuse-values")  # fmt: skip
-    return int(json.loads(helm("status", RELEASE, "--namespace", SYSTEM, "-o", "json"))["version"])
+        out = helm("upgrade", "--install", RELEASE, str(CHART), "--namespace", SYSTEM,
+                   "-f", str(VALUES), "-f", str(added), "--take-ownership",
+                   "--reset-then-reuse-values", "--output", "json")  # fmt: skip
+    return int(json.loads(out)["version"])
 
 
-def _platform_secrets(kubectl: Kubectl) -> dict[str, Any]:
+def _platform_secrets() -> dict[str, Any]:
     """The Secret humanwork-platform-secrets the chart's platform mounts (a user makes it):
-    the dev overlay's, with its committed throwaway values, under the name the chart uses."""
-    built = _documents(kubectl("kustomize", str(OVERLAY)).stdout)
-    found = [d for d in built if d["kind"] == "Secret"
-             and d["metadata"]["name"].startswith("humanwork-platform-secrets-")]  # fmt: skip
+    the literals of the dev overlay's generator of that name (its committed throwaway
+    values), with its labels and annotations."""
+    spec = yaml.safe_load((DEV_OVERLAY / "kustomization.yaml").read_text())
+    found = [g for g in spec.get("secretGenerator") or []
+             if g["name"] == "humanwork-platform-secrets"]  # fmt: skip
     if len(found) != 1:
-        raise InClusterError(f"{OVERLAY}: no one generated Secret humanwork-platform-secrets")
-    found[0]["metadata"]["name"] = "humanwork-platform-secrets"
-    return found[0]
+        raise InClusterError(f"{DEV_OVERLAY}: no one generator of humanwork-platform-secrets")
+    options = found[0].get("options") or {}
+    meta = {
+        "name": "humanwork-platform-secrets",
+        "namespace": SYSTEM,
+        "labels": options.get("labels") or {},
+        "annotations": options.get("annotations") or {},
+    }
+    data = dict(literal.split("=", 1) for literal in found[0]["literals"])
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": "Opaque",
+            "stringData": data}  # fmt: skip
 
 
 def _serving_certificate(kubectl: Kubectl, helm: Helm) -> Path:
     """Make the release's Namespace and the platform's Service (as the chart renders them),
     then its certificate for the Service's names and cluster address (reissued only when
     that address or the CA changed)."""
-    wanted = {("Namespace", SYSTEM), ("Service", pki.PLATFORM_SERVICE)}
-    _apply(kubectl, [d for d in render(helm) if (d["kind"], d["metadata"]["name"]) in wanted])
+    there = kubectl("-n", SYSTEM, "get", "service", pki.PLATFORM_SERVICE, check=False)
+    if there.returncode != 0:
+        wanted = {("Namespace", SYSTEM), ("Service", pki.PLATFORM_SERVICE)}
+        _apply(kubectl, [d for d in render(helm) if (d["kind"], d["metadata"]["name"]) in wanted])
     ip = kubectl.json("-n", SYSTEM, "get", "service", pki.PLATFORM_SERVICE)["spec"]["clusterIP"]
     authority = pki.platform_authority(pki_dir(kubectl))
     found = kubectl("-n", SYSTEM, "get", "secret", pki.TLS_SECRET, "-o", "json", check=False)
@@ -306,7 +318,7 @@ def deploy(
     out) and the fakes, wait until they serve; idempotent."""
     helm = Helm.of(kubectl)
     ca_file = _serving_certificate(kubectl, helm)
-    _apply(kubectl, [_platform_secrets(kubectl), *_harness_policies(kubectl)])
+    _apply(kubectl, [_platform_secrets(), *_harness_policies(kubectl)])
     revision = _install(helm, operator_env or {})
     _apply(kubectl, fakes_manifests())
     for namespace, name in ((SYSTEM, "humanwork-operator"), (SYSTEM, "humanwork-platform-api"),
