@@ -73,7 +73,7 @@ cluster-status: venv
 
 # the demo agent as a container on the real node (root): the node's binaries and the images
 # first; UP_ARGS=--agent-mode=process runs everything as local processes instead
-up: venv cluster-binaries $(if $(findstring process,$(UP_ARGS)),,node-binaries images)
+up: venv cluster-binaries $(if $(findstring process,$(UP_ARGS)),,helm-binaries node-binaries images)
 	@$(VENV)/bin/humanwork-stack up $(UP_ARGS)
 
 demo: venv
@@ -172,5 +172,5 @@ node-status: venv
 
 # only the real-node tests (also part of `make test`), see tests/node/conftest.py
 .PHONY: test-node
-test-node: venv cluster-binaries node-binaries images
+test-node: venv cluster-binaries helm-binaries node-binaries images
 	$(PY) -m pytest tests/node $(PYTEST_ARGS)

@@ -1,6 +1,17 @@
 """The product in-cluster on the real node (humanwork_dev.node): the operator and the
-platform API as pods from `manifests/overlays/node` (the dev overlay pinned to the real
-node), and the fake Shopify and Amazon as a pod of their own in `humanwork-fakes`.
+platform API as pods, installed the way a platform team installs them, by `helm upgrade
+--install` of the chart charts/humanwork-operator (the release `humanwork` in
+humanwork-system) with the values humanwork_dev/node-values.yaml (the same objects as the
+kustomize overlay `manifests/overlays/node`, the dev overlay pinned to the real node; a test
+of tests/integration/test_helm_chart.py compares the two renderings), and the fake Shopify
+and Amazon as a pod of their own in `humanwork-fakes`. A second `deploy` with other
+operator settings is a `helm upgrade` of the same release.
+
+What the chart takes from its user the harness makes first: the namespace (with its Pod
+Security labels), the Secret humanwork-platform-secrets (the dev overlay's committed
+throwaway values) and the platform's serving certificate. The release takes over objects
+already there (`--take-ownership`: the Service made for its address, or what an older
+`kubectl apply -k` of the overlay left on a kept cluster).
 
 The fakes run in the platform image (it carries Python, Starlette and uvicorn, all they
 need); their source (humanwork_dev/fakes, which no image ships) is mounted from a
@@ -8,7 +19,7 @@ ConfigMap. Their credentials point at their Service, which the node overlay's pl
 allowlist names. From the host, the platform is reached through its Service's cluster
 address (kube-proxy's rules on the node answer it from the host too).
 
-The platform serves HTTPS only: before the overlay is applied, its Service is made (for
+The platform serves HTTPS only: before the release is installed, its Service is made (for
 its cluster address) and the harness's platform CA (humanwork_dev.pki, kept in
 `<state>/platform-pki`) issues the serving certificate into the Secret
 humanwork-platform-tls and publishes itself in the ConfigMap humanwork-platform-ca, which
@@ -23,8 +34,10 @@ container mode, humanwork_dev.stack).
 from __future__ import annotations
 
 import json
+import os
 import ssl
 import subprocess
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass
@@ -37,6 +50,12 @@ import yaml
 from humanwork_dev import cluster, node, pki
 
 OVERLAY = cluster.REPO / "manifests" / "overlays" / "node"
+DEV_OVERLAY = cluster.REPO / "manifests" / "overlays" / "dev"
+CHART = cluster.REPO / "charts" / "humanwork-operator"
+VALUES = cluster.REPO / "humanwork_dev" / "node-values.yaml"
+"""The chart's values for the real node: what OVERLAY sets, as values."""
+RELEASE = "humanwork"
+HELM_SCRIPT = cluster.REPO / "humanwork_dev" / "scripts" / "build-helm.sh"
 SYSTEM = "humanwork-system"
 FAKES = "humanwork-fakes"  # namespace, Deployment and Service
 SHOPIFY_PORT, AMAZON_PORT = 8091, 8092
@@ -87,6 +106,8 @@ class Deployed:
     credentials: dict[str, dict[str, str]]
     ca_file: Path
     """The platform CA's certificate: what a client verifies the platform's HTTPS with."""
+    revision: int = 0
+    """The Helm release's revision this deploy left (1 after the install, +1 per upgrade)."""
 
     def verify(self) -> ssl.SSLContext:
         """A client context that trusts the platform's CA (for `httpx`'s `verify`)."""
@@ -168,12 +189,84 @@ def _apply(kubectl: Kubectl, items: list[dict[str, Any]]) -> None:
     kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=json.dumps(manifest))
 
 
-def _serving_certificate(kubectl: Kubectl) -> Path:
-    """Make the platform's Service, then its certificate for the Service's names and
-    cluster address (reissued only when that address or the CA changed)."""
-    built = [d for d in _documents(kubectl("kustomize", str(OVERLAY)).stdout)
-             if d["kind"] in ("Namespace", "Service")]  # fmt: skip
-    _apply(kubectl, built)
+@dataclass
+class Helm:
+    """helm (humanwork_dev/scripts/build-helm.sh: built once per machine, found at once
+    after) on the cluster of one kubeconfig, its own state in a folder beside it."""
+
+    path: str
+    kubeconfig: str
+
+    @classmethod
+    def of(cls, kubectl: Kubectl) -> Helm:
+        built = subprocess.run(["bash", str(HELM_SCRIPT)], capture_output=True, text=True,
+                               check=False)  # fmt: skip
+        if built.returncode != 0:
+            raise InClusterError(f"no helm ({HELM_SCRIPT}): {built.stderr.strip()[-2000:]}")
+        return cls(str(Path(built.stdout.strip().splitlines()[-1]) / "helm"), kubectl.kubeconfig)
+
+    def __call__(self, *args: str) -> str:
+        home = Path(self.kubeconfig).parent / "helm"
+        env = {**os.environ, "KUBECONFIG": self.kubeconfig,
+               "HELM_CACHE_HOME": str(home / "cache"), "HELM_CONFIG_HOME": str(home / "config"),
+               "HELM_DATA_HOME": str(home / "data")}  # fmt: skip
+        done = subprocess.run([self.path, *args], env=env, capture_output=True, text=True,
+                              check=False, timeout=300)  # fmt: skip
+        if done.returncode != 0:
+            raise InClusterError(f"helm {' '.join(args[:2])} failed: {done.stderr.strip()}")
+        return done.stdout
+
+
+def render(helm: Helm) -> list[dict[str, Any]]:
+    """The chart with the node's values as `helm template` renders it, the release's
+    Namespace included (namespace.create: the install itself leaves it to the harness)."""
+    out = helm("template", RELEASE, str(CHART), "--namespace", SYSTEM, "-f", str(VALUES),
+               "--set", "namespace.create=true")  # fmt: skip
+    return _documents(out)
+
+
+def _install(helm: Helm, operator_env: dict[str, str]) -> int:
+    """`helm upgrade --install` of the release with VALUES; `operator_env` is added to the
+    operator's settings (`operator.env`), those an earlier deploy gave are kept
+    (--reset-then-reuse-values). Returns the release's revision."""
+    with tempfile.TemporaryDirectory() as folder:
+        added = Path(folder) / "operator-env.json"  # a values file: merged with VALUES' map
+        added.write_text(json.dumps({"operator": {"env": operator_env}}))
+        out = helm("upgrade", "--install", RELEASE, str(CHART), "--namespace", SYSTEM,
+                   "-f", str(VALUES), "-f", str(added), "--take-ownership",
+                   "--reset-then-reuse-values", "--output", "json")  # fmt: skip
+    return int(json.loads(out)["version"])
+
+
+def _platform_secrets() -> dict[str, Any]:
+    """The Secret humanwork-platform-secrets the chart's platform mounts (a user makes it):
+    the literals of the dev overlay's generator of that name (its committed throwaway
+    values), with its labels and annotations."""
+    spec = yaml.safe_load((DEV_OVERLAY / "kustomization.yaml").read_text())
+    found = [g for g in spec.get("secretGenerator") or []
+             if g["name"] == "humanwork-platform-secrets"]  # fmt: skip
+    if len(found) != 1:
+        raise InClusterError(f"{DEV_OVERLAY}: no one generator of humanwork-platform-secrets")
+    options = found[0].get("options") or {}
+    meta = {
+        "name": "humanwork-platform-secrets",
+        "namespace": SYSTEM,
+        "labels": options.get("labels") or {},
+        "annotations": options.get("annotations") or {},
+    }
+    data = dict(literal.split("=", 1) for literal in found[0]["literals"])
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": "Opaque",
+            "stringData": data}  # fmt: skip
+
+
+def _serving_certificate(kubectl: Kubectl, helm: Helm) -> Path:
+    """Make the release's Namespace and the platform's Service (as the chart renders them),
+    then its certificate for the Service's names and cluster address (reissued only when
+    that address or the CA changed)."""
+    there = kubectl("-n", SYSTEM, "get", "service", pki.PLATFORM_SERVICE, check=False)
+    if there.returncode != 0:
+        wanted = {("Namespace", SYSTEM), ("Service", pki.PLATFORM_SERVICE)}
+        _apply(kubectl, [d for d in render(helm) if (d["kind"], d["metadata"]["name"]) in wanted])
     ip = kubectl.json("-n", SYSTEM, "get", "service", pki.PLATFORM_SERVICE)["spec"]["clusterIP"]
     authority = pki.platform_authority(pki_dir(kubectl))
     found = kubectl("-n", SYSTEM, "get", "secret", pki.TLS_SECRET, "-o", "json", check=False)
@@ -220,14 +313,13 @@ def _harness_policies(kubectl: Kubectl) -> list[dict[str, Any]]:
 def deploy(
     kubectl: Kubectl, operator_env: dict[str, str] | None = None, timeout: float = 240.0
 ) -> Deployed:
-    """Apply the node overlay and the fakes (with `operator_env` set on the operator's
-    container), wait until they serve; idempotent."""
-    ca_file = _serving_certificate(kubectl)
-    _apply(kubectl, _harness_policies(kubectl))
-    kubectl("apply", "--server-side", "--force-conflicts", "-k", str(OVERLAY))
-    if operator_env:
-        pairs = [f"{k}={v}" for k, v in operator_env.items()]
-        kubectl("-n", SYSTEM, "set", "env", "deployment/humanwork-operator", *pairs)
+    """Install or upgrade the chart's release with the node's values (`operator_env` added
+    to the operator's settings: a changed one is a `helm upgrade` that rolls the operator
+    out) and the fakes, wait until they serve; idempotent."""
+    helm = Helm.of(kubectl)
+    ca_file = _serving_certificate(kubectl, helm)
+    _apply(kubectl, [_platform_secrets(), *_harness_policies(kubectl)])
+    revision = _install(helm, operator_env or {})
     _apply(kubectl, fakes_manifests())
     for namespace, name in ((SYSTEM, "humanwork-operator"), (SYSTEM, "humanwork-platform-api"),
                             (FAKES, FAKES)):  # fmt: skip
@@ -242,7 +334,7 @@ def deploy(
     platform_url = f"https://{service['spec']['clusterIP']}:8000"
     _wait_http(f"{platform_url}/healthz", timeout, ssl.create_default_context(cafile=str(ca_file)))
     credentials = _fakes_credentials(kubectl, timeout)
-    return Deployed(platform_url, _fakes_ip(kubectl), credentials, ca_file)
+    return Deployed(platform_url, _fakes_ip(kubectl), credentials, ca_file, revision)
 
 
 def _wait_old_pods_gone(kubectl: Kubectl, namespace: str, app: str, timeout: float) -> None:
@@ -302,7 +394,8 @@ def agent_scheduling() -> dict[str, Any]:
 
 
 def undeploy(kubectl: Kubectl) -> None:
-    """Remove the fakes and the product's Deployments (CRDs and policies stay)."""
+    """Remove the fakes and the product's Deployments (the release, CRDs and policies stay:
+    the next deploy's `helm upgrade` makes the Deployments again)."""
     kubectl("delete", "namespace", FAKES, "--ignore-not-found", "--wait=false", check=False)
     kubectl("-n", SYSTEM, "delete", "deployment", "humanwork-operator", "humanwork-platform-api",
             "--ignore-not-found", check=False)  # fmt: skip

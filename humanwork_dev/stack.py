@@ -11,7 +11,8 @@ real node (the default) or as a local process.
 
 `--agent-mode container` (the default; root, containerd: humanwork_dev.node) starts the
 real node and runs the product in-cluster as humanwork_dev.incluster deploys it
-(`manifests/overlays/node`: the operator and the platform API as pods, the fakes as a pod,
+(the Helm chart with humanwork_dev/node-values.yaml, the objects of
+`manifests/overlays/node`: the operator and the platform API as pods, the fakes as a pod,
 the demo agent a container on the real node, the dev overlay's committed admin password);
 the platform is forwarded to 127.0.0.1:8000. It is the default because it is how users
 run the product: images, NetworkPolicy, Pod Security and volumes all real.

@@ -2,10 +2,10 @@
 cgroup (v1 here: memory.usage_in_bytes and memory.stat's total_rss, of the container's
 cgroup and of its pod's), idle and after it planned the seed's example once.
 
-Runs the product in-cluster (humanwork_dev.incluster: the node overlay, the fakes) on the
-control plane of the real-node tests (`.cluster-node/`, started and given a real node
-when not running; root). It asserts nothing and leaves the control plane running
-(`HUMANWORK_CLUSTER_DIR=.cluster-node .venv/bin/humanwork-node down` and
+Runs the product in-cluster (humanwork_dev.incluster: the chart's release with the node's
+values, the fakes) on the control plane of the real-node tests (`.cluster-node/`, started
+and given a real node when not running; root). It asserts nothing and leaves the control
+plane running (`HUMANWORK_CLUSTER_DIR=.cluster-node .venv/bin/humanwork-node down` and
 `... humanwork-cluster down` stop it).
 
     .venv/bin/python bench/real_node/agent_memory.py [--settle 20]

@@ -7,6 +7,9 @@
   keeps its release in it, so it exists first) and the CRDs kept on uninstall;
   `tls.certManager.enabled=true` renders manifests/overlays/production-cert-manager the same
   way; `database.embedded.enabled=true` the dev overlay's SQLite claim and single replica;
+  humanwork_dev/node-values.yaml (the release the real-node tests install and upgrade, where
+  an approval then runs end to end: tests/node/test_in_cluster.py) renders
+  manifests/overlays/node;
 - the chart's CRDs are the ones the models generate (`make crds` writes both copies);
 - `helm install` then `helm upgrade` on the shared local cluster, in a namespace of the test's
   own, change what the values say, and leave the shared install's objects untouched.
@@ -17,6 +20,7 @@ control plane's build.
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import os
@@ -36,6 +40,7 @@ from tests.conftest import Cluster
 from tests.integration.conftest import REPO
 
 CHART = REPO / "charts" / "humanwork-operator"
+NODE_VALUES = REPO / "humanwork_dev" / "node-values.yaml"
 NAMESPACE = "humanwork-system"
 Doc = dict[str, Any]
 Key = tuple[str, str, str]
@@ -77,8 +82,12 @@ def sets(values: dict[str, str]) -> list[str]:
     return [arg for key, value in values.items() for arg in ("--set", f"{key}={value}")]
 
 
-def template(helm: Callable[..., str], values: dict[str, str] | None = None) -> list[Doc]:
-    out = helm("template", "humanwork", str(CHART), "--namespace", NAMESPACE, *sets(values or {}))
+def template(
+    helm: Callable[..., str], values: dict[str, str] | None = None, files: tuple[Path, ...] = ()
+) -> list[Doc]:
+    given = [arg for path in files for arg in ("-f", str(path))]
+    out = helm("template", "humanwork", str(CHART), "--namespace", NAMESPACE, *given,
+               *sets(values or {}))  # fmt: skip
     return [doc for doc in yaml.safe_load_all(out) if doc]
 
 
@@ -158,6 +167,48 @@ def test_cert_manager_renders_the_cert_manager_overlay(helm: Callable[..., str])
     overlay = kustomize("manifests/overlays/production-cert-manager")
     assert {"Certificate", "Issuer"} <= {doc["kind"] for doc in rendered}
     assert_same_objects(rendered, overlay)
+
+
+def in_merge_order(doc: Doc, renamed: dict[str, str]) -> Doc:
+    """`doc` with the generated Secrets' names in `renamed` replaced, and the lists an
+    overlay's patches merge into (a pod's volumes, a container's env and mounts) sorted."""
+    text = json.dumps(doc)
+    for generated, name in renamed.items():
+        text = text.replace(f'"{generated}"', f'"{name}"')
+    out: Doc = json.loads(text)
+    if out["kind"] == "Deployment":
+        pod = out["spec"]["template"]["spec"]
+        pod["volumes"] = sorted(pod["volumes"], key=lambda v: v["name"])
+        for container in pod["containers"]:
+            for field in ("env", "volumeMounts"):
+                container[field] = sorted(container[field], key=lambda v: v["name"])
+    return out
+
+
+def test_node_values_render_the_node_overlay(helm: Callable[..., str]) -> None:
+    """humanwork_dev/node-values.yaml, the release the real-node tests and `make up` install
+    (humanwork_dev.incluster), renders the objects of manifests/overlays/node with the same
+    content, apart from the documented differences, the order the overlay's patches merge
+    lists in (env, volumes), and the dev Secrets the overlay generates (hashed names): the
+    harness makes humanwork-platform-secrets from the overlay's, the chart renders the
+    database's with the same URL."""
+    rendered, overlay = template(helm, files=(NODE_VALUES,)), kustomize("manifests/overlays/node")
+    generated = {d["metadata"]["name"]: d for d in overlay if d["kind"] == "Secret"}
+    renamed = {name: name.rsplit("-", 1)[0] for name in generated}
+    assert sorted(renamed.values()) == ["humanwork-platform-database", "humanwork-platform-secrets"]
+    chart = by_key(rendered)
+    database = chart.pop(("Secret", NAMESPACE, "humanwork-platform-database"))
+    url = next(d["data"]["url"] for n, d in generated.items() if renamed[n].endswith("database"))
+    assert database["stringData"]["url"] == base64.b64decode(url).decode()
+    assert [k for k in chart if k[0] == "Secret"] == []
+    pods = [d for d in chart.values() if d["kind"] == "Deployment"]
+    assert [d["spec"]["template"]["spec"]["nodeSelector"] for d in pods] == [
+        {"humanwork.dev/node": "real"}
+    ] * 2  # not a rendering that matches by leaving the node overlay's patches out
+    assert_same_objects(
+        [in_merge_order(d, {}) for d in chart.values()],
+        [in_merge_order(d, renamed) for d in overlay if d["kind"] != "Secret"],
+    )
 
 
 def test_embedded_database_is_the_dev_overlays_sqlite_claim(helm: Callable[..., str]) -> None:

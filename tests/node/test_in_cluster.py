@@ -1,6 +1,11 @@
-"""The product in-cluster on the real node (issue 13, item 4): `manifests/overlays/node`
-(the dev overlay pinned to the real node) runs the operator and the platform API as pods
-from the images `make images` built; the fake Shopify and Amazon run as a pod of their own.
+"""The product in-cluster on the real node: `helm install` of the chart
+charts/humanwork-operator with humanwork_dev/node-values.yaml (the same objects as the
+kustomize overlay `manifests/overlays/node`, the dev overlay pinned to the real node)
+runs the operator and the platform API as pods from the images `make images` built; the
+fake Shopify and Amazon run as a pod of their own. The seed's example below is the approval
+end to end after `helm install`; a `helm upgrade` of the release (a changed operator
+setting, the previous token's grace) then rolls the operator out, and the approvals of the
+later tests run on the upgraded release.
 An org is made through the platform's Service (its cluster address, from the host), its
 AgentInstance by kubectl, and the agent runs as a container on the real node.
 
@@ -99,12 +104,42 @@ def state_of(task: dict[str, Any], step: str) -> str | None:
     return None
 
 
+GRACE_SETTING = "HUMANWORK_OPERATOR_PREVIOUS_TOKEN_GRACE_SECONDS"
+
+
 @pytest.fixture(scope="module")
 def product(cluster: Cluster, real_node: dict[str, Any]) -> Iterator[incluster.Deployed]:
+    """`helm install` (`upgrade --install`) of the release with the node's values."""
     kubectl = incluster.Kubectl(cluster.kubectl_path, cluster.kubeconfig)
-    env = {"HUMANWORK_OPERATOR_PREVIOUS_TOKEN_GRACE_SECONDS": str(GRACE_SECONDS)}
-    yield incluster.deploy(kubectl, operator_env=env)
+    yield incluster.deploy(kubectl)
     incluster.undeploy(kubectl)
+
+
+@pytest.fixture(scope="module")
+def upgraded(cluster: Cluster, product: incluster.Deployed, org: Org) -> incluster.Deployed:
+    """`helm upgrade` of the same release with one operator setting changed (the previous
+    token's grace, 60 s by default): returns once the operator's new pod is the only one."""
+    kubectl = incluster.Kubectl(cluster.kubectl_path, cluster.kubeconfig)
+    return incluster.deploy(kubectl, operator_env={GRACE_SETTING: str(GRACE_SECONDS)})
+
+
+def helm_release_of(cluster: Cluster, name: str) -> tuple[str | None, str | None]:
+    """Who manages the Deployment `name` of humanwork-system: its managed-by label and the
+    Helm release its annotation names."""
+    found = json.loads(cluster.kubectl("-n", "humanwork-system", "get", "deployment", name,
+                                       "-o", "json").stdout)["metadata"]  # fmt: skip
+    return (found.get("labels") or {}).get("app.kubernetes.io/managed-by"), (
+        found.get("annotations") or {}
+    ).get("meta.helm.sh/release-name")
+
+
+def operator_env(cluster: Cluster) -> dict[str, str]:
+    """The settings of the running operator pod's container (there is exactly one)."""
+    pods = [p for p in pods_of(cluster, "humanwork-system", "humanwork-operator")
+            if not p["metadata"].get("deletionTimestamp")]  # fmt: skip
+    assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
+    env = pods[0]["spec"]["containers"][0]["env"]
+    return {e["name"]: e.get("value", "") for e in env}
 
 
 @pytest.fixture(scope="module")
@@ -156,6 +191,11 @@ def inventory(product: incluster.Deployed) -> int:
 def test_the_seed_example_runs_end_to_end_with_everything_in_containers(
     cluster: Cluster, product: incluster.Deployed, org: Org
 ) -> None:
+    """The approval end to end after `helm install`: the operator and the platform are the
+    release's, on the real node."""
+    for name in ("humanwork-operator", "humanwork-platform-api"):
+        assert helm_release_of(cluster, name) == ("Helm", incluster.RELEASE), name
+    assert product.revision >= 1
     for namespace, name in (("humanwork-system", "humanwork-operator"),
                             ("humanwork-system", "humanwork-platform-api"),
                             (incluster.FAKES, incluster.FAKES)):  # fmt: skip
@@ -270,8 +310,14 @@ def whoami(product: incluster.Deployed, token: str) -> int:
 
 
 def test_a_token_rotation_and_a_new_configuration_reach_the_running_container(
-    cluster: Cluster, product: incluster.Deployed, org: Org
+    cluster: Cluster, product: incluster.Deployed, upgraded: incluster.Deployed, org: Org
 ) -> None:
+    """After `helm upgrade` of the release (the operator's previous-token grace shortened):
+    the new revision's operator runs alone with the setting, and rotates, plans and
+    executes an approved step with the agent the first one provisioned."""
+    assert upgraded.revision == product.revision + 1
+    assert operator_env(cluster).get(GRACE_SETTING) == str(GRACE_SECONDS)
+    assert helm_release_of(cluster, "humanwork-operator") == ("Helm", incluster.RELEASE)
     ns = org.namespace
     first = agent_pod(cluster, ns)["status"]["containerStatuses"][0]
     old = secret_token(cluster, ns)
