@@ -30,6 +30,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
+from sqlalchemy import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from humanwork_dev.postgres import PostgresServer
@@ -256,19 +257,25 @@ _SEEDED: dict[str, Any] = {}
 _SEED_DIR: list[Path] = []
 
 
+def _database(url: str) -> str:
+    """The database a URL names, whichever role connects (the owner or the app role)."""
+    parsed = make_url(url)
+    return f"{parsed.drivername}://{parsed.host}:{parsed.port}/{parsed.database}"
+
+
 def plant_seed(database_url: str, template: str) -> None:
     """Remember that the test's database was copied from `template` (a seed or not)."""
-    _SEEDED[database_url] = _SEEDS.get(template)
+    _SEEDED[_database(database_url)] = _SEEDS.get(template)
 
 
 def forget_seed(database_url: str) -> None:
-    _SEEDED.pop(database_url, None)
+    _SEEDED.pop(_database(database_url), None)
 
 
 def seed_of(database_url: str, settings: Settings) -> Any:
     """A copy of the seed value the test's database was copied from, or None. The seed's
     tokens and admin hold only under the settings the seed was made with."""
-    value = _SEEDED.get(database_url)
+    value = _SEEDED.get(_database(database_url))
     if value is None:
         return None
     secrets = (settings.jwt_secret, settings.admin_password)
@@ -314,5 +321,5 @@ async def sqlite_seed(target: Path, name: str, build: Callable[[Api], Awaitable[
     assert not source.with_name(f"{name}.db-wal").exists(), "the seed's WAL was not checkpointed"
     shutil.copyfile(source, target)
     url = f"sqlite+aiosqlite:///{target}"
-    _SEEDED[url] = _SEEDS[str(source)]
+    plant_seed(url, str(source))
     return url
