@@ -52,13 +52,35 @@ def refused(port: int) -> bool:
         return probe.connect_ex(("127.0.0.1", port)) != 0
 
 
+def _foreground_up(state: Path, offset: int = OFFSET) -> subprocess.Popen[str]:
+    """`make up` in the foreground, read until it says it is up and waits."""
+    foreground = subprocess.Popen(
+        [sys.executable, "-m", "humanwork_dev.stack", "up"],
+        env=stack_env(state, offset),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert foreground.stderr is not None
+    lines: list[str] = []
+    for line in foreground.stderr:
+        lines.append(line)
+        if line.startswith("running;"):
+            break
+    text = "".join(lines)
+    assert "humanwork is up" in text, text[-3000:]
+    assert f"http://127.0.0.1:{8000 + offset}/workspace/tasks" in text
+    assert "login expert / " in text
+    return foreground
+
+
 def test_up_demo_and_down(tmp_path: Path) -> None:
+    """One start of the whole stack, in the foreground as `make up` runs it: the demo on
+    it, a second `up --detach` that reuses what runs and returns at once, and `make down`
+    from another terminal, which the waiting foreground `up` notices and ends on."""
     state = tmp_path / "stack"
+    foreground = _foreground_up(state)
     try:
-        up = stack(state, "up", "--detach")
-        assert up.returncode == 0, up.stderr[-3000:]
-        assert f"http://127.0.0.1:{8000 + OFFSET}/workspace/tasks" in up.stderr
-        assert "login expert / " in up.stderr
         components = json.loads(stack(state, "status").stdout)["components"]
         assert components == {
             "operator": True,
@@ -98,10 +120,19 @@ def test_up_demo_and_down(tmp_path: Path) -> None:
         again = stack(state, "up", "--detach")  # idempotent: reuses what runs
         assert again.returncode == 0, again.stderr[-3000:]
         assert json.loads(stack(state, "status").stdout)["components"] == components
-    finally:
-        down = stack(state, "down")
+
+        down = stack(state, "down")  # from another terminal: the foreground `up` ends
         assert down.returncode == 0, down.stderr[-2000:]
+        assert foreground.stderr is not None
+        rest = foreground.stderr.read()
+        assert foreground.wait(timeout=30) == 0
+        assert "stopped from elsewhere" in rest, rest
+    finally:
+        if foreground.poll() is None:
+            foreground.kill()
+        stack(state, "down")
     assert not state.exists() or not (state / "components.json").exists()
+    assert refused(8000 + OFFSET) and refused(8081 + OFFSET)
 
 
 LISTEN = (
@@ -136,13 +167,13 @@ def test_a_start_that_fails_part_way_stops_what_it_began(tmp_path: Path) -> None
         assert refused(port), port
 
 
-def test_a_taken_port_fails_the_start_at_once_and_down_reaches_the_foreground(
+def test_a_taken_port_fails_the_start_at_once(
     tmp_path: Path,
 ) -> None:
     """The issue's report: the next `up` hit the ports of what a failed one left running;
-    `make down` from another terminal left the foreground `up` waiting; `make demo` too
-    early raised a traceback. A taken port fails the start before anything starts, not even
-    the control plane (a start that fails later: the test above)."""
+    `make demo` too early raised a traceback. A taken port fails the start before anything
+    starts, not even the control plane (a start that fails later: the test above; `make
+    down` from another terminal reaching the foreground `up`: test_up_demo_and_down)."""
     state, offset = tmp_path / "stack", OFFSET + 20
     agent_port = 8081 + offset
     blocker = socket.socket()
@@ -164,28 +195,3 @@ def test_a_taken_port_fails_the_start_at_once_and_down_reaches_the_foreground(
         assert "Traceback" not in demo.stderr
     finally:
         blocker.close()
-    foreground = subprocess.Popen(
-        [sys.executable, "-m", "humanwork_dev.stack", "up"],
-        env=stack_env(state, offset),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert foreground.stderr is not None
-        lines: list[str] = []
-        for line in foreground.stderr:
-            lines.append(line)
-            if line.startswith("running;"):
-                break
-        assert any("humanwork is up" in line for line in lines), "".join(lines)[-3000:]
-        down = stack(state, "down", offset=offset)
-        assert down.returncode == 0, down.stderr[-2000:]
-        rest = foreground.stderr.read()
-        assert foreground.wait(timeout=30) == 0
-        assert "stopped from elsewhere" in rest, rest
-    finally:
-        if foreground.poll() is None:
-            foreground.kill()
-            stack(state, "down", offset=offset)
-    assert refused(8000 + offset) and refused(agent_port)

@@ -1,6 +1,8 @@
 """Shared setup of the client tests: the database on either backend (PostgreSQL from the
-session's template, or a fresh SQLite file the app migrates at startup) and an org with
-its admin, an expert and two clients, beside another org with its own client."""
+session's template, or an SQLite file the app migrated at startup) and an org with its
+admin, an expert and two clients, beside another org with its own client. The world is
+made through the API once per session and backend into a seed each test copies
+(tests/platform/conftest.py)."""
 
 from __future__ import annotations
 
@@ -15,8 +17,17 @@ import pytest
 
 from humanwork_dev.postgres import PostgresServer
 from platform_api.auth import passwords
+from platform_api.settings import Settings
 from tests.fixtures.database import TEMPLATE
-from tests.platform.conftest import Api, Caller
+from tests.platform.conftest import (
+    Api,
+    Caller,
+    forget_seed,
+    plant_seed,
+    postgres_seed,
+    seed_of,
+    sqlite_seed,
+)
 
 
 async def backend_url(
@@ -28,13 +39,28 @@ async def backend_url(
     """The test's database URL on the backend `request.param` names (the session's
     PostgreSQL server runs either way)."""
     monkeypatch.setattr(passwords, "N", 2**12)
+    seeded = "world" in request.fixturenames
     if request.param == "sqlite":
-        yield f"sqlite+aiosqlite:///{tmp_path / 'platform.db'}"
+        if seeded:
+            url = await sqlite_seed(tmp_path / "platform.db", "world", make_world)
+        else:
+            url = f"sqlite+aiosqlite:///{tmp_path / 'platform.db'}"
+        yield url
+        forget_seed(url)
         return
     name = f"t_{uuid.uuid4().hex}"
-    url = await postgres.create_database(name, template=TEMPLATE)
+    template = await postgres_seed(postgres, "world", make_world) if seeded else TEMPLATE
+    url = await postgres.create_database(name, template=template)
+    plant_seed(url, template)
     yield url
+    forget_seed(url)
     await postgres.drop_database(name)
+
+
+async def seeded_world(api: Api, settings: Settings) -> World:
+    """The test's copy of the seeded world, or one made through the API."""
+    seeded = seed_of(settings.database_url, settings)
+    return seeded if isinstance(seeded, World) else await make_world(api)
 
 
 @dataclass

@@ -17,7 +17,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from humanwork_dev.postgres import PostgresServer
-from tests.platform.clients_support import World, backend_url, code, make_world, start
+from platform_api.settings import Settings
+from tests.platform.clients_support import World, backend_url, code, seeded_world, start
 from tests.platform.conftest import Api
 
 
@@ -33,11 +34,11 @@ async def database_url(
 
 
 @pytest.fixture
-async def world(api: Api, app: FastAPI) -> World:
+async def world(api: Api, app: FastAPI, settings: Settings) -> World:
     # no Kubernetes here: the dispatch of clients' messages (tests/platform/test_dispatch*)
     # would answer each of them "the agent did not answer"; these tests are the API's
     app.state.dispatcher.paused = True
-    return await make_world(api)
+    return await seeded_world(api, settings)
 
 
 async def _rows(database_url: str, query: str, **params: object) -> list[tuple[object, ...]]:

@@ -16,7 +16,7 @@ from fastapi import FastAPI
 
 from humanwork_dev.postgres import PostgresServer
 from platform_api.settings import Settings
-from tests.platform.clients_support import World, backend_url, code, make_world, start
+from tests.platform.clients_support import World, backend_url, code, seeded_world, start
 from tests.platform.conftest import Api, make_settings
 from tests.platform.stream_support import (
     WITHIN,
@@ -43,11 +43,11 @@ def settings(database_url: str) -> Settings:
 
 
 @pytest.fixture
-async def world(api: Api, app: FastAPI) -> World:
+async def world(api: Api, app: FastAPI, settings: Settings) -> World:
     # no Kubernetes here: the dispatch of clients' messages (tests/platform/test_dispatch*)
     # would answer each of them "the agent did not answer"; these tests are the API's
     app.state.dispatcher.paused = True
-    return await make_world(api)
+    return await seeded_world(api, settings)
 
 
 async def test_a_clients_stream_never_carries_a_note_and_ends_when_it_is_deactivated(
