@@ -408,22 +408,6 @@ def caller(target: Target) -> str:
     return target.caller
 
 
-def test_no_operation_answers_a_server_error(target: Target, caller: str, tmp_path: Path) -> None:
-    network.reset()
-    started = time.monotonic()
-    done = run_schemathesis(target, caller, tmp_path)
-    print(f"schemathesis as {caller}: {time.monotonic() - started:.0f} s")
-    (tmp_path / "schemathesis.txt").write_text(done.stdout + done.stderr)
-    if os.environ.get("FUZZ_KEEP"):
-        Path(os.environ["FUZZ_KEEP"], f"{caller}.txt").write_text(done.stdout + done.stderr)
-    summary = done.stdout[-6000:]
-    assert done.returncode == 0, summary + done.stderr[-2000:]
-    assert "operations" in done.stdout.lower() or "Tested" in done.stdout, summary
-    fuzzer_network = (tmp_path / "network.log").read_text().split("\n")
-    assert [line for line in fuzzer_network if line] == []
-    assert network.foreign() == [], "the platform's process left the machine"
-
-
 def selected(target: Target, caller: str) -> dict[str, Any]:
     """The document with only the operations `caller` fuzzes (see `selection`)."""
     refused = set(expert_refused(target))
@@ -485,3 +469,21 @@ def assert_the_expert_is_refused(target: Target) -> None:
             assert answer.json()["code"] in refusals[answer.status_code], answer.text
             seen.append(request.what)
     assert len(seen) == len(operations) > 10, seen
+
+
+# after the edge values of the same caller: an admin's fuzzing replaces the access map and
+# deactivates users, after which the edge values would meet only refusals
+def test_no_operation_answers_a_server_error(target: Target, caller: str, tmp_path: Path) -> None:
+    network.reset()
+    started = time.monotonic()
+    done = run_schemathesis(target, caller, tmp_path)
+    print(f"schemathesis as {caller}: {time.monotonic() - started:.0f} s")
+    (tmp_path / "schemathesis.txt").write_text(done.stdout + done.stderr)
+    if os.environ.get("FUZZ_KEEP"):
+        Path(os.environ["FUZZ_KEEP"], f"{caller}.txt").write_text(done.stdout + done.stderr)
+    summary = done.stdout[-6000:]
+    assert done.returncode == 0, summary + done.stderr[-2000:]
+    assert "operations" in done.stdout.lower() or "Tested" in done.stdout, summary
+    fuzzer_network = (tmp_path / "network.log").read_text().split("\n")
+    assert [line for line in fuzzer_network if line] == []
+    assert network.foreign() == [], "the platform's process left the machine"
