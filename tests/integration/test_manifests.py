@@ -265,6 +265,16 @@ def test_the_production_overlay_commits_no_secret_and_reads_the_documented_ones(
     operations = (REPO / "docs/operations.md").read_text()
     for name, key, _ in _secret_refs(platform).values():
         assert name in operations and key in operations, (name, key)
+    # the receipts' signing key: a Secret volume the platform container reads as files
+    pod = platform["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "receipt-key"]
+    assert volume["secret"]["secretName"] == "humanwork-receipt-key"
+    (mount,) = [m for m in container(platform, "platform-api")["volumeMounts"]
+                if m["name"] == "receipt-key"]  # fmt: skip
+    assert mount["readOnly"] is True
+    env = {e["name"]: e.get("value") for e in container(platform, "platform-api")["env"]}
+    assert env["HUMANWORK_RECEIPT_KEY_FILE"] == f"{mount['mountPath']}/key.pem"
+    assert "humanwork-receipt-key" in operations
 
 
 def test_the_production_overlay_is_highly_available(cluster: Cluster) -> None:
