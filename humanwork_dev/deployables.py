@@ -334,30 +334,28 @@ def openapi() -> dict[str, Any]:
     return document
 
 
-CAPABILITY = re.compile(r"Capability `([a-z_]+\.[a-z_]+)`(?: or `([a-z_]+\.[a-z_]+)`)?")
 AGENT_SCOPE = re.compile(r"Agent token with `([a-z_]+:[a-z_]+)`")
 METHODS = ("get", "post", "put", "patch", "delete")
 
 
 def credential(operation: dict[str, Any]) -> str:
-    """Who may call an operation, from its security scheme and its description."""
-    description = operation.get("description") or ""
+    """Who may call an operation, from its `x-capability` (platform_api/openapi.py) and,
+    for an agent token's scope, its description."""
+    from platform_api.openapi import AGENT_SIGNATURE, AGENT_TOKEN, EXTENSION, PLATFORM_ADMIN
+
+    opens: list[str] = operation.get(EXTENSION) or []
     schemes = {name for entry in operation.get("security") or [] for name in entry}
-    if "AgentToken" in schemes:
-        scope = AGENT_SCOPE.search(description)
+    roles = [c for c in opens if c not in (PLATFORM_ADMIN, AGENT_TOKEN, AGENT_SIGNATURE)]
+    if AGENT_TOKEN in opens or "AgentToken" in schemes:
+        scope = AGENT_SCOPE.search(operation.get("description") or "")
         return f"agent token, scope `{scope.group(1)}`" if scope else "agent token"
-    if "HTTPBearer" in schemes:
-        if description.startswith("Platform administrators only"):
-            return "user token, platform administrator"
-        capability = CAPABILITY.search(description)
-        if capability and capability.group(2):
-            return f"user token, capability `{capability.group(1)}` or `{capability.group(2)}`"
-        if capability:
-            return f"user token, capability `{capability.group(1)}`"
-        return "user token, any user"
-    if "HMAC" in description or "signature" in description.lower():
+    if AGENT_SIGNATURE in opens:
         return "HMAC signature of the agent"
-    return "none"
+    if roles:
+        return "user token, capability " + " or ".join(f"`{c}`" for c in roles)
+    if PLATFORM_ADMIN in opens:
+        return "user token, platform administrator"
+    return "user token, any user" if "HTTPBearer" in schemes else "none"
 
 
 def endpoints_table(document: dict[str, Any]) -> str:
