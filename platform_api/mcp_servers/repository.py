@@ -22,6 +22,12 @@ class McpServerRepository:
         )
         return list(result.scalars())
 
+    async def all_with_auth(self) -> list[McpServer]:
+        result = await self.session.execute(
+            select(McpServer).where(McpServer.auth_key_id.is_not(None)).with_for_update()
+        )
+        return list(result.scalars())
+
     async def get(self, org_id: uuid.UUID, name: str) -> McpServer | None:
         result = await self.session.execute(
             select(McpServer).where(McpServer.org_id == org_id, McpServer.name == name)

@@ -225,3 +225,29 @@ async def _audit(
         org_id=scope.org_id,
         details={"server": server.name, **details},
     )
+
+
+async def reencrypt_all(session: AsyncSession, cipher: CredentialCipher) -> int:
+    """Re-encrypt every MCP server's auth under the active key (`rotate-credentials`);
+    how many changed."""
+    changed = 0
+    for server in await McpServerRepository(session).all_with_auth():
+        if server.auth_key_id == cipher.active:
+            continue
+        old_key = server.auth_key_id
+        sealed = cipher.seal(
+            server.org_id, sealed_as(server.name), (authorization(cipher, server) or "").encode()
+        )
+        server.auth_key_id, server.auth_nonce = sealed.key_id, sealed.nonce
+        server.auth_ciphertext = sealed.ciphertext
+        await record(
+            session,
+            actor="system",
+            action="mcp_server.reencrypted",
+            target=f"mcp_server:{server.name}",
+            org_id=server.org_id,
+            details={"from_key_id": old_key, "to_key_id": sealed.key_id},
+        )
+        changed += 1
+    await session.flush()
+    return changed
