@@ -15,8 +15,9 @@ class McpServerExists(PlatformError):
 
 
 class McpServerUnreachable(UpstreamError):
-    """The server could not be reached or did not answer MCP (registration, refresh or the
-    definition check before a call); nothing was stored or run."""
+    """The server could not be reached or did not answer MCP (refresh, or the definition
+    check before a call; at registration answered 422: the given URL or token does not
+    serve MCP); nothing was stored or run."""
 
     code = "mcp_server_unreachable"
     status_code = 502

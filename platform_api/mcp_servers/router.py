@@ -35,7 +35,8 @@ UNREACHABLE = {502: ("mcp_server_unreachable", "the MCP server failed (ConnectEr
     "`HUMANWORK_UPSTREAM_ALLOWED_ENDPOINTS` allows it: otherwise 422 "
     "`integration_endpoint_refused` (details `field` `url`, `reason`) and no packet is "
     "sent to it. The platform then lists the server's tools (`tools/list`, with the bearer "
-    "token): 502 `mcp_server_unreachable` when it cannot, and nothing is stored. The token "
+    "token): 422 `mcp_server_unreachable` when it cannot (the URL or the token given does not "
+    "serve MCP), and nothing is stored. The token "
     "is encrypted like integration credentials and never returned. Every tool starts at "
     "risk `high`; the server's annotations are shown and never lower it. 409 "
     "`mcp_server_exists` for a name the org already uses.",
@@ -45,12 +46,10 @@ UNREACHABLE = {502: ("mcp_server_unreachable", "the MCP server failed (ConnectEr
         404,
         409,
         422,
-        502,
         503,
         codes={
             409: ("mcp_server_exists", "the org already has an MCP server 'billing'"),
             422: ("integration_endpoint_refused", "the endpoint is not allowed"),
-            **UNREACHABLE,
         },
     ),
 )

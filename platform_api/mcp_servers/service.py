@@ -14,7 +14,7 @@ from platform_api.audit.service import record
 from platform_api.errors import NotFound, Unavailable
 from platform_api.integrations.crypto import CredentialCipher, Sealed
 from platform_api.mcp_servers import client, definitions
-from platform_api.mcp_servers.errors import McpServerExists
+from platform_api.mcp_servers.errors import McpServerExists, McpServerUnreachable
 from platform_api.mcp_servers.repository import McpServerRepository
 from platform_api.mcp_servers.schemas import (
     TOOL_NAME_PATTERN,
@@ -106,7 +106,9 @@ async def register(
     scope: OrgScope,
     body: McpServerIn,
 ) -> McpServerRead:
-    """Check the URL (`EgressRefused` 422), discover the tools, seal the auth, store."""
+    """Check the URL (`EgressRefused` 422), discover the tools (`McpServerUnreachable`,
+    answered 422 here: the request's URL or token does not serve MCP), seal the auth,
+    store."""
     repo = McpServerRepository(session)
     if await repo.get(scope.org_id, body.name) is not None:
         raise McpServerExists(f"the org already has an MCP server {body.name!r}")
@@ -122,7 +124,11 @@ async def register(
         sealed = cipher.seal(scope.org_id, sealed_as(body.name), auth.encode())
         server.auth_key_id, server.auth_nonce = sealed.key_id, sealed.nonce
         server.auth_ciphertext = sealed.ciphertext
-    tools = await discover(url, auth, egress, {})
+    try:
+        tools = await discover(url, auth, egress, {})
+    except McpServerUnreachable as exc:
+        exc.status_code = 422  # the request's own URL (or token) does not serve MCP
+        raise
     server.created_by = scope.principal.username
     server.refreshed_at = utcnow()
     await repo.save(server)

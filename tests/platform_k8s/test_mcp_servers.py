@@ -104,7 +104,7 @@ async def test_registration_is_refused_outside_the_egress_rules_and_keeps_its_to
         assert r.json()["details"] == {"field": "url", "reason": reason}
     # a wrong token: the server refuses the listing, nothing is stored
     r = await register(client, orgs, fake, bearerToken="not-the-token")
-    assert r.status_code == 502 and r.json()["code"] == "mcp_server_unreachable", r.text
+    assert r.status_code == 422 and r.json()["code"] == "mcp_server_unreachable", r.text
     listed = await client.get(f"/orgs/{orgs.org_a}/mcp-servers", headers=orgs.admin_a.headers)
     assert listed.status_code == 200 and listed.json() == []
 
