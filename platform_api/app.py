@@ -51,6 +51,7 @@ from platform_api.integrations.router import router as integrations_router
 from platform_api.knowledge.router import router as knowledge_router
 from platform_api.kube.client import KubeClient
 from platform_api.kube.namespaces import KubeOrgNamespaces
+from platform_api.mcp_servers.proxy import McpProxy
 from platform_api.mcp_servers.router import router as mcp_servers_router
 from platform_api.metrics import PlatformMetrics, RequestMetrics
 from platform_api.notify.delivery import Deliverer
@@ -237,6 +238,9 @@ def _platform(
     pusher.platform = platform
     platform.org_corrections = corrections_service.chat_payload
     platform.require_confirmations = confirmations_service.require_quietly
+    platform.org_mcp = McpProxy(
+        platform.tools, egress, settings.upstream_timeout_seconds
+    ).call_step_tool
     return platform
 
 

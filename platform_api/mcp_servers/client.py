@@ -22,6 +22,7 @@ from typing import Any
 from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 
+from platform_api.errors import PlatformError
 from platform_api.mcp_servers import definitions
 from platform_api.mcp_servers.errors import (
     McpServerUnreachable,
@@ -190,6 +191,11 @@ async def connect(
     except BaseExceptionGroup as group:
         sent = opened is not None and opened.sent
         raise _first_platform_error(group, OUTCOME_UNKNOWN if sent else OUTCOME_NOT_SENT) from None
+    except PlatformError:
+        raise
+    except Exception as exc:  # the transport's own (a URL httpx will not send, ...)
+        sent = opened is not None and opened.sent
+        raise unreachable(exc, OUTCOME_UNKNOWN if sent else OUTCOME_NOT_SENT) from None
 
 
 def _first_platform_error(group: BaseExceptionGroup[Any], outcome: str) -> Exception:

@@ -65,6 +65,13 @@ class McpProxy:
     egress: Egress
     timeout: float
 
+    async def call_step_tool(self, agent: Agent, step_tool: str, body: ToolCallIn) -> ToolCallOut:
+        """`call` for `POST /v1/agent-api/tools/mcp_<server>` (`action`: the server's tool)."""
+        server = definitions.server_of_step_tool(step_tool)
+        if server is None:
+            raise upstreams.UnknownTool(f"no such tool {step_tool[:100]!r}")
+        return await self.call(agent, server, body.action, body)
+
     async def call(self, agent: Agent, server: str, tool: str, body: ToolCallIn) -> ToolCallOut:
         """Run one call of `server`'s `tool` for `agent`, as the module docstring says."""
         step_tool = definitions.step_tool(server)

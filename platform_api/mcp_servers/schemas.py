@@ -3,10 +3,11 @@ the server's auth)."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from humanwork_core.risk import Risk
 from platform_api.mcp_servers.definitions import SERVER_NAME_PATTERN
@@ -38,6 +39,13 @@ class McpServerIn(BaseModel):
         max_length=4096,
         description="Sent as `Authorization: Bearer <token>`; encrypted, never returned.",
     )
+
+    @field_validator("bearerToken")
+    @classmethod
+    def _visible_ascii(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not re.fullmatch(r"[\x21-\x7e]+", value.get_secret_value()):
+            raise ValueError("a bearer token is visible ASCII characters only")
+        return value
 
 
 class RiskPut(BaseModel):

@@ -76,6 +76,11 @@ async def pinned(app: FastAPI, agent: dict[str, str]) -> str:
     return pin
 
 
+def call_body(task: str) -> dict[str, Any]:
+    """The native endpoint's body for the refund step of `task`."""
+    return {"action": "refund_order", "params": REFUND, "task": task, "step": "refund"}
+
+
 def plan(definition: str, risk: str = "high", **extra: Any) -> dict[str, Any]:
     step = {
         "id": "refund",
@@ -203,6 +208,14 @@ async def test_an_approved_call_runs_once_with_a_receipt_and_nothing_runs_unappr
         assert done.isError is False, done
         again = await session.call_tool(TOOL, REFUND, meta=meta)
         assert again.isError is False and outcome(again)["replayed"] is True
+    # the agent image's path (the native endpoint, tool `mcp_billing`): the same ledger row
+    rest = await client.post(
+        "/v1/agent-api/tools/mcp_billing",
+        json={**call_body(name), "idempotencyKey": "another-key"},
+        headers=agent,
+    )
+    assert rest.status_code == 200, rest.text
+    assert rest.json()["replayed"] is True and rest.json()["receipt"] == outcome(done)["receipt"]
     assert fake.calls() == [{"name": "refund_order", "arguments": REFUND}]
     result = outcome(done)
     assert result["result"]["structured"] == {"refunded": "A-17", "amount": 2500}
@@ -273,10 +286,14 @@ async def test_a_changed_definition_refuses_the_old_approval_and_reaches_nothing
         # refused again, not replayed as done: the claim was released, nothing was sent
         twice = await session.call_tool(TOOL, REFUND, meta=meta)
         assert outcome(twice)["code"] == "tool_definition_changed"
+    # the native endpoint answers the same refusal as JSON
+    name = task["id"].split("/")[1]
+    rest = await client.post("/v1/agent-api/tools/mcp_billing", json=call_body(name), headers=agent)
+    assert rest.status_code == 409 and rest.json()["code"] == "tool_definition_changed"
     assert fake.calls() == []
     audit = await client.get("/audit", params={"action": "tool.called"}, headers=admin)
     errors = [e["details"]["error"] for e in audit.json()["items"]]
-    assert errors.count("tool_definition_changed") == 2
+    assert errors.count("tool_definition_changed") == 3
 
     # the admin refreshes: the new definition gets its hash and is unmarked again (high)
     refreshed = await client.post(f"{path}/refresh", headers=admin)
