@@ -51,6 +51,8 @@ from platform_api.integrations.router import router as integrations_router
 from platform_api.knowledge.router import router as knowledge_router
 from platform_api.kube.client import KubeClient
 from platform_api.kube.namespaces import KubeOrgNamespaces
+from platform_api.mcp_servers.proxy import McpProxy
+from platform_api.mcp_servers.router import router as mcp_servers_router
 from platform_api.metrics import PlatformMetrics, RequestMetrics
 from platform_api.notify.delivery import Deliverer
 from platform_api.notify.router import events_router as notify_events_router
@@ -103,6 +105,7 @@ TAGS = [
     {"name": "review queue", "description": "Every decision waiting on a human."},
     {"name": "tool permissions", "description": "Which tools an org's agents may use."},
     {"name": "integrations", "description": "Encrypted third-party credentials."},
+    {"name": "mcp servers", "description": "An org's own MCP servers and their tools."},
     {"name": "audit", "description": "The hash-chained audit log."},
     {"name": "access map", "description": "Which role holds which capability."},
     {"name": "conversations", "description": "Conversations and messages of an org."},
@@ -148,6 +151,7 @@ ROUTERS = (
     tools_router,
     receipts_router,
     integrations_router,
+    mcp_servers_router,
     audit_router,
     tasks_router,
     task_cancel_router,
@@ -234,6 +238,9 @@ def _platform(
     pusher.platform = platform
     platform.org_corrections = corrections_service.chat_payload
     platform.require_confirmations = confirmations_service.require_quietly
+    platform.org_mcp = McpProxy(
+        platform.tools, egress, settings.upstream_timeout_seconds
+    ).call_step_tool
     return platform
 
 

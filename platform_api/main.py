@@ -28,6 +28,7 @@ async def _rotate(settings: Settings) -> int:
     from platform_api.db import make_engine, make_sessionmaker
     from platform_api.integrations.crypto import CredentialCipher
     from platform_api.integrations.service import reencrypt_all
+    from platform_api.mcp_servers import service as mcp_servers
 
     cipher = CredentialCipher.from_settings(settings)
     if cipher is None:
@@ -35,7 +36,9 @@ async def _rotate(settings: Settings) -> int:
     engine = make_engine(settings.database_url)
     try:
         async with make_sessionmaker(engine)() as session, session.begin():
-            return await reencrypt_all(session, cipher)
+            return await reencrypt_all(session, cipher) + await mcp_servers.reencrypt_all(
+                session, cipher
+            )
     finally:
         await engine.dispose()
 

@@ -211,6 +211,43 @@ class IntegrationCredential(Base):
     updated_by: Mapped[str] = mapped_column(String(100))
 
 
+class McpServer(Base):
+    """An org's remote MCP server (`platform_api.mcp_servers`): its URL and its auth
+    (`Authorization` value) AES-256-GCM encrypted like integration credentials, bound to
+    `mcp:<name>`; never returned. Its tools are `McpTool` rows."""
+
+    __tablename__ = "mcp_servers"
+    __table_args__ = (UniqueConstraint("org_id", "name"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    org_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(30))
+    url: Mapped[str] = mapped_column(String(2048))
+    auth_key_id: Mapped[str | None] = mapped_column(String(50))
+    auth_nonce: Mapped[bytes | None] = mapped_column(LargeBinary)
+    auth_ciphertext: Mapped[bytes | None] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(100))
+    refreshed_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class McpTool(Base):
+    """One tool an org's MCP server listed: its definition as discovered (name,
+    description, input schema) and that definition's hash, the server's annotations (shown,
+    never trusted) and the risk the org's admin set (null: `high`)."""
+
+    __tablename__ = "mcp_tools"
+
+    server_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("mcp_servers.id", ondelete="CASCADE"), primary_key=True
+    )
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    definition: Mapped[dict[str, Any]] = mapped_column(JSON)
+    definition_hash: Mapped[str] = mapped_column(String(80))
+    annotations: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    risk: Mapped[str | None] = mapped_column(String(16))
+
+
 class ArchivedTask(Base):
     """A finished AgenticTask (spec and final status) kept after the operator removes the
     resource: the long-term record of what was planned, decided and executed."""

@@ -27,7 +27,9 @@ from platform_api.settings import Settings
 from platform_api.tools.upstreams.egress import Egress
 
 if TYPE_CHECKING:
+    from platform_api.agent_api.identity import Agent
     from platform_api.agent_api.proxy import ToolProxy
+    from platform_api.agent_api.schemas import ToolCallIn, ToolCallOut
     from platform_api.tasks.decisions import DecisionService
 
 
@@ -37,6 +39,10 @@ CorrectionsOf = Callable[[AsyncSession, uuid.UUID], Awaitable[list[dict[str, Any
 ConfirmationsOf = Callable[[AsyncSession, KubeClient, uuid.UUID, str, str], Awaitable[bool]]
 """Records the client confirmations a task needs (session, kube, org id, namespace, task
 name) -> written; `confirmations.service.require_quietly`, wired by the app."""
+
+OrgToolCall = Callable[["Agent", str, "ToolCallIn"], Awaitable["ToolCallOut"]]
+"""Runs an agent's call of a tool of one of its org's MCP servers (agent, step tool
+`mcp_<server>`, body) -> result; `mcp_servers.proxy.McpProxy.call_step_tool`."""
 
 
 @dataclass
@@ -76,6 +82,9 @@ class Platform:
     org_corrections: CorrectionsOf | None = None
     """The org's newest corrections as a command carries them (`corrections.service.
     chat_payload`, wired by the app): a plan command carries them too."""
+    org_mcp: OrgToolCall | None = None
+    """Calls of the org's own MCP servers' tools through `POST /v1/agent-api/tools/mcp_<server>`
+    (`mcp_servers.proxy.McpProxy.call_step_tool`, wired by the app)."""
     require_confirmations: ConfirmationsOf | None = None
     """Called once the platform bound a task's requester: records which of its steps the
     initiating client must confirm (`confirmations.service.require_quietly`)."""

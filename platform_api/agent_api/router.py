@@ -115,6 +115,9 @@ TOOL_CODES = {
     503: ("kubernetes_unavailable", "no Kubernetes API is configured"),
 }
 
+ORG_MCP_PREFIX = "mcp_"
+"""The prefix of the step tools of an org's own MCP servers."""
+
 
 @router.post(
     "/tools/{tool}",
@@ -127,7 +130,9 @@ TOOL_CODES = {
     "a repeated key returns the first result (`replayed: true`) without calling the "
     "upstream again; the same key with another request answers 422 "
     "`idempotency_conflict`. The org's credentials are decrypted here and never returned; "
-    "every call is audited as `tool.called`.",
+    "every call is audited as `tool.called`. A tool `mcp_<server>` is one of the org's own "
+    "MCP servers' (`action`: the server's tool): it runs only as an approved step pinning "
+    "the tool's definition (docs/api.md, \"An org's MCP servers\").",
     responses=error_responses(401, 403, 404, 409, 422, 502, 503, codes=TOOL_CODES),
 )
 async def call_tool(
@@ -149,7 +154,10 @@ async def call_tool(
     }
     parent = tracing.context_from_headers(request.headers)
     with tracing.span("humanwork.tool_proxy", attributes, parent=parent, kind="server"):
-        out = await platform.tools.call(agent, tool, body)
+        if tool.startswith(ORG_MCP_PREFIX) and platform.org_mcp is not None:
+            out = await platform.org_mcp(agent, tool, body)
+        else:
+            out = await platform.tools.call(agent, tool, body)
     if out.replayed:
         response.headers["Idempotent-Replayed"] = "true"
     return out

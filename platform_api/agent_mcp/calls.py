@@ -12,6 +12,9 @@ runs nothing twice). Without an approval that matches, the answer is a tool resu
 `no_step`, `not_approved`, `tool_call_mismatch`), with the step to file as an AgenticTask
 and how to call again; nothing reaches the upstream. Any other refusal or failure answers
 `isError` with the native endpoint's `{code, message, details}`.
+
+A tool of one of the org's own MCP servers (`mcp_<server>_<tool>`) is run by
+`mcp_calls` through `mcp_servers.proxy.McpProxy`: always as an approved step.
 """
 
 from __future__ import annotations
@@ -28,8 +31,11 @@ from humanwork_core import catalog
 from platform_api.agent_api.identity import Agent
 from platform_api.agent_api.proxy import ToolProxy
 from platform_api.agent_api.schemas import ToolCallIn
+from platform_api.agent_mcp import mcp_calls
 from platform_api.agent_mcp.view import KEY, STEP, TASK, resolve
 from platform_api.errors import PlatformError, StepNotApproved
+from platform_api.mcp_servers import definitions
+from platform_api.mcp_servers.proxy import McpProxy
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +96,13 @@ async def run(
     name: str,
     arguments: dict[str, Any],
     meta: Mapping[str, Any],
+    mcp: McpProxy | None = None,
 ) -> types.CallToolResult:
     """Run one `tools/call` as the module docstring says."""
     action = resolve(name)
+    org_tool = definitions.parse_view_name(name)
+    if action is None and org_tool is not None and mcp is not None:
+        return await mcp_calls.run(mcp, agent, org_tool, arguments, meta)
     if action is None:
         return failure("unknown_tool", f"no such tool {name[:100]!r}; tools/list lists them")
     try:

@@ -26,6 +26,7 @@ from platform_api.agent_api.auth import CurrentAgent
 from platform_api.agent_api.identity import Agent
 from platform_api.agent_mcp import calls, view
 from platform_api.errors import error_responses
+from platform_api.mcp_servers.proxy import McpProxy
 from platform_api.state import Platform, PlatformDep
 
 router = APIRouter(prefix="/v1/agent-api", tags=["agent api"])
@@ -47,7 +48,12 @@ def build_server(agent: Agent, platform: Platform) -> Server[Any, Any]:
         meta = request.params.meta
         extra: dict[str, Any] = dict(meta.model_extra or {}) if meta is not None else {}
         result = await calls.run(
-            platform.tools, agent, request.params.name, dict(request.params.arguments or {}), extra
+            platform.tools,
+            agent,
+            request.params.name,
+            dict(request.params.arguments or {}),
+            extra,
+            McpProxy(platform.tools, platform.egress, platform.settings.upstream_timeout_seconds),
         )
         return types.ServerResult(result)
 

@@ -10,6 +10,9 @@ only as an approved step (`humanwork.io/sideEffect`, `humanwork.io/approvalRequi
 the catalog's tool and action. The annotations mirror the catalog (`readOnlyHint` for a
 read, `idempotentHint` where running it twice equals once); they inform a client, they
 decide nothing here.
+
+After them come the tools of the org's own MCP servers the AgentInstance lists
+(`mcp_servers.catalog`: `mcp_<server>_<tool>`, each with the definition hash a step pins).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from humanwork_core import catalog
 from platform_api.agent_api.identity import Agent
 from platform_api.agent_api.proxy import TOOLS_SCOPE
+from platform_api.mcp_servers import catalog as mcp_catalog
 from platform_api.models import Org
 from platform_api.tools import config as tool_config
 from platform_api.tools import upstreams
@@ -111,5 +115,7 @@ async def permitted_tools(
 
 
 async def tools_for(sessions: async_sessionmaker[AsyncSession], agent: Agent) -> list[types.Tool]:
-    """`tools/list` for `agent`."""
-    return [describe(a) for a in visible(agent, await permitted_tools(sessions, agent.org_id))]
+    """`tools/list` for `agent`: the catalog's actions, then the org's own MCP servers'
+    tools (`mcp_servers.catalog`)."""
+    native = [describe(a) for a in visible(agent, await permitted_tools(sessions, agent.org_id))]
+    return native + await mcp_catalog.tools_for(sessions, agent)

@@ -52,6 +52,8 @@ TABLES = {
     "plan_bindings",  # who asked an agent, bound before it is asked
     "conversation_participants",
     "message_dispatches",
+    "mcp_servers",  # an org's MCP servers (0017)
+    "mcp_tools",
     "alembic_version",
 }
 
