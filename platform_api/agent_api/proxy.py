@@ -139,6 +139,9 @@ class Performed:
     elapsed_ms: float
     answered: list[int] = field(default_factory=list)
     """The HTTP status of each answer the upstream gave, in order (none: not reached)."""
+    answer_status: int | None = None
+    """The status of the answer the result or error reflects: the call's last answer, or
+    the read-back's when it settled the call (None: no answer, no receipt)."""
 
 
 @dataclass
@@ -205,7 +208,7 @@ class ToolProxy:
     ) -> dict[str, Any] | None:
         """The signed receipt of a call the upstream answered, an error answer included
         (None without a signer, or for a call no answer came to)."""
-        if self.receipts is None or not done.answered:
+        if self.receipts is None or done.answer_status is None:
             return None
         task, step = call.task, body.step if call.task is not None else None
         approvals: list[receipts.Signoff] = []
@@ -230,7 +233,7 @@ class ToolProxy:
                     task_policy, call.policy.get("org"), call.policy.get("clientConfirmRisks")
                 ),
                 answer=done.result if done.error is None else done.error.body(),
-                answer_status=done.answered[-1],
+                answer_status=done.answer_status,
                 at=datetime.now(UTC),
             )
         )
@@ -395,6 +398,7 @@ class ToolProxy:
         except PlatformError as exc:
             done.error = exc
         done.upstream_error = done.error
+        done.answer_status = done.answered[-1] if done.answered else None
         if settles and settle(done.error, call.spec.side_effect) == "unknown":
             confirmed = await readback.confirm_applied(
                 call.adapter, body.action, call.params, credentials, self.http
@@ -402,6 +406,7 @@ class ToolProxy:
             done.read_back = "confirmed" if confirmed is not None else "inconclusive"
             if confirmed is not None:
                 done.result, done.error = upstreams.sanitise(confirmed, done.secrets), None
+                done.answer_status = done.answered[-1]
 
     async def _credentials(self, org_id: uuid.UUID, integration_type: str) -> dict[str, Any]:
         if self.cipher is None:
