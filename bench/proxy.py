@@ -16,12 +16,16 @@ signing off and once on (the platform restarted in place, with or without
   credentials decrypted, the audit row, the receipt when signing is on);
 - mcp: `POST /v1/agent-api/mcp`, a stateless `tools/call` of `shopify_getInventoryLevels`.
 
-Prints, per phase, calls per second, p50 and p95 of one call, errors and the load average;
-then the ratios: each path's rate over the direct rate of the same signing mode, and
-signing on over off. A read is signed like a write (every answered call gets a receipt).
+Prints, per phase, calls per second, p50 and p95 of one call, errors, the platform
+process's CPU per call (what the proxy itself costs, less sensitive to the machine's other
+load than the rate) and the load average; then the ratios: each path's rate over the direct
+rate of the same signing mode, and signing on over off (rate and CPU per call). With
+`--rounds N` the two modes alternate N times (off, on, off, on, ...), the figures summed
+over the rounds, so that a drift of the machine's load does not fall on one mode. A read
+is signed like a write (every answered call gets a receipt).
 Prints and asserts nothing else; nothing of it runs in the test suite:
 
-    nice -n 10 .venv/bin/python bench/proxy.py [--seconds 20] [--clients 8]
+    nice -n 10 .venv/bin/python bench/proxy.py [--seconds 20] [--clients 8] [--rounds 1]
 """
 
 from __future__ import annotations
@@ -72,6 +76,8 @@ class Phase:
     latencies: list[float] = field(default_factory=list)
     errors: int = 0
     load: float = 0.0
+    cpu: float = 0.0
+    """CPU seconds the platform process spent during the phase."""
 
     @property
     def rate(self) -> float:
@@ -82,19 +88,37 @@ class Phase:
             return self.latencies[0] if self.latencies else 0.0
         return statistics.quantiles(self.latencies, n=100)[int(q) - 1]
 
+    @property
+    def cpu_per_call(self) -> float:
+        return self.cpu / len(self.latencies) if self.latencies else 0.0
+
+    def add(self, other: Phase) -> None:
+        self.seconds += other.seconds
+        self.latencies += other.latencies
+        self.errors += other.errors
+        self.cpu += other.cpu
+        self.load = max(self.load, other.load)
+
     def line(self) -> str:
         return (
             f"{self.name:<14} {self.rate:8.1f} calls/s  p50 {self.pct(50) * 1000:7.1f} ms  "
             f"p95 {self.pct(95) * 1000:7.1f} ms  calls {len(self.latencies):6d}  "
-            f"errors {self.errors:4d}  load {self.load:5.2f}"
+            f"errors {self.errors:4d}  platform CPU {self.cpu_per_call * 1000:6.2f} ms/call  "
+            f"load {self.load:5.2f}"
         )
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 Call = Callable[[], Awaitable[bool]]
 
 
-async def _run(phase: Phase, call: Call, clients: int, seconds: float) -> Phase:
-    """CLIENTS loops making `call` until SECONDS have passed."""
+async def _run(phase: Phase, call: Call, clients: int, seconds: float, pid: int) -> Phase:
+    """CLIENTS loops making `call` until SECONDS have passed (`pid`: the platform's)."""
     until = time.perf_counter() + seconds
 
     async def loop() -> None:
@@ -106,9 +130,10 @@ async def _run(phase: Phase, call: Call, clients: int, seconds: float) -> Phase:
             else:
                 phase.errors += 1
 
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), _cpu_seconds(pid)
     await asyncio.gather(*(loop() for _ in range(clients)))
     phase.seconds = time.perf_counter() - started
+    phase.cpu = _cpu_seconds(pid) - cpu
     phase.load = os.getloadavg()[0]
     return phase
 
@@ -164,24 +189,37 @@ def _mcp(http: httpx.AsyncClient, token: str) -> Call:
     return call
 
 
-async def _mode(
-    url: str, token: str, credentials: dict[str, Any], clients: int, seconds: float, signing: str
-) -> list[Phase]:
+@dataclass(frozen=True)
+class Run:
+    """What every phase is run with: the platform's URL and pid, the agent's token, the
+    fake's credentials, the callers and the seconds of a phase."""
+
+    url: str
+    pid: int
+    token: str
+    credentials: dict[str, Any]
+    clients: int
+    seconds: float
+
+
+async def _mode(run: Run, signing: str) -> list[Phase]:
     """The three phases with the platform as it runs now (after one warm-up call each)."""
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as http:
-        direct, upstream = _direct(credentials)
+    limits = httpx.Limits(max_connections=run.clients, max_keepalive_connections=run.clients)
+    async with httpx.AsyncClient(base_url=run.url, timeout=30, limits=limits) as http:
+        direct, upstream = _direct(run.credentials)
         calls = {
             "direct": direct,
-            "native": _native(http, token, signing),
-            "mcp": _mcp(http, token),
+            "native": _native(http, run.token, signing),
+            "mcp": _mcp(http, run.token),
         }
         for name, call in calls.items():
             if not await call():
                 raise SystemExit(f"the {name} call fails before the run (signing {signing})")
         phases = []
         for name, call in calls.items():
-            phase = await _run(Phase(f"{name} ({signing})"), call, clients, seconds)
+            phase = await _run(
+                Phase(f"{name} ({signing})"), call, run.clients, run.seconds, run.pid
+            )
             print(phase.line(), flush=True)
             phases.append(phase)
         await upstream.aclose()
@@ -253,14 +291,18 @@ def _ratios(phases: dict[str, Phase]) -> None:
             rate = phases[f"{path} ({signing})"].rate
             print(f"  {path} / direct, signing {signing}: {rate / direct:.3f}")
     for path in ("native", "mcp"):
-        on, off = phases[f"{path} (on)"].rate, phases[f"{path} (off)"].rate
-        print(f"  {path}: signing on / off: {on / off:.3f}")
+        on, off = phases[f"{path} (on)"], phases[f"{path} (off)"]
+        print(
+            f"  {path}: signing on / off: rate {on.rate / off.rate:.3f}, platform CPU per call "
+            f"{on.cpu_per_call / off.cpu_per_call:.3f}"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="the tool proxy's cost, native and MCP")
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
     print(f"load average at start: {os.getloadavg()}; {os.cpu_count()} cores", flush=True)
     manifests = ("manifests/base/operator",)
@@ -276,14 +318,20 @@ def main() -> None:
             key.write_bytes(generate_signing_key().to_pem())
             phases: dict[str, Phase] = {}
             platform, port = scratch.platform, scratch.platform.port
-            for signing in ("off", "on"):
+            for signing in ("off", "on") * args.rounds:
                 platform.stop()
                 extra = {"HUMANWORK_RECEIPT_KEY_FILE": str(key)} if signing == "on" else {}
                 platform.start(port=port, env=extra)
-                found = asyncio.run(
-                    _mode(platform.url, token, shopify, args.clients, args.seconds, signing)
+                assert platform.proc is not None
+                run = Run(
+                    platform.url, platform.proc.pid, token, shopify, args.clients, args.seconds
                 )
-                phases.update({p.name: p for p in found})
+                for phase in asyncio.run(_mode(run, signing)):
+                    phases.setdefault(phase.name, Phase(phase.name)).add(phase)
+            if args.rounds > 1:
+                print(f"\nsummed over {args.rounds} rounds")
+                for phase in phases.values():
+                    print(phase.line())
             _ratios(phases)
         finally:
             fakes.terminate()
