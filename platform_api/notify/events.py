@@ -87,9 +87,9 @@ class Event:
     event_id: str
     event: str
     payload: dict[str, Any] = field(default_factory=dict)
-    receipt_key: str | None = None
-    """The ledger key of the step's tool call: the notifier adds its signed receipt to the
-    payload (`receipt`, null when the call has none)."""
+    receipt_key: tuple[str, str] | None = None
+    """The agent and ledger key of the step's tool call (its ledger row's key in the org):
+    the notifier adds its signed receipt to the payload (`receipt`, null when none)."""
 
 
 def _base(task: AgenticTask) -> dict[str, Any]:
@@ -137,8 +137,9 @@ def _run_event(task: AgenticTask, step: Step, run: Execution) -> Event | None:
         "result": result_text(run.result, run.error),
     }
     made = _make(task, f"{step.id}:{event}:{run.attempt}", event, payload)
+    agent = f"{task.metadata.namespace}/{task.spec.agent_ref.name}"
     key = receipts.ledger_key(task.metadata.uid or task.metadata.name, step.id)
-    return Event(made.org_id, made.event_id, made.event, made.payload, key)
+    return Event(made.org_id, made.event_id, made.event, made.payload, (agent, key))
 
 
 def _make(task: AgenticTask, suffix: str, event: str, payload: dict[str, Any]) -> Event:

@@ -70,18 +70,11 @@ class EventRepository:
         """Drop events logged before `before` from the live stream's log."""
         await self.session.execute(delete(NotifyEvent).where(NotifyEvent.created_at < before))
 
-    async def receipt(self, org_id: uuid.UUID, key: str) -> dict[str, Any] | None:
-        """The signed receipt kept with the org's ledger row of `key` (an approved step's
-        call, `humanwork_core.receipts.ledger_key`), if any."""
-        found = await self.session.execute(
-            select(ToolCall.receipt).where(
-                ToolCall.org_id == org_id,
-                ToolCall.idempotency_key == key,
-                ToolCall.receipt.is_not(None),
-            )
-        )
-        receipt = found.scalars().first()
-        return dict(receipt) if receipt else None
+    async def receipt(self, org_id: uuid.UUID, agent_id: str, key: str) -> dict[str, Any] | None:
+        """The signed receipt kept with the org's ledger row of agent `agent_id` and `key`
+        (an approved step's call, `humanwork_core.receipts.ledger_key`), if any."""
+        row = await self.session.get(ToolCall, (org_id, agent_id, key))
+        return dict(row.receipt) if row is not None and row.receipt else None
 
     async def org_namespace(self, org_id: uuid.UUID) -> str | None:
         """The namespace of the org (None for an unknown org)."""
