@@ -3,6 +3,7 @@
     GET  /v1/agent-api/conversations/{id}/messages   conversation history
     GET  /v1/agent-api/context?query=...             the org's knowledge, ranked
     POST /v1/agent-api/tools/{tool}                  a tool call through the proxy
+    POST /v1/agent-api/mcp                           the same, as an MCP `tools/call`
     POST /v1/agent-api/token/refresh                 ask for an early token rotation
 
 Authenticated by the agent token, read from its mounted Secret file on every call (the
@@ -14,6 +15,9 @@ side effect happens once however often the request is sent. Refusals raise
 :class:`ToolCallError` (tool calls) or :class:`PlatformError` (the rest), carrying the
 HTTP status and the platform's JSON error `{code, message, details}`. Each tool call is
 told to `observe_tool` (tool, outcome, seconds: the agent's metrics) once it has ended.
+Tool calls take the path `AgentSettings.tool_path` names: the proxy's native endpoint, or
+its MCP endpoint (`agent_image.mcp_calls`: the same key, the same answer, a tool's error
+raised as the same `ToolCallError`, with the exchange's status 200).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from urllib.parse import quote
 
 import httpx
 
+from agent_image import mcp_calls
 from agent_image.settings import AgentSettings
 from humanwork_core import tracing
 
@@ -221,19 +226,49 @@ class PlatformClient:
         }
         started = time.perf_counter()
         try:
-            data = await self._call(
-                "POST",
-                f"{API}/tools/{quote(tool, safe='')}",
-                kind=ToolCallError,
-                json_body=body,
-                headers={"Idempotency-Key": idempotency_key},
-                attempts=attempts,
-            )
+            if self.settings.tool_path == "mcp":
+                data = await self._call_mcp(
+                    tool, action, params, idempotency_key, task, step, attempts
+                )
+            else:
+                data = await self._call(
+                    "POST",
+                    f"{API}/tools/{quote(tool, safe='')}",
+                    kind=ToolCallError,
+                    json_body=body,
+                    headers={"Idempotency-Key": idempotency_key},
+                    attempts=attempts,
+                )
         except PlatformError as exc:
             self._observed(tool, tool_outcome(exc), started)
             raise
         self._observed(tool, "ok", started)
         return dict(data) if isinstance(data, dict) else {"result": data}
+
+    async def _call_mcp(
+        self,
+        tool: str,
+        action: str,
+        params: Mapping[str, Any],
+        idempotency_key: str,
+        task: str | None,
+        step: str | None,
+        attempts: int | None,
+    ) -> dict[str, Any]:
+        """One tool call as an MCP `tools/call` (`mcp_calls`): the tool's answer, or
+        ToolCallError with the tool's error code and details."""
+        data = await self._call(
+            "POST",
+            f"{API}/mcp",
+            kind=ToolCallError,
+            json_body=mcp_calls.request(tool, action, params, idempotency_key, task, step),
+            headers={"Accept": mcp_calls.ACCEPT, "Idempotency-Key": idempotency_key},
+            attempts=attempts,
+        )
+        try:
+            return mcp_calls.answer(data)
+        except mcp_calls.McpAnswerError as exc:
+            raise ToolCallError(200, exc.code, exc.message, exc.details) from None
 
     def _observed(self, tool: str, outcome: str, started: float) -> None:
         """Tell `observe_tool` how a call ended (never raises into the call)."""

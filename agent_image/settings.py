@@ -5,6 +5,7 @@ credential: the only secret besides its platform token and HMAC key is the LLM k
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -58,6 +59,11 @@ class AgentSettings(BaseSettings):
     """`agentic` makes every request agentic (seed 000's `AGENT_DEFAULT_MODE`)."""
     event_outbox_seconds: float = 5.0
     """How often undelivered events are retried."""
+    tool_path: Literal["native", "mcp"] = "native"
+    """How the agent calls its tools: `native`, the tool proxy's own endpoint
+    (`POST /v1/agent-api/tools/{tool}`), or `mcp`, the platform's MCP endpoint
+    (`/v1/agent-api/mcp`, `tools/call`); the same checks, ledger and receipts behind both.
+    Set by the operator from its `agent_tool_path`."""
 
     @model_validator(mode="after")
     def _metrics_apart(self) -> AgentSettings:

@@ -67,10 +67,13 @@ class Scratch:
 
 
 @contextmanager
-def scratch_platform(prefix: str) -> Iterator[Scratch]:
-    """A scratch control plane (CRDs, admission policies and the platform's RBAC applied),
-    a PostgreSQL with database `bench`, and the platform as a real server under its
-    ServiceAccount; all stopped and removed afterwards."""
+def scratch_platform(
+    prefix: str, env: dict[str, str] | None = None, manifests: tuple[str, ...] = ()
+) -> Iterator[Scratch]:
+    """A scratch control plane (CRDs, admission policies and the platform's RBAC applied,
+    and the kustomizations `manifests` names), a PostgreSQL with database `bench`, and the
+    platform as a real server under its ServiceAccount (`env` added to its settings); all
+    stopped and removed afterwards."""
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         state = Path(tmp)
         info = cluster.up(state / "cluster")
@@ -79,7 +82,7 @@ def scratch_platform(prefix: str) -> Iterator[Scratch]:
         platform: PlatformProcess | None = None
         try:
             kubectl = [info.kubectl, "--kubeconfig", info.kubeconfig]
-            for path in ("crds", "manifests/base/policies", "manifests/base/platform"):
+            for path in ("crds", "manifests/base/policies", "manifests/base/platform", *manifests):
                 apply = [*kubectl, "apply", "-k", str(REPO / path)]
                 subprocess.run(apply, check=True, capture_output=True)
             time.sleep(2)  # admission policies become active
@@ -92,6 +95,7 @@ def scratch_platform(prefix: str) -> Iterator[Scratch]:
                     "HUMANWORK_DATABASE_URL": database_url,
                     "HUMANWORK_ADMIN_PASSWORD": PASSWORD,
                     "HUMANWORK_JWT_SECRET": JWT_SECRET,
+                    **(env or {}),
                 },
             )
             platform.start()

@@ -15,8 +15,13 @@ and its receipts still verify; a key id the set does not hold fails (`receipt_un
 
 Digests are `sha256:<hex>` of canonical JSON: `call_digest` of `{tool, action, params}`
 (the parameters that ran, edits included), `answer_digest` of the result the agent was
-given (the agent recomputes it from the answer it holds). Everything here is pure: the
-clock is passed in, nothing is read from the environment.
+given (the agent recomputes it from the answer it holds), or for an upstream that answered
+with an error, of what the platform made of that answer (the proxy's error body).
+`answerStatus` is the HTTP status of the upstream's last answer (a 4xx or 5xx included:
+every call the upstream answered gets a receipt, a call refused before it reached the
+upstream gets none); it is optional in the format, so receipts signed before it was added
+still verify. Everything here is pure: the clock is passed in, nothing is read from the
+environment.
 
 Refusals raise a `ReceiptError` subclass with a stable `code`: `receipt_malformed`,
 `receipt_unknown_key`, `receipt_signature_mismatch`.
@@ -60,6 +65,8 @@ FIELDS = frozenset(
         "signature",
     }
 )
+OPTIONAL_FIELDS = frozenset({"answerStatus"})
+"""Fields a receipt may lack (those signed before the field was added)."""
 MAX_RECEIPT_BYTES = 64 * 1024
 
 
@@ -143,6 +150,8 @@ class Facts:
     policy_version: str
     answer: Mapping[str, Any]
     at: datetime
+    answer_status: int | None = None
+    """The HTTP status of the upstream's last answer (None: not known)."""
 
 
 def unsigned(facts: Facts, kid: str) -> dict[str, Any]:
@@ -165,6 +174,7 @@ def unsigned(facts: Facts, kid: str) -> dict[str, Any]:
         "confirmation": None if facts.confirmation is None else facts.confirmation.document(),
         "policyVersion": facts.policy_version,
         "answerDigest": digest(dict(facts.answer)),
+        "answerStatus": facts.answer_status,
         "at": timestamp(facts.at),
         "kid": kid,
     }
@@ -181,13 +191,16 @@ def sign(key: SigningKey, facts: Facts) -> dict[str, Any]:
 
 
 def _check_shape(document: Any) -> Mapping[str, Any]:
-    if not isinstance(document, Mapping) or set(document) != FIELDS:
+    if not isinstance(document, Mapping) or not FIELDS <= set(document) <= FIELDS | OPTIONAL_FIELDS:
         raise ReceiptMalformed(f"not a {TYPE} document: it needs exactly the fields of one")
     if document["type"] != TYPE:
         raise ReceiptMalformed(f"not a {TYPE} document", type=str(document["type"])[:100])
     for name in ("kid", "signature", "callDigest", "answerDigest", "at", "tool", "action"):
         if not isinstance(document[name], str):
             raise ReceiptMalformed(f"field {name} must be a string", field=name)
+    status = document.get("answerStatus")
+    if status is not None and (not isinstance(status, int) or isinstance(status, bool)):
+        raise ReceiptMalformed("field answerStatus must be an integer or null")
     return document
 
 
@@ -241,6 +254,12 @@ def task_ref(task: AgenticTask) -> TaskRef:
     """The task's namespace, name and uid (its name where the API server gave no uid)."""
     meta = task.metadata
     return TaskRef(meta.namespace or "", meta.name, meta.uid or meta.name)
+
+
+def ledger_key(task_uid: str, step_id: str) -> str:
+    """The tool-call ledger's key of an approved step's side effect (and the upstream's
+    `Idempotency-Key`): where the step's receipt is kept."""
+    return f"step:{task_uid}/{step_id}"
 
 
 def policy_version(task_policy: Any, org_policy: Any, client_confirm_risks: Any) -> str:

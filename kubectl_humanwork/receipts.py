@@ -47,6 +47,8 @@ FIELDS = frozenset(
         "signature",
     }
 )
+OPTIONAL_FIELDS = frozenset({"answerStatus"})
+"""Fields a receipt may lack (receipts signed before the field was added)."""
 NOT_VERIFIED = 7
 MAX_FILE_BYTES = 4 * 1024 * 1024
 
@@ -108,7 +110,11 @@ def canonical_json(value: Any) -> bytes:
 
 def verify(receipt: Any, keys: dict[str, Ed25519PublicKey]) -> dict[str, Any]:
     """The receipt if a key of `keys` signed exactly it; Refused otherwise."""
-    if not isinstance(receipt, dict) or set(receipt) != FIELDS or receipt["type"] != TYPE:
+    if (
+        not isinstance(receipt, dict)
+        or not FIELDS <= set(receipt) <= FIELDS | OPTIONAL_FIELDS
+        or receipt["type"] != TYPE
+    ):
         raise Refused("receipt_malformed", f"not a {TYPE} document")
     kid, signature = receipt["kid"], receipt["signature"]
     if not isinstance(kid, str) or not isinstance(signature, str):

@@ -120,6 +120,11 @@ class OperatorSettings:
     agent_traces_pods: str = ""
     """Label selector of the collector's pods in those namespaces; empty: any pod there."""
 
+    # --- the agents' tool path ----------------------------------------------------------------
+    agent_tool_path: str = "native"
+    """How the agents call their tools (given to the agent as `HUMANWORK_TOOL_PATH`):
+    `native`, the tool proxy's endpoint, or `mcp`, the platform's MCP endpoint."""
+
     def __post_init__(self) -> None:
         if self.shard and not _LABEL_VALUE.fullmatch(self.shard):
             raise ValueError(f"{ENV_PREFIX}SHARD must be a label value, not {self.shard!r}")
@@ -129,6 +134,8 @@ class OperatorSettings:
             raise ValueError("the lease renew deadline must be below the lease duration")
         self._check_metrics()
         self._check_traces()
+        if self.agent_tool_path not in TOOL_PATHS:
+            raise ValueError(f"{ENV_PREFIX}AGENT_TOOL_PATH must be one of {', '.join(TOOL_PATHS)}")
 
     def _check_metrics(self) -> None:
         """The agents' metrics port is a port apart from theirs; the selectors parse."""
@@ -199,6 +206,9 @@ class OperatorSettings:
                 values[field.name] = raw
         return cls(**values)  # type: ignore[arg-type]
 
+
+TOOL_PATHS = ("native", "mcp")
+"""The agents' tool paths (`agent_tool_path`)."""
 
 _LABEL_KEY = re.compile(
     r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"

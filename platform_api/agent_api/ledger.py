@@ -30,7 +30,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from humanwork_core import taskflow
+from humanwork_core import receipts, taskflow
 from humanwork_core.resources import AgenticTask
 from platform_api.agent_api.schemas import ToolCallIn, ToolCallOut
 from platform_api.errors import (
@@ -59,7 +59,7 @@ class StoredRefusal(UpstreamError):
 def step_key(task: AgenticTask, step_id: str) -> str:
     """The ledger key of an approved step's side effect (also sent upstream as the
     `Idempotency-Key`): one approval, one side effect, whatever key the agent sends."""
-    return f"step:{task.metadata.uid or task.metadata.name}/{step_id}"
+    return receipts.ledger_key(task.metadata.uid or task.metadata.name, step_id)
 
 
 def request_hash(tool: str, body: ToolCallIn) -> str:
@@ -216,8 +216,9 @@ class ToolCallLedger:
         side_effecting: bool,
         receipt: dict[str, Any] | None = None,
     ) -> PlatformError | None:
-        """End the claim as `settle` says, a `done` row keeping the call's `receipt` (a
-        replay answers it again); the error to answer (outcome unknown replaces the
+        """End the claim as `settle` says, the row keeping the call's `receipt` (a replay
+        answers it again; a refused or unknown call's receipt records the upstream's error
+        answer); the error to answer (outcome unknown replaces the
         upstream's own error for a side effect that may have happened)."""
         row = await session.get(ToolCall, claim.primary_key, with_for_update=True)
         if row is None:
@@ -230,7 +231,7 @@ class ToolCallLedger:
         row.status_code = 200 if error is None else error.status_code
         row.result = result if error is None else error.body()
         row.finished_at = datetime.now(UTC)
-        row.receipt = receipt if verdict == "done" else None
+        row.receipt = receipt
         return outcome_unknown(row) if verdict == "unknown" else error
 
     async def release(self, session: AsyncSession, row: ToolCall) -> None:

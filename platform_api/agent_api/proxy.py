@@ -23,11 +23,13 @@ keyed by its approved step (task uid and step id) whatever key the agent sends: 
 approval, one side effect, however many keys a compromised agent invents. Then the org's
 credentials are decrypted, the upstream adapter is called, the result is sanitised (no
 credential can come back) and `tool.called` is written to the audit log with the outcome.
-A call the upstream answered gets the platform's signed receipt (`humanwork_core.receipts`,
-signed by `tools.receipts.ReceiptSigner`: the task uid, the step, the call's digest, who
-approved and confirmed the step and when, the policy version, the answer's digest, the
-time), kept in the ledger row and the `tool.called` entry in that same transaction and
-returned with the result; a replay answers the row's receipt, never a new one.
+A call the upstream answered, whatever its status, gets the platform's signed receipt
+(`humanwork_core.receipts`, signed by `tools.receipts.ReceiptSigner`: the task uid, the
+step, the call's digest, who approved and confirmed the step and when, the policy version,
+the answer's status and digest, the time), kept in the ledger row and the `tool.called`
+entry in that same transaction and returned with a result; a replay answers the row's
+receipt, never a new one. A call that got no answer (refused before it was sent, never
+connected, timed out) gets none.
 
 Keys are scoped per agent (`(org, agent, key)`): one agent's keys never pre-empt, block or
 replay another agent's calls, read keys included.
@@ -135,6 +137,11 @@ class Performed:
     read_back: str | None
     secrets: list[str]
     elapsed_ms: float
+    answered: list[int] = field(default_factory=list)
+    """The HTTP status of each answer the upstream gave, in order (none: not reached)."""
+    answer_status: int | None = None
+    """The status of the answer the result or error reflects: the call's last answer, or
+    the read-back's when it settled the call (None: no answer, no receipt)."""
 
 
 @dataclass
@@ -199,9 +206,9 @@ class ToolProxy:
     def _receipt(
         self, agent: Agent, tool: str, body: ToolCallIn, call: Authorised, done: Performed
     ) -> dict[str, Any] | None:
-        """The signed receipt of a call the upstream answered (None without a signer, or
-        for a call that failed)."""
-        if self.receipts is None or done.error is not None:
+        """The signed receipt of a call the upstream answered, an error answer included
+        (None without a signer, or for a call no answer came to)."""
+        if self.receipts is None or done.answer_status is None:
             return None
         task, step = call.task, body.step if call.task is not None else None
         approvals: list[receipts.Signoff] = []
@@ -225,7 +232,8 @@ class ToolProxy:
                 policy_version=receipts.policy_version(
                     task_policy, call.policy.get("org"), call.policy.get("clientConfirmRisks")
                 ),
-                answer=done.result,
+                answer=done.result if done.error is None else done.error.body(),
+                answer_status=done.answer_status,
                 at=datetime.now(UTC),
             )
         )
@@ -348,6 +356,21 @@ class ToolProxy:
         assert self.http is not None
         started = time.perf_counter()
         done = Performed({}, None, None, None, [], 0.0)
+        with upstreams.answers() as done.answered:
+            await self._call_upstream(agent, call, body, done, settles)
+        done.elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
+        return done
+
+    async def _call_upstream(
+        self,
+        agent: Agent,
+        call: Authorised,
+        body: ToolCallIn,
+        done: Performed,
+        settles: bool,
+    ) -> None:
+        """`_perform`'s upstream call, its answers noted in `done.answered`."""
+        assert self.http is not None
         credentials: dict[str, Any] = {}
         try:
             if call.adapter.needs_credentials:
@@ -375,6 +398,7 @@ class ToolProxy:
         except PlatformError as exc:
             done.error = exc
         done.upstream_error = done.error
+        done.answer_status = done.answered[-1] if done.answered else None
         if settles and settle(done.error, call.spec.side_effect) == "unknown":
             confirmed = await readback.confirm_applied(
                 call.adapter, body.action, call.params, credentials, self.http
@@ -382,8 +406,7 @@ class ToolProxy:
             done.read_back = "confirmed" if confirmed is not None else "inconclusive"
             if confirmed is not None:
                 done.result, done.error = upstreams.sanitise(confirmed, done.secrets), None
-        done.elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
-        return done
+                done.answer_status = done.answered[-1]
 
     async def _credentials(self, org_id: uuid.UUID, integration_type: str) -> dict[str, Any]:
         if self.cipher is None:
@@ -467,7 +490,7 @@ class ToolProxy:
                         done.upstream_error.code if done.upstream_error is not None else None
                     ),
                     "read_back": done.read_back,
-                    "receipt": receipt if error is None else None,
+                    "receipt": receipt,
                 },
             )
         if self.on_called is not None:

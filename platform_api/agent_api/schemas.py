@@ -95,6 +95,6 @@ class ToolCallOut(BaseModel):
         default=None,
         description="The platform's signed receipt of the call (`humanwork.io/tool-receipt/v1`, "
         "Ed25519; see GET /v1/receipt-keys): a replay answers the very same receipt. Null "
-        "when no receipt key is configured, or for a replay of a call an expert resolved "
-        "or a restore recorded.",
+        "when no receipt key is configured, or for a replay of a call the upstream never "
+        "answered that an expert resolved or a restore recorded.",
     )

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from humanwork_core import taskflow
+from humanwork_core import receipts, taskflow
 from humanwork_core.policy import effective_risk
 from humanwork_core.resources import (
     AgenticTask,
@@ -32,7 +32,8 @@ EXPIRED = "expired"
 REJECTED = "rejected"
 STEP_FAILED = "step_failed"
 STEP_EXECUTED = "step_executed"
-"""A step's tool call ran and succeeded (its result summary in `result`)."""
+"""A step's tool call ran and succeeded (its result summary in `result`, the platform's
+signed receipt of the call in `receipt`)."""
 STEP_OUTCOME_UNKNOWN = "step_outcome_unknown"
 """Whether a step's tool call took effect is unknown: an expert resolves it."""
 COMPLETED = "completed"
@@ -86,6 +87,9 @@ class Event:
     event_id: str
     event: str
     payload: dict[str, Any] = field(default_factory=dict)
+    receipt_key: tuple[str, str] | None = None
+    """The agent and ledger key of the step's tool call (its ledger row's key in the org):
+    the notifier adds its signed receipt to the payload (`receipt`, null when none)."""
 
 
 def _base(task: AgenticTask) -> dict[str, Any]:
@@ -121,8 +125,9 @@ _RUN_ENDINGS = {
 
 
 def _run_event(task: AgenticTask, step: Step, run: Execution) -> Event | None:
-    """The event of the step's finished run (None while it runs): its error and its
-    result in plain language (redacted, as the client's view of the step shows it)."""
+    """The event of the step's finished run (None while it runs): its error, its result
+    in plain language (redacted, as the client's view of the step shows it) and, added by
+    the notifier, the signed receipt of its tool call."""
     event = _RUN_ENDINGS.get(run.state)
     if event is None:
         return None
@@ -131,7 +136,10 @@ def _run_event(task: AgenticTask, step: Step, run: Execution) -> Event | None:
         "error": run.error,
         "result": result_text(run.result, run.error),
     }
-    return _make(task, f"{step.id}:{event}:{run.attempt}", event, payload)
+    made = _make(task, f"{step.id}:{event}:{run.attempt}", event, payload)
+    agent = f"{task.metadata.namespace}/{task.spec.agent_ref.name}"
+    key = receipts.ledger_key(task.metadata.uid or task.metadata.name, step.id)
+    return Event(made.org_id, made.event_id, made.event, made.payload, (agent, key))
 
 
 def _make(task: AgenticTask, suffix: str, event: str, payload: dict[str, Any]) -> Event:

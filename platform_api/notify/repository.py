@@ -14,7 +14,15 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from platform_api.models import Conversation, Message, NotifyEvent, Org, Webhook, WebhookDelivery
+from platform_api.models import (
+    Conversation,
+    Message,
+    NotifyEvent,
+    Org,
+    ToolCall,
+    Webhook,
+    WebhookDelivery,
+)
 
 
 def _insert(session: AsyncSession) -> Any:
@@ -61,6 +69,12 @@ class EventRepository:
     async def prune(self, before: datetime) -> None:
         """Drop events logged before `before` from the live stream's log."""
         await self.session.execute(delete(NotifyEvent).where(NotifyEvent.created_at < before))
+
+    async def receipt(self, org_id: uuid.UUID, agent_id: str, key: str) -> dict[str, Any] | None:
+        """The signed receipt kept with the org's ledger row of agent `agent_id` and `key`
+        (an approved step's call, `humanwork_core.receipts.ledger_key`), if any."""
+        row = await self.session.get(ToolCall, (org_id, agent_id, key))
+        return dict(row.receipt) if row is not None and row.receipt else None
 
     async def org_namespace(self, org_id: uuid.UUID) -> str | None:
         """The namespace of the org (None for an unknown org)."""

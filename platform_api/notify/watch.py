@@ -193,6 +193,9 @@ class TaskNotifier:
                 ended: events.Event | None = None
                 for event in batch.events:
                     payload = {**event.payload, "event_id": event.event_id}
+                    if event.receipt_key is not None:
+                        repo = EventRepository(session)
+                        payload["receipt"] = await repo.receipt(org_id, *event.receipt_key)
                     new = await record(session, org_id, event.event, payload)
                     if new:  # the task's conversation hears of its progress, once
                         await progress.tell(session, org_id, event)

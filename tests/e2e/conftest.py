@@ -232,10 +232,14 @@ async def world(
 
 @asynccontextmanager
 async def open_world(
-    cluster: Cluster, platform_server: PlatformProcess, tmp_path: Path
+    cluster: Cluster,
+    platform_server: PlatformProcess,
+    tmp_path: Path,
+    agent_env: dict[str, str] | None = None,
 ) -> AsyncIterator[World]:
     """One org on `platform_server` and its agent process (what `world` gives; a test that
-    brings a platform of its own, on another database, opens one with this)."""
+    brings a platform of its own, on another database, opens one with this). `agent_env`:
+    variables added to what the agent's pod spec gives it (as an operator setting would)."""
     base = platform_server.url
     async with httpx.AsyncClient(timeout=60) as http:
         admin = await _login(http, base, "admin", ADMIN_PASSWORD)
@@ -257,6 +261,7 @@ async def open_world(
             await _integrations(http, base, admin, org_id, shop, amazon)
             token, callback_secret = agent_credentials(cluster, namespace)
             agent = AgentProcess(cluster.kubeconfig, namespace, "agent", tmp_path / "agent", base)
+            agent.spec.env.update(agent_env or {})
             try:
                 agent.start(timeout=PROCESS_START_SECONDS)
                 # tell the platform where this agent listens (its Service does not exist here)

@@ -22,6 +22,34 @@ PARAMS = {"inventory_item_id": 7, "available_adjustment": -3}
 ANSWER = {"inventory_level": {"available": 4}}
 
 
+def test_a_receipt_states_the_upstreams_answer_status_and_a_bad_one_is_malformed() -> None:
+    key = generate_signing_key()
+    keys = KeySet({key.kid: key.public_key})
+    refused = receipts.sign(key, facts(answer={"code": "upstream_error"}, answer_status=422))
+    assert receipts.verify(refused, keys)["answerStatus"] == 422
+    assert refused["answerDigest"] == receipts.digest({"code": "upstream_error"})
+    for bad in ("422", True, 4.5):
+        with pytest.raises(receipts.ReceiptMalformed):
+            receipts.verify({**refused, "answerStatus": bad}, keys)
+
+
+def test_a_receipt_signed_before_answer_status_existed_still_verifies(tmp_path: Path) -> None:
+    """The older format (no `answerStatus`) verifies on the platform and in the plugin;
+    removing the field from a newer receipt does not (its signature covers it)."""
+    key = generate_signing_key()
+    body = {k: v for k, v in receipts.unsigned(facts(), key.kid).items() if k != "answerStatus"}
+    signature = key.private_key.sign(receipts.canonical_json(body))
+    old = {**body, "signature": receipts._b64url(signature)}
+    keys = KeySet({key.kid: key.public_key})
+    assert "answerStatus" not in receipts.verify(old, keys)
+    assert verify_files(tmp_path, old, jwks([key]))[0] == 0
+    newer = receipts.sign(key, facts(answer_status=200))
+    stripped = {k: v for k, v in newer.items() if k != "answerStatus"}
+    with pytest.raises(receipts.ReceiptSignatureMismatch):
+        receipts.verify(stripped, keys)
+    assert verify_files(tmp_path, stripped, jwks([key]))[0] == 7
+
+
 def facts(**changes: object) -> receipts.Facts:
     values: dict[str, object] = {
         "org": "org-1",
@@ -88,6 +116,7 @@ def test_every_changed_byte_of_the_signed_part_fails() -> None:
         ("confirmation", None),
         ("policyVersion", receipts.policy_version({"quorum": 2}, None, ["high"])),
         ("step", "other"),
+        ("answerStatus", 200),
     ],
 )
 def test_a_changed_statement_fails_with_mismatch(field: str, value: object) -> None:

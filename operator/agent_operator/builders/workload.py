@@ -115,6 +115,7 @@ def _env(instance: AgentInstance, settings: OperatorSettings) -> list[dict[str, 
         {"name": "HOME", "value": "/tmp"},
         *_metrics_env(settings),
         *_traces_env(settings),
+        *_tool_path_env(settings),
         *_platform_ca_env(settings),
     ]
 
@@ -152,6 +153,13 @@ def _metrics_env(settings: OperatorSettings) -> list[dict[str, Any]]:
     if not settings.agent_metrics_port:
         return []
     return [{"name": "HUMANWORK_AGENT_METRICS_PORT", "value": str(settings.agent_metrics_port)}]
+
+
+def _tool_path_env(settings: OperatorSettings) -> list[dict[str, Any]]:
+    """`HUMANWORK_TOOL_PATH` when the agents call their tools other than natively."""
+    if settings.agent_tool_path == "native":
+        return []
+    return [{"name": "HUMANWORK_TOOL_PATH", "value": settings.agent_tool_path}]
 
 
 def _traces_env(settings: OperatorSettings) -> list[dict[str, Any]]:

@@ -16,7 +16,13 @@ from __future__ import annotations
 from functools import cache
 
 from platform_api.tools.upstreams.amazon import AmazonAdapter
-from platform_api.tools.upstreams.base import REDACTED, Adapter, is_secret_key, sanitise
+from platform_api.tools.upstreams.base import (
+    REDACTED,
+    Adapter,
+    answers,
+    is_secret_key,
+    sanitise,
+)
 from platform_api.tools.upstreams.errors import (
     EgressRefused,
     InvalidParams,
@@ -41,6 +47,7 @@ __all__ = [
     "UpstreamError",
     "WebAdapter",
     "adapter_for",
+    "answers",
     "is_secret_key",
     "known_tools",
     "sanitise",

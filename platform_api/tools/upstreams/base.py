@@ -10,12 +10,14 @@ log lines carry the method, path and status but never a header, query or body.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import logging
 import re
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ClassVar
 from urllib.parse import quote, urlsplit
@@ -103,6 +105,27 @@ def sanitise(value: Any, secrets: Iterable[str]) -> Any:
 
 
 # ---------------------------------------------------------------- one HTTP exchange
+
+_ANSWERS: ContextVar[list[int] | None] = ContextVar("humanwork_upstream_answers", default=None)
+
+
+@contextlib.contextmanager
+def answers() -> Iterator[list[int]]:
+    """Collect, in order, the HTTP status of every answer an upstream gives inside the
+    block (an empty list: no request got an answer, nothing reached the upstream)."""
+    seen: list[int] = []
+    token = _ANSWERS.set(seen)
+    try:
+        yield seen
+    finally:
+        _ANSWERS.reset(token)
+
+
+def note_answer(status: int) -> None:
+    """Record an upstream's answer for the enclosing `answers` block (if any)."""
+    seen = _ANSWERS.get()
+    if seen is not None:
+        seen.append(status)
 
 
 @dataclass(frozen=True)
@@ -233,6 +256,7 @@ class Exchange:
                     continue
                 raise self._transport_error(exc, retryable) from None
             self.unsafe_sent = self.unsafe_sent or not retryable
+            note_answer(response.status_code)
             log.info(
                 "%s %s %s %s -> %d in %.0f ms (attempt %d)",
                 self.tool,

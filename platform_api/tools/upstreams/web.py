@@ -27,7 +27,7 @@ import httpx
 
 from humanwork_core import catalog
 from platform_api.tools.config import ToolConfig
-from platform_api.tools.upstreams.base import Adapter, Exchange
+from platform_api.tools.upstreams.base import Adapter, Exchange, note_answer
 from platform_api.tools.upstreams.egress import EgressBlocked
 from platform_api.tools.upstreams.errors import UpstreamError
 
@@ -129,6 +129,7 @@ class WebAdapter(Adapter):
         for _ in range(MAX_REDIRECTS + 1):
             request = client.build_request("GET", url, timeout=seconds)
             response = await client.send(request, stream=True)
+            note_answer(response.status_code)
             try:
                 location = response.headers.get("location")
                 if response.status_code in REDIRECTS and location:
