@@ -28,11 +28,19 @@ all: venv
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# Every package at the version the locks name, so that a release on PyPI changes nothing
+# here until the locks move: requirements.lock (the runtime's, what the images install;
+# written by `make docs`) and requirements-dev.lock (everything the venv holds, the test
+# and lint tools included; written by `make lock-dev` after a dependency changes).
+$(STAMP): pyproject.toml requirements.lock requirements-dev.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,lint]'
+	$(PY) -m pip install --quiet -c requirements.lock -c requirements-dev.lock -e '.[test,lint]'
 	touch $(STAMP)
+
+.PHONY: lock-dev
+lock-dev: venv
+	$(PY) -m pip freeze --exclude-editable | grep -v '^humanwork-operator' > requirements-dev.lock
 
 cluster-binaries: venv
 	@ln -sf "$$(humanwork_dev/scripts/build.sh)/kubectl" $(VENV)/bin/kubectl
