@@ -44,16 +44,15 @@ from platform_api.human_tasks.schemas import (
     ResumeBody,
     ResumeRead,
 )
-from platform_api.state import PlatformDep
-from platform_api.tasks.decisions import Ballot
-from platform_api.tasks.router import (
+from platform_api.state import Kube, PlatformDep
+from platform_api.steps.http import (
     DECIDE_CODES,
     DECIDE_DESCRIPTION,
     UNAVAILABLE,
-    Kube,
     Name,
     Namespace,
 )
+from platform_api.tasks.decisions import Ballot
 
 router = APIRouter(prefix="/human-tasks", tags=["review queue"])
 
