@@ -38,27 +38,23 @@ class MoveRecord:
         uid = {"uid": self.uid} if self.uid is not None else {}
         return {**step, **self.facts, **uid}
 
+    def fields(self) -> dict[str, Any]:
+        """The audit log's fields of this record."""
+        return {
+            "actor": self.actor,
+            "action": self.action,
+            "target": self.target,
+            "org_id": self.org_id,
+            "details": self.details(),
+        }
+
 
 async def audit(session: AsyncSession, move: MoveRecord) -> None:
     """Append the move to its org's chain in the caller's transaction."""
-    await record(
-        session,
-        actor=move.actor,
-        action=move.action,
-        target=move.target,
-        org_id=move.org_id,
-        details=move.details(),
-    )
+    await record(session, **move.fields())
 
 
 async def audit_refusal(sessions: async_sessionmaker[AsyncSession], move: MoveRecord) -> None:
     """Append a refused move (outcome `denied`) in a transaction of its own: the request's
     own transaction rolls back with the refusal."""
-    await record_detached(
-        sessions,
-        actor=move.actor,
-        action=move.action,
-        target=move.target,
-        org_id=move.org_id,
-        details=move.details(),
-    )
+    await record_detached(sessions, **move.fields())
