@@ -17,14 +17,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from humanwork_core import taskflow
 from humanwork_core.resources import AgenticTask, AgenticTaskStatus
-from platform_api.access.principal import Principal
-from platform_api.human_tasks.moves import ExpertMove
-from platform_api.kube.client import KubeClient
-from platform_api.tasks.service import org_of_namespace
+from platform_api.human_tasks.moves import StepAt
 
 
 class ReopenBody(BaseModel):
@@ -55,30 +51,20 @@ class ReopenRead(BaseModel):
     reopened: dict[str, Any]
 
 
-async def reopen_expired(
-    session: AsyncSession,
-    kube: KubeClient,
-    principal: Principal,
-    *,
-    namespace: str,
-    name: str,
-    step_id: str,
-    body: ReopenBody,
-) -> ReopenRead:
-    """Reopen the expired step for `principal` (see the module docstring); audited."""
-    org = await org_of_namespace(session, principal, namespace)
+async def reopen_expired(at: StepAt, body: ReopenBody) -> ReopenRead:
+    """Reopen the expired step for the caller (see the module docstring); audited."""
+    expert = await at.expert("reopening")
     now = datetime.now(UTC)
-    expert = ExpertMove(session, kube, principal, org.id, namespace, name, step_id, "reopening")
 
     def move(task: AgenticTask) -> AgenticTaskStatus:
         seconds = body.deadline_seconds or max(60, task.spec.policy.decision_deadline_seconds)
         return taskflow.reopen(
-            task, step_id, now, by=principal.username, deadline_seconds=seconds, reason=body.reason
+            task, at.step_id, now, by=at.by, deadline_seconds=seconds, reason=body.reason
         )
 
     written = await expert.write(move)
-    reopened = written.after.step(step_id).reopened
-    deadline = taskflow.reopened_deadline(written.after.step(step_id))
+    entry = written.after.step(at.step_id)
+    reopened, deadline = entry.reopened, taskflow.reopened_deadline(entry)
     assert reopened is not None and deadline is not None
     facts = {
         "deadline": deadline.isoformat(),
@@ -87,6 +73,4 @@ async def reopen_expired(
         "reason": body.reason,
     }
     await expert.audit("task.step.reopened", written, facts)
-    return ReopenRead(
-        id=f"{namespace}/{name}/{step_id}", deadline=deadline, reopened=reopened.to_wire()
-    )
+    return ReopenRead(id=at.id, deadline=deadline, reopened=reopened.to_wire())

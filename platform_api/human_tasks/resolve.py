@@ -29,12 +29,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from humanwork_core import taskflow
 from humanwork_core.resources import AgenticTask
 from humanwork_core.resources.agentictask import Outcome
-from platform_api.access.principal import Principal
 from platform_api.agent_api.ledger import claim_is_stale, step_key
-from platform_api.human_tasks.moves import ExpertMove
-from platform_api.kube.client import KubeClient
+from platform_api.human_tasks.moves import StepAt
 from platform_api.models import ToolCall
-from platform_api.tasks.service import org_of_namespace
 
 
 class ResolveBody(BaseModel):
@@ -70,6 +67,10 @@ class ResolveRead(BaseModel):
         "(not applied) or `absent` (nothing was claimed)"
     )
     resolution: dict[str, Any]
+
+
+REQUESTER_REFUSED = "the requester of a task cannot resolve its steps"
+"""The 403's message to a task's requester resolving or retrying its steps."""
 
 
 def _open_claim(row: ToolCall | None, now: datetime, lease_seconds: float) -> bool:
@@ -108,37 +109,23 @@ async def _settle_ledger(
     return "finished"
 
 
-async def resolve_unknown(
-    session: AsyncSession,
-    kube: KubeClient,
-    principal: Principal,
-    *,
-    namespace: str,
-    name: str,
-    step_id: str,
-    body: ResolveBody,
-    claim_lease_seconds: float,
-) -> ResolveRead:
-    """Record `principal`'s resolution of the step (see the module docstring). The
+async def resolve_unknown(at: StepAt, body: ResolveBody, claim_lease_seconds: float) -> ResolveRead:
+    """Record the caller's resolution of the step (see the module docstring). The
     resolution is written under the task's resourceVersion; when another writer (the
     operator ticking the task) changed it meanwhile, the task is read again, a few times."""
-    org = await org_of_namespace(session, principal, namespace)
-    now = datetime.now(UTC)
     # as with approvals: `not_applied` lets the side effect run again, so the requester
     # does not resolve their own task
-    refusal = "the requester of a task cannot resolve its steps"
-    expert = ExpertMove(
-        session, kube, principal, org.id, namespace, name, step_id, "change", refusal
-    )
+    expert = await at.expert("change", REQUESTER_REFUSED)
+    now = datetime.now(UTC)
     written = await expert.write(
         lambda task: taskflow.resolve(
-            task, step_id, body.outcome, by=principal.username, note=body.note, now=now
+            task, at.step_id, body.outcome, by=at.by, note=body.note, now=now
         )
     )
     ledger = await _settle_ledger(
-        session, written.task, step_id, body, principal.username, now, claim_lease_seconds
+        at.session, written.task, at.step_id, body, at.by, now, claim_lease_seconds
     )
-    resolution = written.after.step(step_id).resolution
+    resolution = written.after.step(at.step_id).resolution
     assert resolution is not None
     facts = {
         "outcome": body.outcome.value,
@@ -148,7 +135,7 @@ async def resolve_unknown(
     }
     await expert.audit("task.step.resolved", written, facts)
     return ResolveRead(
-        id=f"{namespace}/{name}/{step_id}",
+        id=at.id,
         outcome=body.outcome,
         attempt=resolution.attempt,
         ledger=ledger,

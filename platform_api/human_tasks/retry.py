@@ -27,12 +27,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from humanwork_core import taskflow
 from humanwork_core.resources import AgenticTask
-from platform_api.access.principal import Principal
 from platform_api.agent_api.ledger import step_key
-from platform_api.human_tasks.moves import ExpertMove
-from platform_api.kube.client import KubeClient
+from platform_api.human_tasks.moves import StepAt
+from platform_api.human_tasks.resolve import REQUESTER_REFUSED
 from platform_api.models import ToolCall
-from platform_api.tasks.service import org_of_namespace
 
 
 class RetryBody(BaseModel):
@@ -81,34 +79,18 @@ async def release_refusals(session: AsyncSession, task: AgenticTask, step_id: st
     return released
 
 
-async def retry_failed(
-    session: AsyncSession,
-    kube: KubeClient,
-    principal: Principal,
-    *,
-    namespace: str,
-    name: str,
-    step_id: str,
-    body: RetryBody,
-) -> RetryRead:
-    """Record `principal`'s retry of the failed step (see the module docstring)."""
-    org = await org_of_namespace(session, principal, namespace)
+async def retry_failed(at: StepAt, body: RetryBody) -> RetryRead:
+    """Record the caller's retry of the failed step (see the module docstring)."""
+    expert = await at.expert("change", REQUESTER_REFUSED)
     now = datetime.now(UTC)
-    refusal = "the requester of a task cannot resolve its steps"
-    expert = ExpertMove(
-        session, kube, principal, org.id, namespace, name, step_id, "change", refusal
-    )
     written = await expert.write(
-        lambda task: taskflow.retry(task, step_id, by=principal.username, note=body.note, now=now)
+        lambda task: taskflow.retry(task, at.step_id, by=at.by, note=body.note, now=now)
     )
-    ledger = await release_refusals(session, written.task, step_id)
-    resolution = written.after.step(step_id).resolution
+    ledger = await release_refusals(at.session, written.task, at.step_id)
+    resolution = written.after.step(at.step_id).resolution
     assert resolution is not None
     facts = {"attempt": resolution.attempt, "note": body.note, "ledger": ledger}
     await expert.audit("task.step.retried", written, facts)
     return RetryRead(
-        id=f"{namespace}/{name}/{step_id}",
-        attempt=resolution.attempt,
-        ledger=ledger,
-        resolution=resolution.to_wire(),
+        id=at.id, attempt=resolution.attempt, ledger=ledger, resolution=resolution.to_wire()
     )
