@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from platform_api.agent_api.rotations import TokenRotations
 from platform_api.auth.signin import SignIn
 from platform_api.auth.tokens import TokenService
+from platform_api.errors import KubernetesUnavailable
 from platform_api.human_tasks.index import DecisionIndex
 from platform_api.integrations.crypto import CredentialCipher
 from platform_api.kube.client import KubeClient
@@ -103,3 +104,15 @@ async def get_platform(request: Request) -> Platform:
 
 
 PlatformDep = Annotated[Platform, Depends(get_platform)]
+
+
+async def get_kube(platform: PlatformDep) -> KubeClient:
+    """The platform's Kubernetes client; 503 `kubernetes_unavailable` when there is none."""
+    if platform.kube is None:
+        raise KubernetesUnavailable(
+            "no Kubernetes API is configured (HUMANWORK_KUBECONFIG or HUMANWORK_KUBE_IN_CLUSTER)"
+        )
+    return platform.kube
+
+
+Kube = Annotated[KubeClient, Depends(get_kube)]

@@ -16,8 +16,9 @@ from platform_api.conversations.taskview import ClientTask
 from platform_api.db import Session
 from platform_api.errors import NotFound, error_responses
 from platform_api.models import Org
+from platform_api.state import Kube
+from platform_api.steps.http import NAME
 from platform_api.tasks.orgs import OrgRef
-from platform_api.tasks.router import NAME, Kube
 
 router = APIRouter(prefix="/orgs/{org_id}/tasks/{name}/steps/{step_id}", tags=["tasks"])
 

@@ -1,9 +1,9 @@
 """Writing a client's confirmation: the platform records which steps need one when it first
 sees a task (`require`), and the initiating client confirms or declines a step
-(`confirm_step`, `decline_step`). Every write goes through the one optimistic-concurrency
-path of the platform's step writes (`human_tasks.status_write.write_step_status`: computed
-from the task as read, applied under its resourceVersion, recomputed on a conflict), is a
-`taskflow` move, and is audited (`step.confirm`, `step.decline`).
+(`answer`). Every write goes through the one write of every move of a step (`steps.write`:
+computed from the task as read, applied under its resourceVersion, recomputed on a
+conflict), is a `taskflow` move, and is audited in the one shape (`step.confirm`,
+`step.decline`).
 """
 
 from __future__ import annotations
@@ -19,23 +19,23 @@ from humanwork_core import taskflow
 from humanwork_core.resources import AgenticTask, AgenticTaskStatus
 from platform_api.access.confirmers import steps_to_confirm
 from platform_api.access.principal import Principal
-from platform_api.audit.service import record
 from platform_api.conversations.taskview import ClientTask, client_task
-from platform_api.errors import (
-    NotFound,
-    NotInitiatingClient,
-    PlatformError,
-    from_core,
-)
-from platform_api.human_tasks.status_write import write_step_status
+from platform_api.errors import NotFound, NotInitiatingClient, PlatformError
 from platform_api.kube.client import KubeClient, KubeError
 from platform_api.models import Org
+from platform_api.steps.audit import MoveRecord, audit
+from platform_api.steps.refusals import Answer
+from platform_api.steps.write import StepWrite, write_move
 from platform_api.tasks.orgs import OrgRef
 from platform_api.tasks.service import read_task
 
 
-def _refusal(exc: taskflow.TaskFlowError) -> PlatformError:
-    return from_core(exc)
+def _write(kube: KubeClient, org: OrgRef, name: str, step_id: str) -> StepWrite:
+    """How a confirmation is written: refusals answered by kind (`confirmation_refused`,
+    `confirmation_stale`, ...)."""
+    return StepWrite(
+        kube, step_id, "confirmation", lambda: read_task(kube, org, name), answer=Answer.BY_KIND
+    )
 
 
 async def require(
@@ -49,15 +49,11 @@ async def require(
         return task
     org = OrgRef(org_id, task.metadata.namespace or "")
     first = sorted(step_ids)[0]
-    read, after = await write_step_status(
-        kube,
-        first,
-        lambda: read_task(kube, org, task.metadata.name),
+    written = await write_move(
+        _write(kube, org, task.metadata.name, first),
         lambda current: taskflow.require_confirmation(current, sorted(step_ids)),
-        "confirmation",
-        _refusal,
     )
-    return read.model_copy(update={"status": after})
+    return written.task.model_copy(update={"status": written.after})
 
 
 async def require_quietly(
@@ -130,28 +126,27 @@ async def answer(
     first = await read_task(kube, org, move.name)
     step_ids = await _judge(session, principal, org.id, first, move.step_id)
     now = datetime.now(UTC)
-    task, after = await write_step_status(
-        kube,
-        move.step_id,
-        lambda: read_task(kube, org, move.name),
-        _move(move, principal.username, step_ids, now),
-        "confirmation",
-        _refusal,
+    written = await write_move(
+        _write(kube, org, move.name, move.step_id), _move(move, principal.username, step_ids, now)
     )
-    entry = after.step(move.step_id)
-    if after == task.current_status():  # a repeat of what is recorded: nothing new to audit
+    task, after = written.task, written.after
+    if written.repeat:  # a repeat of what is recorded: nothing new to audit
         return client_task(task, now)
-    await record(
-        session,
-        actor=principal.username,
-        action="step.confirm" if move.confirm else "step.decline",
-        target=f"agentictask:{org.namespace}/{move.name}",
-        org_id=org.id,
-        details={
-            "step_id": move.step_id,
-            "step_hash": entry.confirmation.step_hash if entry.confirmation else None,
-            "reason": move.reason,
-            "uid": task.metadata.uid,
-        },
+    entry = after.step(move.step_id)
+    facts = {
+        "step_hash": entry.confirmation.step_hash if entry.confirmation else None,
+        "reason": move.reason,
+    }
+    action = "step.confirm" if move.confirm else "step.decline"
+    record = MoveRecord(
+        principal.username,
+        action,
+        org.namespace,
+        move.name,
+        org.id,
+        move.step_id,
+        facts,
+        task.metadata.uid,
     )
+    await audit(session, record)
     return client_task(task.model_copy(update={"status": after}), now)

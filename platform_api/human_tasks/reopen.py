@@ -13,22 +13,14 @@ as `task.step.reopened`. A step that has not expired, a task whose policy says
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from humanwork_core import taskflow
 from humanwork_core.resources import AgenticTask, AgenticTaskStatus
-from platform_api.access.principal import Principal
-from platform_api.audit.service import record
-from platform_api.errors import NotFound
-from platform_api.human_tasks.status_write import write_step_status
-from platform_api.kube.client import KubeClient, KubeNotFound
-from platform_api.tasks.service import org_of_namespace
+from platform_api.human_tasks.moves import StepAt
 
 
 class ReopenBody(BaseModel):
@@ -59,68 +51,26 @@ class ReopenRead(BaseModel):
     reopened: dict[str, Any]
 
 
-async def _read(kube: KubeClient, org_id: uuid.UUID, namespace: str, name: str) -> AgenticTask:
-    try:
-        task = AgenticTask.from_wire(await kube.get_task(namespace, name))
-    except KubeNotFound:
-        raise NotFound("no such task") from None
-    if task.spec.org_id != str(org_id):
-        raise NotFound("no such task")
-    return task
+async def reopen_expired(at: StepAt, body: ReopenBody) -> ReopenRead:
+    """Reopen the expired step for the caller (see the module docstring); audited."""
+    expert = await at.expert("reopening")
+    now = datetime.now(UTC)
 
-
-def _move(
-    principal: Principal, step_id: str, body: ReopenBody, now: datetime
-) -> Callable[[AgenticTask], AgenticTaskStatus]:
     def move(task: AgenticTask) -> AgenticTaskStatus:
-        if task.step(step_id) is None:
-            raise NotFound("the plan has no such step", step_id=step_id)
         seconds = body.deadline_seconds or max(60, task.spec.policy.decision_deadline_seconds)
         return taskflow.reopen(
-            task, step_id, now, by=principal.username, deadline_seconds=seconds, reason=body.reason
+            task, at.step_id, now, by=at.by, deadline_seconds=seconds, reason=body.reason
         )
 
-    return move
-
-
-async def reopen_expired(
-    session: AsyncSession,
-    kube: KubeClient,
-    principal: Principal,
-    *,
-    namespace: str,
-    name: str,
-    step_id: str,
-    body: ReopenBody,
-) -> ReopenRead:
-    """Reopen the expired step for `principal` (see the module docstring); audited."""
-    org = await org_of_namespace(session, principal, namespace)
-    now = datetime.now(UTC)
-    task, after = await write_step_status(
-        kube,
-        step_id,
-        lambda: _read(kube, org.id, namespace, name),
-        _move(principal, step_id, body, now),
-        "reopening",
-    )
-    reopened = after.step(step_id).reopened
-    deadline = taskflow.reopened_deadline(after.step(step_id))
+    written = await expert.write(move)
+    entry = written.after.step(at.step_id)
+    reopened, deadline = entry.reopened, taskflow.reopened_deadline(entry)
     assert reopened is not None and deadline is not None
-    await record(
-        session,
-        actor=principal.username,
-        action="task.step.reopened",
-        target=f"agentictask:{namespace}/{name}",
-        org_id=org.id,
-        details={
-            "step_id": step_id,
-            "deadline": deadline.isoformat(),
-            "deadline_seconds": reopened.deadline_seconds,
-            "count": reopened.count,
-            "reason": body.reason,
-            "uid": task.metadata.uid,
-        },
-    )
-    return ReopenRead(
-        id=f"{namespace}/{name}/{step_id}", deadline=deadline, reopened=reopened.to_wire()
-    )
+    facts = {
+        "deadline": deadline.isoformat(),
+        "deadline_seconds": reopened.deadline_seconds,
+        "count": reopened.count,
+        "reason": body.reason,
+    }
+    await expert.audit("task.step.reopened", written, facts)
+    return ReopenRead(id=at.id, deadline=deadline, reopened=reopened.to_wire())

@@ -20,7 +20,6 @@ its steps (403 `self_approval_forbidden`).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -28,17 +27,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from humanwork_core import taskflow
-from humanwork_core.resources import AgenticTask, AgenticTaskStatus
+from humanwork_core.resources import AgenticTask
 from humanwork_core.resources.agentictask import Outcome
-from platform_api.access.principal import Principal
 from platform_api.agent_api.ledger import claim_is_stale, step_key
-from platform_api.audit.service import record
-from platform_api.errors import NotFound, SelfApproval
-from platform_api.human_tasks.status_write import write_step_status
-from platform_api.kube.client import KubeClient, KubeNotFound
+from platform_api.human_tasks.moves import StepAt
 from platform_api.models import ToolCall
-from platform_api.tasks.requester import is_requester
-from platform_api.tasks.service import org_of_namespace
 
 
 class ResolveBody(BaseModel):
@@ -74,6 +67,10 @@ class ResolveRead(BaseModel):
         "(not applied) or `absent` (nothing was claimed)"
     )
     resolution: dict[str, Any]
+
+
+REQUESTER_REFUSED = "the requester of a task cannot resolve its steps"
+"""The 403's message to a task's requester resolving or retrying its steps."""
 
 
 def _open_claim(row: ToolCall | None, now: datetime, lease_seconds: float) -> bool:
@@ -112,106 +109,33 @@ async def _settle_ledger(
     return "finished"
 
 
-async def _read(
-    session: AsyncSession,
-    kube: KubeClient,
-    org_id: uuid.UUID,
-    principal: Principal,
-    namespace: str,
-    name: str,
-    step_id: str,
-) -> AgenticTask:
-    """The task as it is now; 404 outside the org, 403 for its own requester."""
-    try:
-        task = AgenticTask.from_wire(await kube.get_task(namespace, name))
-    except KubeNotFound:
-        raise NotFound("no such task") from None
-    if task.spec.org_id != str(org_id):
-        raise NotFound("no such task")
-    if task.step(step_id) is None:
-        raise NotFound("the plan has no such step", step_id=step_id)
-    if await is_requester(session, org_id, task, principal.username):
-        # as with approvals: `not_applied` lets the side effect run again, so the requester
-        # does not resolve their own task
-        raise SelfApproval("the requester of a task cannot resolve its steps", step_id=step_id)
-    return task
-
-
-Move = Callable[[AgenticTask], AgenticTaskStatus]
-"""An expert's move on one step: the task's status after it (or a TaskFlowError)."""
-
-
-async def write_step_move(
-    session: AsyncSession,
-    kube: KubeClient,
-    org_id: uuid.UUID,
-    principal: Principal,
-    namespace: str,
-    name: str,
-    step_id: str,
-    move: Move,
-) -> tuple[AgenticTask, AgenticTaskStatus]:
-    """Write `move` (a resolution or a retry) under the task's resourceVersion, reading the
-    task again when another writer changed it meanwhile; the task read and its status after."""
-    return await write_step_status(
-        kube,
-        step_id,
-        lambda: _read(session, kube, org_id, principal, namespace, name, step_id),
-        move,
-        "change",
-    )
-
-
-async def resolve_unknown(
-    session: AsyncSession,
-    kube: KubeClient,
-    principal: Principal,
-    *,
-    namespace: str,
-    name: str,
-    step_id: str,
-    body: ResolveBody,
-    claim_lease_seconds: float,
-) -> ResolveRead:
-    """Record `principal`'s resolution of the step (see the module docstring). The
+async def resolve_unknown(at: StepAt, body: ResolveBody, claim_lease_seconds: float) -> ResolveRead:
+    """Record the caller's resolution of the step (see the module docstring). The
     resolution is written under the task's resourceVersion; when another writer (the
     operator ticking the task) changed it meanwhile, the task is read again, a few times."""
-    org = await org_of_namespace(session, principal, namespace)
+    # as with approvals: `not_applied` lets the side effect run again, so the requester
+    # does not resolve their own task
+    expert = await at.expert("change", REQUESTER_REFUSED)
     now = datetime.now(UTC)
-    task, after = await write_step_move(
-        session,
-        kube,
-        org.id,
-        principal,
-        namespace,
-        name,
-        step_id,
+    written = await expert.write(
         lambda task: taskflow.resolve(
-            task, step_id, body.outcome, by=principal.username, note=body.note, now=now
-        ),
+            task, at.step_id, body.outcome, by=at.by, note=body.note, now=now
+        )
     )
     ledger = await _settle_ledger(
-        session, task, step_id, body, principal.username, now, claim_lease_seconds
+        at.session, written.task, at.step_id, body, at.by, now, claim_lease_seconds
     )
-    resolution = after.step(step_id).resolution
+    resolution = written.after.step(at.step_id).resolution
     assert resolution is not None
-    await record(
-        session,
-        actor=principal.username,
-        action="task.step.resolved",
-        target=f"agentictask:{namespace}/{name}",
-        org_id=org.id,
-        details={
-            "step_id": step_id,
-            "outcome": body.outcome.value,
-            "attempt": resolution.attempt,
-            "note": body.note,
-            "ledger": ledger,
-            "uid": task.metadata.uid,
-        },
-    )
+    facts = {
+        "outcome": body.outcome.value,
+        "attempt": resolution.attempt,
+        "note": body.note,
+        "ledger": ledger,
+    }
+    await expert.audit("task.step.resolved", written, facts)
     return ResolveRead(
-        id=f"{namespace}/{name}/{step_id}",
+        id=at.id,
         outcome=body.outcome,
         attempt=resolution.attempt,
         ledger=ledger,

@@ -27,13 +27,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from humanwork_core import taskflow
 from humanwork_core.resources import AgenticTask
-from platform_api.access.principal import Principal
 from platform_api.agent_api.ledger import step_key
-from platform_api.audit.service import record
-from platform_api.human_tasks.resolve import write_step_move
-from platform_api.kube.client import KubeClient
+from platform_api.human_tasks.moves import StepAt
+from platform_api.human_tasks.resolve import REQUESTER_REFUSED
 from platform_api.models import ToolCall
-from platform_api.tasks.service import org_of_namespace
 
 
 class RetryBody(BaseModel):
@@ -82,49 +79,18 @@ async def release_refusals(session: AsyncSession, task: AgenticTask, step_id: st
     return released
 
 
-async def retry_failed(
-    session: AsyncSession,
-    kube: KubeClient,
-    principal: Principal,
-    *,
-    namespace: str,
-    name: str,
-    step_id: str,
-    body: RetryBody,
-) -> RetryRead:
-    """Record `principal`'s retry of the failed step (see the module docstring)."""
-    org = await org_of_namespace(session, principal, namespace)
+async def retry_failed(at: StepAt, body: RetryBody) -> RetryRead:
+    """Record the caller's retry of the failed step (see the module docstring)."""
+    expert = await at.expert("change", REQUESTER_REFUSED)
     now = datetime.now(UTC)
-    task, after = await write_step_move(
-        session,
-        kube,
-        org.id,
-        principal,
-        namespace,
-        name,
-        step_id,
-        lambda task: taskflow.retry(task, step_id, by=principal.username, note=body.note, now=now),
+    written = await expert.write(
+        lambda task: taskflow.retry(task, at.step_id, by=at.by, note=body.note, now=now)
     )
-    ledger = await release_refusals(session, task, step_id)
-    resolution = after.step(step_id).resolution
+    ledger = await release_refusals(at.session, written.task, at.step_id)
+    resolution = written.after.step(at.step_id).resolution
     assert resolution is not None
-    await record(
-        session,
-        actor=principal.username,
-        action="task.step.retried",
-        target=f"agentictask:{namespace}/{name}",
-        org_id=org.id,
-        details={
-            "step_id": step_id,
-            "attempt": resolution.attempt,
-            "note": body.note,
-            "ledger": ledger,
-            "uid": task.metadata.uid,
-        },
-    )
+    facts = {"attempt": resolution.attempt, "note": body.note, "ledger": ledger}
+    await expert.audit("task.step.retried", written, facts)
     return RetryRead(
-        id=f"{namespace}/{name}/{step_id}",
-        attempt=resolution.attempt,
-        ledger=ledger,
-        resolution=resolution.to_wire(),
+        id=at.id, attempt=resolution.attempt, ledger=ledger, resolution=resolution.to_wire()
     )

@@ -19,7 +19,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Path, Query
+from fastapi import APIRouter, Depends, Header, Path, Query
 from fastapi.responses import JSONResponse, Response
 
 from humanwork_core.resources import Verdict
@@ -33,6 +33,7 @@ from platform_api.errors import KubernetesUnavailable, NotFound, error_responses
 from platform_api.human_tasks import reply_items
 from platform_api.human_tasks import service as human_tasks
 from platform_api.human_tasks.index import DecisionIndex
+from platform_api.human_tasks.moves import StepAt
 from platform_api.human_tasks.reopen import ReopenBody, ReopenRead, reopen_expired
 from platform_api.human_tasks.resolve import ResolveBody, ResolveRead, resolve_unknown
 from platform_api.human_tasks.retry import RetryBody, RetryRead, retry_failed
@@ -44,20 +45,35 @@ from platform_api.human_tasks.schemas import (
     ResumeBody,
     ResumeRead,
 )
-from platform_api.state import PlatformDep
-from platform_api.tasks.decisions import Ballot
-from platform_api.tasks.router import (
+from platform_api.state import Kube, PlatformDep
+from platform_api.steps.http import (
     DECIDE_CODES,
     DECIDE_DESCRIPTION,
     UNAVAILABLE,
-    Kube,
     Name,
     Namespace,
 )
+from platform_api.tasks.decisions import Ballot
 
 router = APIRouter(prefix="/human-tasks", tags=["review queue"])
 
 SYNC_WAIT_SECONDS = 10.0
+StepId = Annotated[str, Path(max_length=63)]
+
+
+async def _expert_at(
+    namespace: Namespace,
+    name: Name,
+    step_id: StepId,
+    session: Session,
+    principal: Annotated[Principal, require(DECIDE)],
+    kube: Kube,
+) -> StepAt:
+    """The step an expert's move names (capability `run.control`)."""
+    return StepAt(session, kube, principal, namespace, name, step_id)
+
+
+ExpertAt = Annotated[StepAt, Depends(_expert_at)]
 
 
 async def _synced(platform: PlatformDep) -> DecisionIndex:
@@ -266,26 +282,8 @@ async def resume(
     "resolve its steps (403 `self_approval_forbidden`).",
     responses=error_responses(401, 403, 404, 409, 422, 503, codes=UNAVAILABLE),
 )
-async def resolve(
-    namespace: Namespace,
-    name: Name,
-    step_id: Annotated[str, Path(max_length=63)],
-    body: ResolveBody,
-    session: Session,
-    principal: Annotated[Principal, require(DECIDE)],
-    kube: Kube,
-    platform: PlatformDep,
-) -> ResolveRead:
-    return await resolve_unknown(
-        session,
-        kube,
-        principal,
-        namespace=namespace,
-        name=name,
-        step_id=step_id,
-        body=body,
-        claim_lease_seconds=platform.settings.tool_claim_lease_seconds,
-    )
+async def resolve(at: ExpertAt, body: ResolveBody, platform: PlatformDep) -> ResolveRead:
+    return await resolve_unknown(at, body, platform.settings.tool_claim_lease_seconds)
 
 
 # --- an expert retries a failed step ----------------------------------------------------
@@ -308,18 +306,8 @@ async def resolve(
     "(403 `self_approval_forbidden`).",
     responses=error_responses(401, 403, 404, 409, 422, 503, codes=UNAVAILABLE),
 )
-async def retry(
-    namespace: Namespace,
-    name: Name,
-    step_id: Annotated[str, Path(max_length=63)],
-    body: RetryBody,
-    session: Session,
-    principal: Annotated[Principal, require(DECIDE)],
-    kube: Kube,
-) -> RetryRead:
-    return await retry_failed(
-        session, kube, principal, namespace=namespace, name=name, step_id=step_id, body=body
-    )
+async def retry(at: ExpertAt, body: RetryBody) -> RetryRead:
+    return await retry_failed(at, body)
 
 
 # reopening an expired decision
@@ -337,15 +325,5 @@ async def retry(
     "`task_terminal`).",
     responses=error_responses(401, 403, 404, 409, 422, 503, codes=UNAVAILABLE),
 )
-async def reopen(
-    namespace: Namespace,
-    name: Name,
-    step_id: Annotated[str, Path(max_length=63)],
-    body: ReopenBody,
-    session: Session,
-    principal: Annotated[Principal, require(DECIDE)],
-    kube: Kube,
-) -> ReopenRead:
-    return await reopen_expired(
-        session, kube, principal, namespace=namespace, name=name, step_id=step_id, body=body
-    )
+async def reopen(at: ExpertAt, body: ReopenBody) -> ReopenRead:
+    return await reopen_expired(at, body)

@@ -5,8 +5,9 @@
   decidable step calls a read-only action of the catalog, its effective risk is low, the
   org's policy (read from the database now) opted in and the task's `autoApprove` lists
   low (`humanwork_core.policy`; by default nothing is ever auto-approved), the
-  decision is written with approver `policy:auto-approve`, under the same
-  resourceVersion precondition as an expert's, and audited (`task.step.auto_approve`).
+  decision is written with approver `policy:auto-approve`, by the same write as an
+  expert's (`steps.write`, under the resourceVersion seen), and audited
+  (`task.step.auto_approve`).
 - **Archiving.** When a task reaches a terminal phase (Completed, Rejected, Failed,
   Cancelled, Expired), its spec and final status are saved into `archived_tasks`
   (idempotent on the uid) and the task is annotated `humanwork.io/archived`; the operator
@@ -34,11 +35,13 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from humanwork_core import taskflow
 from humanwork_core.policy import OrgPolicy, effective_risk
-from humanwork_core.resources import AgenticTask
+from humanwork_core.resources import AgenticTask, AgenticTaskStatus
 from platform_api.archive.service import ARCHIVED_ANNOTATION, archive
-from platform_api.audit.service import record
-from platform_api.kube.client import KubeClient, KubeConflict, KubeNotFound
+from platform_api.errors import NotFound
+from platform_api.kube.client import KubeClient
 from platform_api.orgs.repository import OrgRepository
+from platform_api.steps.audit import MoveRecord, audit
+from platform_api.steps.write import StaleWrite, StepWrite, write_move
 from platform_api.tasks.orgs import OrgDirectory, OrgRef
 
 log = logging.getLogger(__name__)
@@ -123,7 +126,7 @@ class TaskAutomation:
             self._busy.add(key)
             try:
                 await self.handle(task)
-            except KubeConflict:
+            except StaleWrite:
                 pass  # changed meanwhile: its next change brings it back
             except Exception as exc:  # the database or the API server failed: try again
                 log.warning("task %s/%s: %s; retrying in %ss", *key, exc, RETRY_SECONDS)
@@ -176,39 +179,43 @@ class TaskAutomation:
         now = datetime.now(UTC)
         async with self._sessions() as session:
             org_policy = await OrgRepository(session).policy(org.id)
-        after = taskflow.auto_approve(task, now, org=org_policy)
-        if after is None:
-            return
         step = taskflow.decidable_step(task)
-        assert step is not None
+        if step is None or taskflow.auto_approve(task, now, org=org_policy) is None:
+            return
+
+        async def watched() -> AgenticTask:
+            return task  # the version seen: a change meanwhile brings the task back
+
+        def move(current: AgenticTask) -> AgenticTaskStatus:
+            after = taskflow.auto_approve(current, now, org=org_policy)
+            return after if after is not None else current.current_status()
+
+        how = StepWrite(self._kube, step.id, "auto-approval", watched, attempts=1)
+        try:
+            written = await write_move(how, move)
+        except NotFound:
+            return  # gone meanwhile
+        decision = written.after.step(step.id).decision
+        assert decision is not None
+        facts = {
+            "risk": effective_risk(step).value,
+            "verdict": decision.verdict.value,
+            "at": now.isoformat(),
+            "idempotency_key": decision.idempotency_key,
+            "step_hash": decision.step_hash,
+            "policy": [risk.value for risk in task.spec.policy.auto_approve],
+            "org_policy": org_policy.model_dump(mode="json", by_alias=True),
+        }
         ns, name = task.metadata.namespace or "", task.metadata.name
+        record = MoveRecord(
+            taskflow.AUTO_APPROVER,
+            "task.step.auto_approve",
+            ns,
+            name,
+            org.id,
+            step.id,
+            facts,
+            task.metadata.uid,
+        )
         async with self._sessions() as session, session.begin():
-            try:
-                await self._kube.apply_task_status(
-                    ns,
-                    name,
-                    task.metadata.resource_version or "",
-                    taskflow.owned_status(after, taskflow.Writer.PLATFORM_API),
-                )
-            except KubeNotFound:
-                return  # gone meanwhile
-            decision = after.step(step.id).decision
-            assert decision is not None
-            await record(
-                session,
-                actor=taskflow.AUTO_APPROVER,
-                action="task.step.auto_approve",
-                target=f"agentictask:{ns}/{name}",
-                org_id=org.id,
-                details={
-                    "step_id": step.id,
-                    "risk": effective_risk(step).value,
-                    "verdict": decision.verdict.value,
-                    "at": now.isoformat(),
-                    "idempotency_key": decision.idempotency_key,
-                    "step_hash": decision.step_hash,
-                    "policy": [risk.value for risk in task.spec.policy.auto_approve],
-                    "org_policy": org_policy.model_dump(mode="json", by_alias=True),
-                    "uid": task.metadata.uid,
-                },
-            )
+            await audit(session, record)

@@ -20,12 +20,14 @@ from pydantic import BaseModel, Field
 
 from humanwork_core import keys, taskflow
 from platform_api.access.principal import Principal
-from platform_api.audit.service import record
 from platform_api.auth.dependencies import require
 from platform_api.db import Session
-from platform_api.errors import RunStateConflict, error_responses
+from platform_api.errors import error_responses
+from platform_api.state import Kube
+from platform_api.steps.audit import MoveRecord, audit
+from platform_api.steps.http import NAME, NAMESPACE, UNAVAILABLE
+from platform_api.steps.refusals import Answer, refused
 from platform_api.tasks import service
-from platform_api.tasks.router import NAME, NAMESPACE, UNAVAILABLE, Kube
 
 CANCEL_ANNOTATION = keys.CANCEL_REQUESTED
 
@@ -73,17 +75,23 @@ async def cancel_task(
             raise taskflow.TaskTerminal("the task ended and was archived")
         taskflow.cancel(task, now)  # refuses a task that already ended
     except taskflow.TaskFlowError as exc:
-        raise RunStateConflict(exc.message) from None
+        raise refused(exc, Answer.RUN_STATE) from None
     await kube.annotate_task(
         namespace, name, {CANCEL_ANNOTATION: f"{principal.username} {now.isoformat()}"}
     )
-    await record(
+    phase = task.current_status().phase or taskflow.derive_phase(task, now)
+    await audit(
         session,
-        actor=principal.username,
-        action="task.cancel_requested",
-        target=f"task:{namespace}/{name}",
-        org_id=org.id,
-        details={"phase": (task.current_status().phase or taskflow.derive_phase(task, now)).value},
+        MoveRecord(
+            principal.username,
+            "task.cancel_requested",
+            namespace,
+            name,
+            org.id,
+            None,
+            {"phase": phase.value},
+            kind="task",
+        ),
     )
     return CancelRequested(
         id=f"{namespace}/{name}", requestedBy=principal.username, requestedAt=now

@@ -4,8 +4,9 @@ Deciding reads the task, applies the contract's rules (`taskflow.decide`) and wr
 platform's part of the status by server-side apply with the resourceVersion it read as a
 precondition. When another writer changed the task in between (the operator's tick, or
 another expert), the write is refused and the decision is re-read and re-checked, a few
-times at most: of two experts deciding the same step at once, one records the decision
-and the other is told `run_state_conflict`; nothing is ever overwritten. Each decision
+times at most (the one write of every move, `steps.write`): of two experts deciding the
+same step at once, one records the decision and the other is told `run_state_conflict`;
+nothing is ever overwritten. Each decision
 written is audited in the org's chain (who, what, when, idempotency key).
 
 One `DecisionService` is built with the platform (`Platform.decider`) and holds what every
@@ -25,28 +26,30 @@ from pydantic import JsonValue
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from humanwork_core import taskflow, tracing
-from humanwork_core.resources import AgenticTask, AgenticTaskStatus, Decision, StepStatus, Verdict
-from platform_api import faultpoints
-from platform_api.access.principal import Principal
-from platform_api.audit.service import carries_key, record, record_detached
-from platform_api.corrections import service as corrections
-from platform_api.errors import (
-    IdempotencyConflict,
-    NotFound,
-    OrgDeactivated,
-    RunStateConflict,
-    SelfApproval,
-    from_core,
+from humanwork_core.resources import (
+    AgenticTask,
+    AgenticTaskStatus,
+    Decision,
+    Step,
+    StepStatus,
+    Verdict,
 )
-from platform_api.kube.client import KubeClient, KubeConflict, KubeInvalid, KubeNotFound
+from platform_api.access.principal import Principal
+from platform_api.audit.service import carries_key
+from platform_api.corrections import service as corrections
+from platform_api.errors import IdempotencyConflict, NotFound, OrgDeactivated, SelfApproval
+from platform_api.kube.client import KubeClient
 from platform_api.orgs.repository import OrgRepository
+from platform_api.steps.audit import MoveRecord, audit, audit_refusal
+from platform_api.steps.refusals import Answer
+from platform_api.steps.write import StepWrite, write_move
 from platform_api.tasks.orgs import OrgDirectory, OrgRef
 from platform_api.tasks.requester import is_requester
 from platform_api.tasks.schemas import TaskRead
 from platform_api.tasks.service import org_of_namespace, read_model, read_task
 
 if TYPE_CHECKING:
-    from humanwork_core.policy import OrgPolicy
+    pass
 
 
 class WatchedTasks(Protocol):
@@ -90,20 +93,24 @@ class Outcome:
 
 
 @dataclass
+class _Judged:
+    """What the pass the write kept judged: the contract's request and the approvals the
+    step needs."""
+
+    request: taskflow.DecisionRequest | None = None
+    required: int = 0
+
+
+@dataclass(frozen=True)
 class _Attempt:
-    """One pass of the decision loop: the task it judged and where that copy came from."""
+    """The task the decision was judged on, as written (or found already recorded)."""
 
     task: AgenticTask
-    from_cache: bool
     request: taskflow.DecisionRequest
     before: AgenticTaskStatus
     after: AgenticTaskStatus
     required: int
     now: datetime
-
-
-class _Retry(Exception):
-    """This pass judged a stale copy: read the task again."""
 
 
 @dataclass(frozen=True)
@@ -130,34 +137,46 @@ class DecisionService:
         org_policy = await OrgRepository(session).policy_if_active(org.id)
         if org_policy is None:  # no decisions
             raise OrgDeactivated("the org is deactivated", orgId=str(org.id))
-        cached = self._cached(ballot, org)
-        conflicts = 0
-        while True:
-            try:
-                attempt = await self._judge(
-                    session, kube, principal, ballot, org, org_policy, cached
-                )
-            except _Retry:
-                cached = None
-                continue
-            cached = None
-            if attempt.after == attempt.before:
-                replayed = self._replay(attempt, ballot)
-                await self._audit_if_missing(session, ballot, org, replayed.recorded)
-                return replayed
-            try:
-                written = await self._write(kube, ballot, attempt)
-            except _Retry:
-                if not attempt.from_cache:
-                    conflicts += 1
-                    if conflicts > self.retries:
-                        raise RunStateConflict(
-                            "the task changed while deciding; read it again",
-                            step_id=ballot.step_id,
-                        ) from None
-                continue
-            with _approval_span(principal, ballot, attempt):
-                return await self._recorded(session, principal, ballot, org, attempt, written)
+        now = datetime.now(UTC)
+        judged = _Judged()
+
+        async def check(task: AgenticTask) -> None:
+            await self._check(session, principal, ballot, org, task)
+
+        def move(task: AgenticTask) -> AgenticTaskStatus:
+            step = task.step(ballot.step_id)
+            assert step is not None  # checked
+            judged.request = _request(principal, ballot, step)
+            judged.required = taskflow.required_approvals(task, step, org_policy)
+            return taskflow.decide(task, ballot.step_id, judged.request, now, org=org_policy)
+
+        how = StepWrite(
+            kube,
+            ballot.step_id,
+            "decision",
+            lambda: read_task(kube, org, ballot.name),
+            answer=Answer.BY_KIND,
+            attempts=self.retries + 1,
+            check=check,
+            exhausted="the task changed while deciding; read it again",
+            faults="decision",
+        )
+        written = await write_move(how, move, first=self._cached(ballot, org))
+        assert judged.request is not None
+        attempt = _Attempt(
+            written.task,
+            judged.request,
+            written.task.current_status(),
+            written.after,
+            judged.required,
+            now,
+        )
+        if written.wire is None:
+            replayed = self._replay(attempt, ballot)
+            await self._audit_if_missing(session, ballot, org, replayed.recorded)
+            return replayed
+        with _approval_span(principal, ballot, attempt):
+            return await self._recorded(session, principal, ballot, org, attempt, written.wire)
 
     def _cached(self, ballot: Ballot, org: OrgRef) -> AgenticTask | None:
         if self.index is None:
@@ -167,62 +186,38 @@ class DecisionService:
             return None
         return cached
 
-    async def _judge(
+    async def _check(
         self,
         session: AsyncSession,
-        kube: KubeClient,
         principal: Principal,
         ballot: Ballot,
         org: OrgRef,
-        org_policy: OrgPolicy,
-        cached: AgenticTask | None,
-    ) -> _Attempt:
-        """The contract's verdict on the ballot against the cached or current task; a
-        refusal judged on the cached copy retries on the current one."""
-        from_cache = cached is not None
-        task = cached if cached is not None else await read_task(kube, org, ballot.name)
-        step = task.step(ballot.step_id)
-        if step is None:
+        task: AgenticTask,
+    ) -> None:
+        """404 for a step the plan lacks; 403 (audited) for the requester's own approval."""
+        if task.step(ballot.step_id) is None:
             raise NotFound("the plan has no such step", step_id=ballot.step_id)
         if ballot.verdict.positive and await is_requester(
             session, org.id, task, principal.username
         ):
             await session.rollback()  # the request fails: its connection back before the audit's
             await self._refuse_self_approval(principal, ballot, org)
-        request = taskflow.DecisionRequest(
-            verdict=ballot.verdict,
-            by=principal.username,
-            step_hash=ballot.step_hash or taskflow.step_hash(step),
-            idempotency_key=ballot.idempotency_key,
-            feedback=ballot.feedback,
-            parameters=ballot.parameters,
-            input=ballot.provided,
-            selection=ballot.selection,
-        )
-        now = datetime.now(UTC)
-        before = task.current_status()
-        try:
-            after = taskflow.decide(task, ballot.step_id, request, now, org=org_policy)
-        except taskflow.TaskFlowError as exc:
-            if from_cache:  # the watch's copy may lag: judge on the current version
-                raise _Retry from None
-            raise from_core(exc) from None
-        if after == before and from_cache:
-            raise _Retry  # a replay is answered from the current version
-        required = taskflow.required_approvals(task, step, org_policy)
-        return _Attempt(task, from_cache, request, before, after, required, now)
 
     async def _refuse_self_approval(
         self, principal: Principal, ballot: Ballot, org: OrgRef
     ) -> None:
         if self.sessions is not None:
-            await record_detached(
+            await audit_refusal(
                 self.sessions,
-                actor=principal.username,
-                action="task.step.self_approval",
-                target=f"agentictask:{ballot.namespace}/{ballot.name}",
-                org_id=org.id,
-                details={"step_id": ballot.step_id, "idempotency_key": ballot.idempotency_key},
+                MoveRecord(
+                    principal.username,
+                    "task.step.self_approval",
+                    ballot.namespace,
+                    ballot.name,
+                    org.id,
+                    ballot.step_id,
+                    {"idempotency_key": ballot.idempotency_key},
+                ),
             )
         raise SelfApproval(
             "the requester of a task cannot approve its steps", step_id=ballot.step_id
@@ -261,43 +256,19 @@ class DecisionService:
         key = ballot.idempotency_key
         if await carries_key(session, org_id=org.id, action=action, target=target, key=key):
             return
-        details = {"step_id": ballot.step_id, "verdict": recorded.verdict.value}
-        await record(
+        facts = {
+            "verdict": recorded.verdict.value,
+            "at": recorded.at.isoformat(),
+            "idempotency_key": key,
+            "feedback": recorded.feedback,
+            "recovered": True,
+        }
+        await audit(
             session,
-            actor=recorded.by,
-            action=action,
-            target=target,
-            org_id=org.id,
-            details={
-                **details,
-                "at": recorded.at.isoformat(),
-                "idempotency_key": key,
-                "feedback": recorded.feedback,
-                "recovered": True,
-            },
+            MoveRecord(
+                recorded.by, action, ballot.namespace, ballot.name, org.id, ballot.step_id, facts
+            ),
         )
-
-    async def _write(self, kube: KubeClient, ballot: Ballot, attempt: _Attempt) -> dict[str, Any]:
-        """Apply the platform's part of the status under the resourceVersion judged;
-        `_Retry` when another writer changed the task meanwhile."""
-        faultpoints.reach("decision.before_status_write")
-        try:
-            written = await kube.apply_task_status(
-                ballot.namespace,
-                ballot.name,
-                attempt.task.metadata.resource_version or "",
-                taskflow.owned_status(attempt.after, taskflow.Writer.PLATFORM_API),
-            )
-            faultpoints.reach("decision.after_status_write")
-            return written
-        except KubeConflict:
-            raise _Retry from None
-        except KubeNotFound:
-            raise NotFound("no such task") from None
-        except KubeInvalid as exc:
-            raise RunStateConflict(
-                "the API server refused the decision", step_id=ballot.step_id, reason=exc.message
-            ) from None
 
     async def _recorded(
         self,
@@ -311,23 +282,29 @@ class DecisionService:
         """Audit the decision written and answer with the task as the write left it."""
         entry = attempt.after.step(ballot.step_id)
         model = read_model(AgenticTask.from_wire(written), attempt.now)
-        await record(
+        facts = {
+            "verdict": ballot.verdict.value,
+            "at": attempt.now.isoformat(),
+            "idempotency_key": ballot.idempotency_key,
+            "step_hash": attempt.request.step_hash,
+            "decided": entry.decision is not None,
+            "approvals": len(entry.approvals),
+            "feedback": ballot.feedback,
+        }
+        action = f"task.step.{ballot.verdict.value}"
+        uid = attempt.task.metadata.uid
+        await audit(
             session,
-            actor=principal.username,
-            action=f"task.step.{ballot.verdict.value}",
-            target=f"agentictask:{ballot.namespace}/{ballot.name}",
-            org_id=org.id,
-            details={
-                "step_id": ballot.step_id,
-                "verdict": ballot.verdict.value,
-                "at": attempt.now.isoformat(),
-                "idempotency_key": ballot.idempotency_key,
-                "step_hash": attempt.request.step_hash,
-                "decided": entry.decision is not None,
-                "approvals": len(entry.approvals),
-                "feedback": ballot.feedback,
-                "uid": attempt.task.metadata.uid,
-            },
+            MoveRecord(
+                principal.username,
+                action,
+                ballot.namespace,
+                ballot.name,
+                org.id,
+                ballot.step_id,
+                facts,
+                uid,
+            ),
         )
         # an edit of a step's parameters, or a rejection's feedback, is a correction
         made = corrections.step_correction(
@@ -352,6 +329,20 @@ class DecisionService:
             False,
             _carrying(entry, ballot.idempotency_key),
         )
+
+
+def _request(principal: Principal, ballot: Ballot, step: Step) -> taskflow.DecisionRequest:
+    """The contract's request for `ballot` on `step` (its hash the expert saw, or now's)."""
+    return taskflow.DecisionRequest(
+        verdict=ballot.verdict,
+        by=principal.username,
+        step_hash=ballot.step_hash or taskflow.step_hash(step),
+        idempotency_key=ballot.idempotency_key,
+        feedback=ballot.feedback,
+        parameters=ballot.parameters,
+        input=ballot.provided,
+        selection=ballot.selection,
+    )
 
 
 @contextlib.contextmanager

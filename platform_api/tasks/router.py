@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Path, Query, Request, status
+from fastapi import APIRouter, Header, Path, Query, Request, status
 
 from humanwork_core.resources import Verdict
 from platform_api.access.capabilities import DECIDE
@@ -24,10 +24,17 @@ from platform_api.activity.repository import ensure_active
 from platform_api.auth.dependencies import CurrentPrincipal, ensure_capability, require
 from platform_api.bounds import Limit, Offset
 from platform_api.db import Session
-from platform_api.errors import KubernetesUnavailable, NotFound, error_responses
+from platform_api.errors import NotFound, error_responses
 from platform_api.kube.client import KubeClient
 from platform_api.openapi import EXTENSION
-from platform_api.state import PlatformDep
+from platform_api.state import Kube, PlatformDep
+from platform_api.steps.http import (
+    DECIDE_CODES,
+    DECIDE_DESCRIPTION,
+    UNAVAILABLE,
+    Name,
+    Namespace,
+)
 from platform_api.tasks import lookup, service
 from platform_api.tasks.decisions import Ballot
 from platform_api.tasks.schemas import (
@@ -42,33 +49,6 @@ from platform_api.tasks.schemas import (
 
 router = APIRouter(prefix="/agentic/tasks", tags=["tasks"])
 
-NAMESPACE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
-
-UNAVAILABLE = {503: ("kubernetes_unavailable", "no Kubernetes API is configured")}
-DECIDE_CODES = {
-    403: ("self_approval_forbidden", "the requester of a task cannot approve its steps"),
-    409: ("run_state_conflict", "the step already has its decision"),
-    410: ("human_task_expired", "the decision deadline passed"),
-    422: ("idempotency_conflict", "this idempotency key was used for a different decision"),
-    **UNAVAILABLE,
-}
-
-
-async def get_kube(platform: PlatformDep) -> KubeClient:
-    """The platform's Kubernetes client; 503 `kubernetes_unavailable` when there is none."""
-    if platform.kube is None:
-        raise KubernetesUnavailable(
-            "no Kubernetes API is configured (HUMANWORK_KUBECONFIG or HUMANWORK_KUBE_IN_CLUSTER)"
-        )
-    return platform.kube
-
-
-Kube = Annotated[KubeClient, Depends(get_kube)]
-Namespace = Annotated[
-    str, Path(max_length=63, pattern=NAMESPACE, description="the org's namespace")
-]
-Name = Annotated[str, Path(max_length=253, pattern=NAME, description="the task's name")]
 TaskUid = Annotated[
     uuid.UUID, Path(description="the task's UID (`metadata.uid`, the `uid` of its read model)")
 ]
@@ -185,15 +165,6 @@ async def _decide(
         idempotency_key=key,
         task=outcome.task,
     )
-
-
-DECIDE_DESCRIPTION = (
-    " Only the first undecided step can be decided, once every earlier step executed: "
-    "409 `run_state_conflict` otherwise, and for a step another expert decided first "
-    "(of experts deciding at once, exactly one decision is recorded). 410 "
-    "`human_task_expired` after the final deadline. The decision is written into the "
-    "task's status under the platform's identity and audited in the org's chain."
-)
 
 
 @router.post(

@@ -1,0 +1,32 @@
+"""The route vocabulary shared by the slices that expose moves of a step: the path
+parameters of a task and its step, and the error codes a decision documents."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Path
+
+NAMESPACE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+
+Namespace = Annotated[
+    str, Path(max_length=63, pattern=NAMESPACE, description="the org's namespace")
+]
+Name = Annotated[str, Path(max_length=253, pattern=NAME, description="the task's name")]
+
+UNAVAILABLE = {503: ("kubernetes_unavailable", "no Kubernetes API is configured")}
+DECIDE_CODES = {
+    403: ("self_approval_forbidden", "the requester of a task cannot approve its steps"),
+    409: ("run_state_conflict", "the step already has its decision"),
+    410: ("human_task_expired", "the decision deadline passed"),
+    422: ("idempotency_conflict", "this idempotency key was used for a different decision"),
+    **UNAVAILABLE,
+}
+DECIDE_DESCRIPTION = (
+    " Only the first undecided step can be decided, once every earlier step executed: "
+    "409 `run_state_conflict` otherwise, and for a step another expert decided first "
+    "(of experts deciding at once, exactly one decision is recorded). 410 "
+    "`human_task_expired` after the final deadline. The decision is written into the "
+    "task's status under the platform's identity and audited in the org's chain."
+)
