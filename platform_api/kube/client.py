@@ -32,7 +32,7 @@ from humanwork_core.kube_errors import (
     KubeUnreachable,
     error_from_status,
 )
-from humanwork_core.kube_pool import recent_first
+from humanwork_core.kube_pool import reuse_most_recent_first
 from humanwork_core.resources import common as resources
 from humanwork_core.resources import names
 from platform_api.settings import Settings
@@ -104,7 +104,7 @@ class KubeClient:
         cfg.connection_pool_maxsize = settings.kube_connections
         api = client.ApiClient(cfg)
         # the surplus connections of a burst are closed once idle, not kept for ever
-        recent_first(api.rest_client.pool_manager.connector)
+        reuse_most_recent_first(api.rest_client.pool_manager.connector)
         api.user_agent = USER_AGENT  # names the platform in the API server's audit log
         return cls(api)
 
