@@ -1,11 +1,11 @@
-"""The platform's connection pool to a real kube-apiserver gives back what a burst took.
+"""The connection pools to a real kube-apiserver give back what a burst took.
 
-`KubeClient` (under the platform's ServiceAccount) makes a burst of concurrent calls, then
-a steady trickle of sequential ones. The pool must have opened one TLS connection per
-call in flight, and then, under the trickle, close the surplus once it has idled past the
-keep-alive (aiohttp's 15 s): a pool reused first in, first out keeps every connection
-busy within its keep-alive and never closes one (the platform's memory then stays at its
-most-ever in flight, ~300 KiB a connection).
+The platform's `KubeClient` (under its ServiceAccount) and the operator's `Kube` each make
+a burst of concurrent calls, then a steady trickle of sequential ones. The pool must have
+opened one TLS connection per call in flight, and then, under the trickle, close the
+surplus once it has idled past the keep-alive (aiohttp's 15 s): a pool reused first in,
+first out keeps every connection busy within its keep-alive and never closes one (the
+platform's memory then stays at its most-ever in flight, ~300 KiB a connection).
 
 The connections are counted by the kernel (this process's established sockets to the API
 server's port opened after the client was made), not by the pool's own books.
@@ -16,14 +16,19 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import pytest
 import yaml
 
+from agent_operator.kube import Kube
 from humanwork_dev.processes import PLATFORM_NS
 from platform_api.kube.client import KubeClient
 from platform_api.settings import Settings
+from tests.conftest import Cluster
 
 BURST = 16
 """Calls in flight at once; the trickle below reuses all of them within the keep-alive
@@ -64,13 +69,32 @@ def _established_to(port: int) -> set[int]:
     return found
 
 
+@dataclass
+class Client:
+    call: Callable[[], Awaitable[object]]
+    close: Callable[[], Awaitable[None]]
+
+
+async def _platform(platform_kubeconfig: Path, admin_kubeconfig: str) -> Client:
+    kube = await KubeClient.from_settings(Settings(kubeconfig=str(platform_kubeconfig)))
+    assert kube is not None
+    return Client(lambda: kube.namespace_labels(PLATFORM_NS), kube.close)
+
+
+async def _operator(platform_kubeconfig: Path, admin_kubeconfig: str) -> Client:
+    kube = await Kube.connect(admin_kubeconfig)
+    return Client(lambda: kube.get("v1", "Namespace", None, PLATFORM_NS), kube.close)
+
+
+@pytest.mark.parametrize("make", [_platform, _operator], ids=["platform", "operator"])
 async def test_the_pool_shrinks_back_after_a_burst_under_a_steady_trickle(
+    make: Callable[[Path, str], Awaitable[Client]],
     platform_kubeconfig: Path,
+    cluster: Cluster,
 ) -> None:
     port = _api_port(platform_kubeconfig)
     before = _established_to(port)
-    kube = await KubeClient.from_settings(Settings(kubeconfig=str(platform_kubeconfig)))
-    assert kube is not None
+    kube = await make(platform_kubeconfig, cluster.kubeconfig)
 
     def ours() -> int:
         return len(_established_to(port) - before)
@@ -81,7 +105,7 @@ async def test_the_pool_shrinks_back_after_a_burst_under_a_steady_trickle(
 
         async def one() -> None:
             await started.wait()
-            await kube.namespace_labels(PLATFORM_NS)
+            await kube.call()
 
         calls = [asyncio.create_task(one()) for _ in range(BURST)]
         started.set()
@@ -93,7 +117,7 @@ async def test_the_pool_shrinks_back_after_a_burst_under_a_steady_trickle(
         seen = [after_burst]
         deadline = time.monotonic() + BOUND
         while seen[-1] > SETTLED and time.monotonic() < deadline:
-            await kube.namespace_labels(PLATFORM_NS)
+            await kube.call()
             await asyncio.sleep(TRICKLE_PAUSE)
             seen.append(ours())
         assert seen[-1] <= SETTLED, (
