@@ -18,6 +18,7 @@ from agent_operator import credentials
 from agent_operator.metrics import API_REQUESTS
 from humanwork_core.kube_body import APPLY_CONTENT_TYPE, encode_body
 from humanwork_core.kube_errors import KubeError, error_from_status
+from humanwork_core.kube_pool import reuse_most_recent_first
 from humanwork_core.resources import names
 
 __all__ = ["Kube", "KubeError", "path_for"]
@@ -75,6 +76,7 @@ class Kube:
         """In-cluster credentials when running in a pod, else the kubeconfig."""
         creds = credentials.load(kubeconfig)
         connector = aiohttp.TCPConnector(ssl=creds.ssl_context, limit=CONNECTIONS)
+        reuse_most_recent_first(connector)  # the surplus of a burst is closed once idle
         session = aiohttp.ClientSession(
             connector=connector,
             timeout=TIMEOUT,

@@ -32,6 +32,7 @@ from humanwork_core.kube_errors import (
     KubeUnreachable,
     error_from_status,
 )
+from humanwork_core.kube_pool import reuse_most_recent_first
 from humanwork_core.resources import common as resources
 from humanwork_core.resources import names
 from platform_api.settings import Settings
@@ -102,6 +103,8 @@ class KubeClient:
             config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
         cfg.connection_pool_maxsize = settings.kube_connections
         api = client.ApiClient(cfg)
+        # the surplus connections of a burst are closed once idle, not kept for ever
+        reuse_most_recent_first(api.rest_client.pool_manager.connector)
         api.user_agent = USER_AGENT  # names the platform in the API server's audit log
         return cls(api)
 
