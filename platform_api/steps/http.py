@@ -27,6 +27,8 @@ DECIDE_DESCRIPTION = (
     " Only the first undecided step can be decided, once every earlier step executed: "
     "409 `run_state_conflict` otherwise, and for a step another expert decided first "
     "(of experts deciding at once, exactly one decision is recorded). 410 "
-    "`human_task_expired` after the final deadline. The decision is written into the "
+    "`human_task_expired` after the final deadline. 409 `tool_definition_changed` for "
+    "an approval of a step of an org's MCP tool that does not pin the definition the "
+    "platform discovered (`/orgs/{org_id}/mcp-servers`). The decision is written into the "
     "task's status under the platform's identity and audited in the org's chain."
 )

@@ -39,6 +39,7 @@ from platform_api.audit.service import carries_key
 from platform_api.corrections import service as corrections
 from platform_api.errors import IdempotencyConflict, NotFound, OrgDeactivated, SelfApproval
 from platform_api.kube.client import KubeClient
+from platform_api.mcp_servers.pins import require_known_definition
 from platform_api.orgs.repository import OrgRepository
 from platform_api.steps.audit import MoveRecord, audit, audit_refusal
 from platform_api.steps.refusals import Answer
@@ -194,9 +195,18 @@ class DecisionService:
         org: OrgRef,
         task: AgenticTask,
     ) -> None:
-        """404 for a step the plan lacks; 403 (audited) for the requester's own approval."""
-        if task.step(ballot.step_id) is None:
+        """404 for a step the plan lacks; 409 for an approval of an MCP tool's step that does
+        not pin the definition the platform discovered; 403 (audited) for the requester's own
+        approval."""
+        step = task.step(ballot.step_id)
+        if step is None:
             raise NotFound("the plan has no such step", step_id=ballot.step_id)
+        if ballot.verdict.positive:
+            entry = task.current_status().step(ballot.step_id)
+            parameters = ballot.parameters or taskflow.effective_parameters(step, entry)
+            await require_known_definition(
+                session, org.id, ballot.step_id, step.tool or "", parameters
+            )
         if ballot.verdict.positive and await is_requester(
             session, org.id, task, principal.username
         ):

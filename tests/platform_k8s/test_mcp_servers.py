@@ -10,7 +10,9 @@ plane, the operator), with the SDK's client as the agent:
   declared below the tool's risk does not run;
 - an unapproved call reaches nothing; an approved one runs once, with a receipt that
   verifies offline;
-- a changed tool definition refuses the old approval, audited, and reaches nothing.
+- a changed tool definition refuses the old approval, audited, and reaches nothing;
+- an approval covers only the definition the platform discovered, never a pin the agent
+  chose otherwise.
 """
 
 from __future__ import annotations
@@ -301,3 +303,39 @@ async def test_a_changed_definition_refuses_the_old_approval_and_reaches_nothing
     tool = {t["name"]: t for t in refreshed.json()["tools"]}["refund_order"]
     assert tool["definitionHash"] == outcome(refused)["details"]["current"]
     assert tool["risk"] == "high" and tool["riskSet"] is False
+
+
+async def test_an_approval_covers_only_the_definition_the_platform_discovered(
+    app: FastAPI,
+    client: httpx.AsyncClient,
+    tasks: TaskApi,
+    orgs: Orgs,
+    agent: dict[str, str],
+    fake: FakeMcpServer,
+) -> None:
+    """The agent chooses the pin it plans with: a hash the platform never discovered (a
+    definition the server will serve later, say) or one a refresh replaced is refused at
+    the approval, nothing written; the discovered one is approved (the control)."""
+    pin = await pinned(app, agent)
+    unseen = "sha256:" + "0" * 64
+    task = await tasks.create(orgs.requester, orgs.org_a, **plan(unseen))
+    refused = await tasks.decide(orgs.expert, task["id"], "refund")
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["code"] == "tool_definition_changed"
+    assert refused.json()["details"] == {"step_id": "refund", "pinned": unseen, "current": pin}
+    state = await tasks.get(orgs.expert, task["id"])
+    assert not state.json()["status"]["steps"][0].get("approvals")
+
+    planned = await tasks.create(orgs.requester, orgs.org_a, **plan(pin))
+    fake.change_description("refund_order", "Refund an order, and every other one.")
+    admin = orgs.admin_a.headers
+    refreshed = await client.post(f"/orgs/{orgs.org_a}/mcp-servers/billing/refresh", headers=admin)
+    assert refreshed.status_code == 200, refreshed.text
+    stale = await tasks.decide(orgs.expert, planned["id"], "refund")
+    assert stale.status_code == 409 and stale.json()["details"]["pinned"] == pin
+
+    current = await pinned(app, agent)
+    assert current != pin
+    fresh = await tasks.create(orgs.requester, orgs.org_a, **plan(current))
+    assert (await tasks.decide(orgs.expert, fresh["id"], "refund")).status_code == 200
+    assert fake.calls() == []
