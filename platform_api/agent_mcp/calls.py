@@ -19,8 +19,6 @@ A tool of one of the org's own MCP servers (`mcp_<server>_<tool>`) is run by
 
 from __future__ import annotations
 
-import json
-import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,26 +30,11 @@ from platform_api.agent_api.identity import Agent
 from platform_api.agent_api.proxy import ToolProxy
 from platform_api.agent_api.schemas import ToolCallIn
 from platform_api.agent_mcp import mcp_calls
+from platform_api.agent_mcp.results import answer, failure, invalid_meta
 from platform_api.agent_mcp.view import KEY, STEP, TASK, resolve
-from platform_api.errors import PlatformError, StepNotApproved
+from platform_api.errors import StepNotApproved
 from platform_api.mcp_servers import definitions
 from platform_api.mcp_servers.proxy import McpProxy
-
-log = logging.getLogger(__name__)
-
-APPROVAL_REQUIRED = "approval_required"
-
-
-def failure(
-    code: str, message: str, details: Mapping[str, Any] | None = None
-) -> types.CallToolResult:
-    """A refused or failed call: `isError`, the error's JSON body as structured content."""
-    body = {"code": code, "message": message, "details": dict(details or {})}
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=json.dumps(body))],
-        structuredContent=body,
-        isError=True,
-    )
 
 
 def _how_to_file(agent: Agent, action: catalog.Action, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -108,26 +91,13 @@ async def run(
     try:
         body = request_of(action, arguments, meta)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"])
-        return failure("invalid_meta", f"_meta {field}: {first['msg']}", {"field": field})
-    try:
-        out = await proxy.call(agent, action.tool, body)
-    except StepNotApproved as refused:
-        return failure(
-            APPROVAL_REQUIRED,
+        return invalid_meta(exc, "_meta ")
+
+    async def refused(exc: StepNotApproved) -> tuple[str, dict[str, Any]]:
+        message = (
             f"{action.tool}.{action.name} changes the upstream and runs only as an approved "
-            f"step: {refused.message}",
-            {**refused.public_details(), "howToFile": _how_to_file(agent, action, arguments)},
+            f"step: {exc.message}"
         )
-    except PlatformError as exc:
-        return failure(exc.code, exc.message, exc.public_details())
-    except Exception:
-        log.exception("MCP tool call %s failed", name)
-        return failure("internal_error", "the call failed inside the platform")
-    result = out.model_dump()
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=json.dumps(result))],
-        structuredContent=result,
-        isError=False,
-    )
+        return message, _how_to_file(agent, action, arguments)
+
+    return await answer(proxy.call(agent, action.tool, body), refused, name)

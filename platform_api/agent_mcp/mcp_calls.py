@@ -10,8 +10,6 @@ Nothing reaches the server unless the approved step's call runs.
 
 from __future__ import annotations
 
-import json
-import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,25 +18,11 @@ from pydantic import ValidationError
 
 from platform_api.agent_api.identity import Agent
 from platform_api.agent_api.schemas import ToolCallIn
+from platform_api.agent_mcp.results import answer, invalid_meta
 from platform_api.agent_mcp.view import KEY, STEP, TASK
-from platform_api.errors import PlatformError, StepNotApproved
+from platform_api.errors import StepNotApproved
 from platform_api.mcp_servers import catalog
 from platform_api.mcp_servers.proxy import McpProxy
-
-log = logging.getLogger(__name__)
-
-APPROVAL_REQUIRED = "approval_required"
-
-
-def _failure(
-    code: str, message: str, details: Mapping[str, Any] | None = None
-) -> types.CallToolResult:
-    body = {"code": code, "message": message, "details": dict(details or {})}
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=json.dumps(body))],
-        structuredContent=body,
-        isError=True,
-    )
 
 
 async def run(
@@ -62,26 +46,10 @@ async def run(
             }
         )
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"])
-        return _failure("invalid_meta", f"{field}: {first['msg']}", {"field": field})
-    try:
-        out = await mcp.call(agent, server, tool, body)
-    except StepNotApproved as refused:
+        return invalid_meta(exc)
+
+    async def refused(exc: StepNotApproved) -> tuple[str, Any]:
         filing = await catalog.how_to_file(mcp.tools.sessions, agent, server, tool, arguments)
-        return _failure(
-            APPROVAL_REQUIRED,
-            f"{server}.{tool} runs only as an approved step: {refused.message}",
-            {**refused.public_details(), "howToFile": filing},
-        )
-    except PlatformError as exc:
-        return _failure(exc.code, exc.message, exc.public_details())
-    except Exception:
-        log.exception("MCP call of the org's tool %s.%s failed", server, tool)
-        return _failure("internal_error", "the call failed inside the platform")
-    result = out.model_dump()
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=json.dumps(result))],
-        structuredContent=result,
-        isError=False,
-    )
+        return f"{server}.{tool} runs only as an approved step: {exc.message}", filing
+
+    return await answer(mcp.call(agent, server, tool, body), refused, f"{server}.{tool}")

@@ -19,7 +19,7 @@ from agent_operator import builders
 from agent_operator.config import OperatorSettings
 from humanwork_core import catalog
 from platform_api.agent_api.schemas import ToolCallOut
-from platform_api.agent_mcp import calls
+from platform_api.agent_mcp import calls, results
 from platform_api.agent_mcp.view import KEY, STEP, TASK
 from tests.unit.test_builders import instance
 
@@ -108,11 +108,11 @@ def test_the_platforms_answers_read_as_the_native_paths() -> None:
     )
     assert mcp_calls.answer(_rpc(ok)) == out
 
-    needs = calls.failure(calls.APPROVAL_REQUIRED, "runs only as an approved step", {"x": "y"})
+    needs = results.failure(results.APPROVAL_REQUIRED, "runs only as an approved step", {"x": "y"})
     with pytest.raises(mcp_calls.McpAnswerError) as refused:
         mcp_calls.answer(_rpc(needs))
     assert refused.value.code == "approval_required" and refused.value.details == {"x": "y"}
-    unknown = calls.failure("tool_call_outcome_unknown", "an expert must resolve it")
+    unknown = results.failure("tool_call_outcome_unknown", "an expert must resolve it")
     with pytest.raises(mcp_calls.McpAnswerError) as held:
         mcp_calls.answer(_rpc(unknown))
     assert held.value.code == "tool_call_outcome_unknown"
