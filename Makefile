@@ -29,16 +29,23 @@ all: venv
 venv: $(STAMP)
 
 # Every package at the version the locks name, so that a release on PyPI changes nothing
-# here until the locks move: requirements.lock (the runtime's, what the images install;
-# written by `make docs`) and requirements-dev.lock (everything the venv holds, the test
-# and lint tools included; written by `make lock-dev` after a dependency changes).
+# here until the locks move: requirements.lock (every component's runtime dependencies; each
+# image installs its own part, requirements-<component>.lock) and requirements-dev.lock
+# (everything the venv holds, the test and lint tools included). The venv holds every
+# component's group of pyproject.toml; `make lock` writes all the locks after a dependency
+# changes (docs/operations.md, "Dependencies and locks").
 $(STAMP): pyproject.toml requirements.lock requirements-dev.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c requirements.lock -c requirements-dev.lock -e '.[test,lint]'
+	$(PY) -m pip install --quiet -c requirements.lock -c requirements-dev.lock -e '.[operator,platform,agent,plugin,test,lint]'
 	touch $(STAMP)
 
-.PHONY: lock-dev
+# the runtime locks from pyproject.toml's groups (humanwork_dev/locks.py), then the dev lock
+.PHONY: lock lock-dev
+lock: venv
+	$(PY) -m humanwork_dev.locks
+	$(MAKE) --no-print-directory lock-dev
+
 lock-dev: venv
 	$(PY) -m pip freeze --exclude-editable | grep -v '^humanwork-operator' > requirements-dev.lock
 

@@ -5,14 +5,13 @@
   the agent (variable, type, default, meaning), read from their settings classes;
 - the tables of `docs/api.md`: every endpoint with the credential and capability it needs,
   and every error code;
-- `requirements.lock`: the exact versions of the runtime dependencies the images install.
+- the dependency locks (`requirements.lock` and one per component's image), written by
+  :mod:`humanwork_dev.locks`.
 
     python -m humanwork_dev.deployables            # write them all
     python -m humanwork_dev.deployables --check    # list the stale ones, exit 1 when any
 
-`tests/unit/test_docs.py` fails when a generated part differs from what this writes. The
-lock is written from the packages installed in the running environment (the project's
-runtime dependencies and theirs, not the test and lint extras).
+`tests/unit/test_docs.py` fails when a generated part differs from what this writes.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
-import importlib.metadata
 import inspect
 import json
 import re
@@ -31,15 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
+from humanwork_dev import locks
 
 REPO = Path(__file__).resolve().parents[1]
 OPENAPI = Path("docs/openapi.json")
 CONFIGURATION = Path("docs/configuration.md")
 API = Path("docs/api.md")
-LOCK = Path("requirements.lock")
-DISTRIBUTION = "humanwork-operator"
 
 BEGIN = "<!-- generated: {name} (python -m humanwork_dev.deployables); do not edit -->"
 END = "<!-- end generated: {name} -->"
@@ -394,50 +389,6 @@ def errors_table() -> str:
     return "\n".join(lines)
 
 
-# --- the lock ------------------------------------------------------------------------------
-
-
-def runtime_closure(distribution: str = DISTRIBUTION) -> dict[str, str]:
-    """{canonical name: installed version} of the runtime dependencies of `distribution`
-    (no extras of its own) and of theirs, with the extras each one is asked for."""
-    wanted: dict[str, set[str]] = {}
-    pending: list[tuple[Requirement, frozenset[str]]] = []
-    root = importlib.metadata.distribution(distribution)
-    for raw in root.requires or []:
-        requirement = Requirement(raw)
-        if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
-            pending.append((requirement, frozenset()))
-    versions: dict[str, str] = {}
-    while pending:
-        requirement, _ = pending.pop()
-        name = canonicalize_name(requirement.name)
-        extras = set(requirement.extras)
-        if name in versions and extras <= wanted[name]:
-            continue
-        wanted.setdefault(name, set()).update(extras)
-        found = importlib.metadata.distribution(requirement.name)
-        versions[name] = found.version
-        for raw in found.requires or []:
-            sub = Requirement(raw)
-            applies = sub.marker is None or any(
-                sub.marker.evaluate({"extra": extra}) for extra in ("", *wanted[name])
-            )
-            if applies:
-                pending.append((sub, frozenset()))
-    return versions
-
-
-def lock_text() -> str:
-    lines = [
-        "# The exact runtime dependencies of the container images (Dockerfile.*), the",
-        "# project's own dependencies and theirs; no test or lint tools. Generated from the",
-        "# development environment by `python -m humanwork_dev.deployables`; the images run",
-        "# `pip install -r requirements.lock` and then install the project with --no-deps.",
-    ]
-    lines += [f"{name}=={version}" for name, version in sorted(runtime_closure().items())]
-    return "\n".join(lines) + "\n"
-
-
 # --- writing and checking -------------------------------------------------------------------
 
 
@@ -457,7 +408,7 @@ def rendered(repo: Path = REPO) -> dict[Path, str]:
     document = openapi()
     files = {
         OPENAPI: json.dumps(document, indent=2, ensure_ascii=False) + "\n",
-        LOCK: lock_text(),
+        **locks.rendered(),
     }
     configuration = (repo / CONFIGURATION).read_text()
     for component, rows in all_settings().items():

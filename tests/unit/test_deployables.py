@@ -17,7 +17,7 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from humanwork_dev.deployables import runtime_closure
+from humanwork_dev.locks import GROUPS, closure
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGES = {
@@ -87,11 +87,10 @@ def test_images_are_multi_stage_pinned_non_root_and_run_their_console_script(
 
     build, final = stages[0], stages[-1]
     installs = " ".join(_instructions(build, "RUN"))
-    if script == "humanwork-agent":  # only the agent: its own subset of the lock
-        assert "pip install --no-deps --only-binary=:all: -r requirements-agent.lock" in installs
-    else:
-        assert "pip install --no-deps --only-binary=:all: -r requirements.lock" in installs
-        assert "pip install --no-deps ." in installs  # locked versions only, nothing resolved
+    # each component its own lock, binary wheels only, nothing resolved again
+    lock = f"requirements-{dockerfile.removeprefix('Dockerfile.')}.lock"
+    assert f"pip install --no-deps --only-binary=:all: -r {lock}" in installs
+    assert "pip install --no-deps ." not in installs, "the project's distribution holds all"
     assert "pip check" in installs
     assert not _instructions(final, "RUN"), "the final stage installs nothing"
     copies = _instructions(final, "COPY")
@@ -111,7 +110,7 @@ def test_images_are_multi_stage_pinned_non_root_and_run_their_console_script(
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     assert command == [script]
     module = scripts[script].split(":")[0].split(".")[0]
-    folder = {"agent_operator": "operator"}.get(module, module)
+    folder = {"agent_operator": "operator/agent_operator"}.get(module, module)
     copied = " ".join(_instructions(build, "COPY"))
     assert f"{folder} " in copied + " ", f"{dockerfile} does not copy {folder}"
 
@@ -147,7 +146,7 @@ def test_the_image_build_context_leaves_out_local_state() -> None:
     ]
     for path in (".git", ".venv", ".cluster", "tests", "docs", "**/__pycache__"):
         assert path in ignored
-    for needed in ("pyproject.toml", "README.md", "requirements.lock"):
+    for needed in [*(f"requirements-{d.removeprefix('Dockerfile.')}.lock" for d in IMAGES)]:
         assert needed not in ignored
 
 
@@ -162,7 +161,9 @@ def _locked() -> dict[str, str]:
 
 def test_the_lock_pins_every_runtime_dependency_in_a_version_the_project_accepts() -> None:
     pins = _locked()
-    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    groups = project["optional-dependencies"]
+    declared = [*project["dependencies"], *(raw for group in GROUPS for raw in groups[group])]
     for raw in declared:
         requirement = Requirement(raw)
         name = canonicalize_name(requirement.name)
@@ -172,12 +173,11 @@ def test_the_lock_pins_every_runtime_dependency_in_a_version_the_project_accepts
 
 def test_the_lock_holds_exactly_the_runtime_closure() -> None:
     # names, not versions: the development environment may be newer than the lock; run
-    # `python -m humanwork_dev.deployables` to bring the lock up to it
-    closure, pins = runtime_closure(), _locked()
-    assert set(pins) == set(closure), (
-        f"missing from the lock: {sorted(set(closure) - set(pins))}; "
-        f"not needed: {sorted(set(pins) - set(closure))} "
-        "(regenerate with `python -m humanwork_dev.deployables`)"
+    # `make lock` to bring the lock up to it
+    every, pins = closure(GROUPS), _locked()
+    assert set(pins) == set(every), (
+        f"missing from the lock: {sorted(set(every) - set(pins))}; "
+        f"not needed: {sorted(set(pins) - set(every))} (regenerate with `make lock`)"
     )
     test_tools = {"pytest", "hypothesis", "ruff", "mypy", "schemathesis", "import-linter"}
     assert not test_tools & set(pins)
