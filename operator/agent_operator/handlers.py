@@ -163,6 +163,14 @@ def watch_selectors() -> dict[tuple[str, str, str], str]:
     }
 
 
+@kopf.on.login()
+def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    """kopf's own readers (in a pod the ServiceAccount, elsewhere the kubeconfig), also
+    where an official client is installed (the development venv), which kopf would
+    otherwise log in through: the same login as in the image, which holds neither."""
+    return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+
+
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     # kopf's bookkeeping goes to annotations (the structural status schema has no room for

@@ -6,11 +6,10 @@ Lease (:mod:`agent_operator.leadership`); the others stand by, answering their l
 probe, until the leader goes. A leader that loses its Lease stops and exits with status 1
 (its pod restarts as a standby). See docs/operations.md.
 
-kopf imports the official Kubernetes clients when they are installed (to recognise their
-model classes and to log in through them); the operator uses neither, so :func:`main`
-keeps them out of the process before kopf is imported (about 40 MiB of resident memory):
-kopf then logs in with its own kubeconfig and ServiceAccount readers, as
-:mod:`agent_operator.kube` does.
+The operator's image holds neither official Kubernetes client (requirements-operator.lock),
+so kopf, which imports them when they are installed, finds none there; kopf logs in with
+its own kubeconfig and ServiceAccount readers wherever it runs
+(:func:`agent_operator.handlers.login`), as :mod:`agent_operator.kube` does.
 """
 
 from __future__ import annotations
@@ -20,27 +19,20 @@ import asyncio
 import contextlib
 import logging
 import os
-import sys
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
+import kopf
 from aiohttp import web
+from kopf._core.engines.peering import Identity
 
 from agent_operator.config import OperatorSettings
 from agent_operator.kube import Kube
 from agent_operator.leadership import Leadership
+from agent_operator.memories import EphemeralMemories
 from humanwork_core import logs, tracing
 
 LOG = logging.getLogger("humanwork.operator")
-UNUSED_CLIENTS = ("kubernetes", "kubernetes_asyncio", "pykube")
-"""Client libraries kopf would import if installed, and the operator does not use."""
-
-
-def keep_out_unused_clients() -> None:
-    """Make `import kubernetes` (and the others) fail in this process, as if they were not
-    installed, unless something imported them already (a test process)."""
-    for name in UNUSED_CLIENTS:
-        sys.modules.setdefault(name, None)  # type: ignore[arg-type]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,7 +53,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logs.configure(logging.DEBUG if args.verbose else logging.INFO)
     tracing.setup("humanwork-operator")
-    keep_out_unused_clients()  # before kopf is first imported
     from agent_operator import handlers  # noqa: F401  (registers the handlers with kopf)
 
     settings = OperatorSettings.from_env(os.environ)
@@ -107,11 +98,6 @@ async def _run(args: argparse.Namespace, settings: OperatorSettings) -> int:
 
 
 async def _operate(args: argparse.Namespace, identity: str, stop: asyncio.Future[None]) -> None:
-    import kopf  # imported by main(), after keeping the unused clients out
-    from kopf._core.engines.peering import Identity
-
-    from agent_operator.memories import EphemeralMemories
-
     await kopf.operator(
         standalone=True,
         clusterwide=not args.namespace,
