@@ -28,8 +28,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client as kclient
-from kubernetes import config as kconfig
+from kubernetes_asyncio import client as kclient
+from kubernetes_asyncio import config as kconfig
 
 from humanwork_core.resources.names import TASKS
 from platform_api.audit.cli import ConfigurationError, Report, audit, read_chains
@@ -44,12 +44,16 @@ BEHIND_KINDS = ("truncated", "checkpoint_mismatch")
 EXIT_BEHIND = 3
 
 
-def _api(kubeconfig: str | None) -> kclient.ApiClient:
+async def _api(kubeconfig: str | None) -> kclient.ApiClient:
     if kubeconfig:
-        api: kclient.ApiClient = kconfig.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
-        return api
+        return await kconfig.new_client_from_config(config_file=kubeconfig)
     kconfig.load_incluster_config()  # type: ignore[no-untyped-call]
     return kclient.ApiClient()
+
+
+async def _export(kubeconfig: str | None) -> dict[str, list[dict[str, Any]]]:
+    async with await _api(kubeconfig) as api:
+        return await resources.export(api)
 
 
 def _heads(url: str) -> dict[str, list[Any]]:
@@ -70,7 +74,7 @@ def run_backup(args: argparse.Namespace, url: str) -> int:
     if not args.no_resources:
         # the resources first: the database copied after them knows as much or more of
         # each step (a ledger claim finished meanwhile), never less
-        exported = resources.export(_api(args.kubeconfig))
+        exported = asyncio.run(_export(args.kubeconfig))
         (out / "resources.json").write_text(json.dumps(exported, indent=1, sort_keys=True))
         counts = {kind: len(items) for kind, items in exported.items()}
     heads = _heads(url)
@@ -92,26 +96,24 @@ def _behind(report: Report) -> dict[str, str]:
     return {p.chain: p.message for p in report.problems if p.kind in BEHIND_KINDS}
 
 
-def _reconcile_ledger(url: str, api: kclient.ApiClient, applied: resources.Applied) -> int:
-    """Re-key the re-created tasks' rows, fill in the surviving tasks' (`backup.ledger`)."""
-    live = resources.export(api)[TASKS]
-
-    async def run() -> int:
-        engine = make_engine(url)
-        changed = 0
-        try:
-            async with make_sessionmaker(engine)() as session, session.begin():
-                for task in live:
-                    key = f"{task['metadata']['namespace']}/{task['metadata']['name']}"
-                    if key in applied.uids:  # re-created: the live uid is the new one
-                        changed += await ledger.rekey(session, task, applied.uids[key][0])
-                    elif key in applied.kept[TASKS]:
-                        changed += len(await ledger.fill(session, task))
-        finally:
-            await engine.dispose()
-        return changed
-
-    return asyncio.run(run())
+async def _apply(kubeconfig: str | None, backup: dict[str, Any], url: str) -> resources.Applied:
+    """Re-apply the resources, then re-key the re-created tasks' rows and fill in the
+    surviving tasks' (`backup.ledger`)."""
+    async with await _api(kubeconfig) as api:
+        applied = await resources.apply(api, backup)
+        live = (await resources.export(api))[TASKS]
+    engine = make_engine(url)
+    try:
+        async with make_sessionmaker(engine)() as session, session.begin():
+            for task in live:
+                key = f"{task['metadata']['namespace']}/{task['metadata']['name']}"
+                if key in applied.uids:  # re-created: the live uid is the new one
+                    await ledger.rekey(session, task, applied.uids[key][0])
+                elif key in applied.kept[TASKS]:
+                    await ledger.fill(session, task)
+    finally:
+        await engine.dispose()
+    return applied
 
 
 def _mark(url: str, details: dict[str, Any]) -> None:
@@ -178,9 +180,8 @@ def run_restore(args: argparse.Namespace, url: str, settings: Settings) -> int:
     report = audit(settings, asyncio.run(read_chains(url)))
     applied = None
     if not args.no_resources and (source / "resources.json").exists():
-        api = _api(args.kubeconfig)
-        applied = resources.apply(api, json.loads((source / "resources.json").read_text()))
-        _reconcile_ledger(url, api, applied)
+        backup = json.loads((source / "resources.json").read_text())
+        applied = asyncio.run(_apply(args.kubeconfig, backup, url))
     behind = _behind(report)
     _mark(
         url,

@@ -20,14 +20,14 @@ What a restore means for each:
 
 from __future__ import annotations
 
+import asyncio
 import copy
-import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from kubernetes import client as kclient
-from kubernetes.client.exceptions import ApiException
+from kubernetes_asyncio import client as kclient
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from humanwork_core.resources.common import GROUP, VERSION
 from humanwork_core.resources.names import INSTANCES, TASKS
@@ -41,12 +41,14 @@ RESTORED_NOTE = (
 _KEEP_METADATA = ("name", "namespace", "labels", "annotations")
 
 
-def export(api: kclient.ApiClient) -> dict[str, list[dict[str, Any]]]:
+async def export(api: kclient.ApiClient) -> dict[str, list[dict[str, Any]]]:
     """Every AgentInstance and AgenticTask of the cluster, with its status."""
     objects = kclient.CustomObjectsApi(api)
     found: dict[str, list[dict[str, Any]]] = {}
     for plural in KINDS:
-        listed = cast(dict[str, Any], objects.list_cluster_custom_object(GROUP, VERSION, plural))
+        listed = cast(
+            dict[str, Any], await objects.list_cluster_custom_object(GROUP, VERSION, plural)
+        )
         found[plural] = [
             {k: v for k, v in item.items() if k != "metadata"}
             | {"metadata": _metadata(item["metadata"], keep_uid=True)}
@@ -112,16 +114,18 @@ class Applied:
     """Re-created tasks: `<namespace>/<name>` -> (uid in the backup, new uid)."""
 
 
-def _create(objects: kclient.CustomObjectsApi, plural: str, item: dict[str, Any]) -> Any:
+async def _create(objects: kclient.CustomObjectsApi, plural: str, item: dict[str, Any]) -> Any:
     meta = _metadata(item["metadata"], keep_uid=False)
     if plural == TASKS and item["metadata"].get("uid"):
         meta.setdefault("annotations", {})[RESTORED_FROM_UID] = item["metadata"]["uid"]
     body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": item.get("kind"), "metadata": meta}
     body["spec"] = item["spec"]
-    return objects.create_namespaced_custom_object(GROUP, VERSION, meta["namespace"], plural, body)
+    return await objects.create_namespaced_custom_object(
+        GROUP, VERSION, meta["namespace"], plural, body
+    )
 
 
-def _write_status(
+async def _write_status(
     objects: kclient.CustomObjectsApi, created: dict[str, Any], status: dict[str, Any]
 ) -> None:
     """Write `status` under the resourceVersion, again when the operator wrote meanwhile;
@@ -130,14 +134,14 @@ def _write_status(
     for _ in range(20):
         live = cast(
             dict[str, Any],
-            objects.get_namespaced_custom_object(
+            await objects.get_namespaced_custom_object(
                 GROUP, VERSION, meta["namespace"], TASKS, meta["name"]
             ),
         )
         merged = {**(live.get("status") or {}), **status}
         body = {"metadata": {"resourceVersion": live["metadata"]["resourceVersion"]}}
         try:
-            objects.replace_namespaced_custom_object_status(
+            await objects.replace_namespaced_custom_object_status(
                 GROUP,
                 VERSION,
                 meta["namespace"],
@@ -149,11 +153,11 @@ def _write_status(
         except ApiException as exc:
             if exc.status != 409:
                 raise
-            time.sleep(0.2)
+            await asyncio.sleep(0.2)
     raise RuntimeError(f"the status of {meta['namespace']}/{meta['name']} kept changing")
 
 
-def apply(api: kclient.ApiClient, resources: dict[str, list[dict[str, Any]]]) -> Applied:
+async def apply(api: kclient.ApiClient, resources: dict[str, list[dict[str, Any]]]) -> Applied:
     """Create what is missing (AgentInstances first), keep what exists (module docstring)."""
     objects = kclient.CustomObjectsApi(api)
     applied, now = Applied(), datetime.now(UTC)
@@ -161,7 +165,7 @@ def apply(api: kclient.ApiClient, resources: dict[str, list[dict[str, Any]]]) ->
         for item in resources.get(plural, []):
             key = f"{item['metadata']['namespace']}/{item['metadata']['name']}"
             try:
-                created = _create(objects, plural, item)
+                created = await _create(objects, plural, item)
             except ApiException as exc:
                 if exc.status == 409:
                     applied.kept[plural].append(key)
@@ -172,7 +176,7 @@ def apply(api: kclient.ApiClient, resources: dict[str, list[dict[str, Any]]]) ->
             if plural == TASKS:
                 status, unknown = reconcile_status(item, now)
                 if status:
-                    _write_status(objects, created, status)
+                    await _write_status(objects, created, status)
                 applied.unknown_steps[key] = unknown
                 applied.uids[key] = (item["metadata"].get("uid", ""), created["metadata"]["uid"])
     return applied

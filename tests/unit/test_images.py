@@ -48,7 +48,7 @@ FOREIGN = {
         *("fastapi", "sqlalchemy", "asyncpg", "alembic", "uvicorn", "mcp"),
         *("kubernetes", "kubernetes-asyncio", "pykube-ng"),  # none for kopf to find
     ),
-    "platform": ("kopf",),
+    "platform": ("kopf", "kubernetes"),  # its one client is kubernetes-asyncio
     "agent": ("kopf", "kubernetes", "kubernetes-asyncio", "sqlalchemy", "asyncpg", "alembic"),
 }
 
