@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import kopf
 
-from agent_operator import handlers  # noqa: F401  (registers the handlers with kopf)
+from agent_operator import handlers  # registers the handlers with kopf
 
 
 def test_only_event_handlers_and_activities_are_registered() -> None:
@@ -16,3 +16,16 @@ def test_only_event_handlers_and_activities_are_registered() -> None:
     assert not registry._spawning.get_all_handlers()
     assert not registry._indexing.get_all_handlers()
     assert not registry._webhooks.get_all_handlers()
+
+
+LOGIN = "authentication"  # kopf's activity of the login handlers (a StrEnum, not exported)
+
+
+def test_kopf_logs_in_only_through_the_operators_own_login_even_beside_a_client() -> None:
+    # the control: this venv holds the official client, and kopf registered its login
+    # through it as a fallback (the one it would use without the operator's handler)
+    registry = kopf.get_default_registry()
+    every = [h.id for h in registry._activities._handlers if h.activity == LOGIN]
+    assert "login_via_client" in every
+    used = registry._activities.get_handlers(activity=LOGIN)
+    assert [h.fn for h in used] == [handlers.login]
