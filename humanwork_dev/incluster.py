@@ -451,11 +451,10 @@ def create_org(
     return org
 
 
-def provision_agent(kubectl: Kubectl, org: Org, timeout: float = 180.0) -> None:
-    """The org's AgentInstance `agent` on the real node (offline planner, no LLM), Ready."""
-    kubectl("-n", org.namespace, "create", "secret", "generic", "llm",
-            "--from-literal=api-key=none")  # fmt: skip
-    instance = {
+def agent_instance(org: Org) -> dict[str, Any]:
+    """The org's AgentInstance `agent` for the real node (offline planner, no LLM), reading
+    its LLM key from the Secret `llm`."""
+    return {
         "apiVersion": "humanwork.io/v1alpha1",
         "kind": "AgentInstance",
         "metadata": {"name": "agent", "namespace": org.namespace},
@@ -469,7 +468,13 @@ def provision_agent(kubectl: Kubectl, org: Org, timeout: float = 180.0) -> None:
             **agent_scheduling(),
         },
     }  # fmt: skip
-    kubectl("apply", "-f", "-", stdin=json.dumps(instance))
+
+
+def provision_agent(kubectl: Kubectl, org: Org, timeout: float = 180.0) -> None:
+    """The org's AgentInstance `agent` on the real node, Ready."""
+    kubectl("-n", org.namespace, "create", "secret", "generic", "llm",
+            "--from-literal=api-key=none")  # fmt: skip
+    kubectl("apply", "-f", "-", stdin=json.dumps(agent_instance(org)))
     kubectl("-n", org.namespace, "wait", "--for=jsonpath={.status.phase}=Ready",
             "agentinstance/agent", f"--timeout={int(timeout)}s")  # fmt: skip
 

@@ -376,6 +376,12 @@ def test_probes_hit_health_on_the_agent_port() -> None:
         assert container[probe]["httpGet"]["port"] == "http"
 
 
+def test_a_new_agent_is_probed_ready_soon_and_not_dropped_on_one_slow_answer() -> None:
+    ready = pod_spec()["containers"][0]["readinessProbe"]
+    assert ready["initialDelaySeconds"] + ready["periodSeconds"] <= 3
+    assert ready["periodSeconds"] * ready["failureThreshold"] >= 10
+
+
 def test_default_and_custom_resources() -> None:
     container = pod_spec()["containers"][0]
     assert container["resources"]["requests"] == {"cpu": "250m", "memory": "256Mi"}
