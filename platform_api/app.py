@@ -20,7 +20,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from platform_api.access.repository import AccessMapRepository
 from platform_api.access_map.router import router as access_map_router
 from platform_api.access_map.service import check_platform
-from platform_api.activity.guard import refuse_work_of_deactivated_orgs
 from platform_api.agent_api.proxy import ToolProxy
 from platform_api.agent_api.router import events_router as agent_events_router
 from platform_api.agent_api.router import router as agent_api_router
@@ -39,6 +38,7 @@ from platform_api.corrections import service as corrections_service
 from platform_api.corrections.router import router as corrections_router
 from platform_api.corrections.service import CorrectionPusher
 from platform_api.db import make_engine, make_sessionmaker, migrate
+from platform_api.deactivation.guard import refuse_work_of_deactivated_orgs
 from platform_api.deactivation.router import router as deactivation_router
 from platform_api.dispatch.agents import KubeAgents
 from platform_api.dispatch.loop import Dispatcher

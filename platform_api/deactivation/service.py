@@ -3,7 +3,7 @@
 Deactivation first marks the org deactivated and keeps its agents' specs, in a transaction
 of its own committed before anything else: from that moment the platform refuses every
 token of the org's agents (`agent_api.auth` reads the flag from the database on every
-request, on every replica) and every change its users ask for (`activity.guard`). Then it
+request, on every replica) and every change its users ask for (`deactivation.guard`). Then it
 asks the operator to cancel each open task (the annotation `humanwork.io/cancel-requested`,
 with the reason) and deletes every AgentInstance of the org (the operator's owner
 references remove pods, Services, token Secrets and policies). The audit log and the
