@@ -21,9 +21,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from platform_api.access import capabilities
 from platform_api.access.principal import Principal
 from platform_api.access.repository import AccessMapRepository
-from platform_api.accounts.repository import UserRepository
 from platform_api.audit.service import record
 from platform_api.errors import ValidationFailed
+from platform_api.floor.accounts import UserRepository
 from platform_api.models import AccessGrant
 
 
