@@ -3,7 +3,7 @@ side, audit and the agent-facing tool proxy.
 
 Layout: feature folders, each a slice with router -> service -> repository (plus schemas)
 where it has them; the import contracts in pyproject.toml hold every slice to that order and
-keep the floor below them (`floor`, `access`, `audit`, `db`, `privileges`) free of the
+keep the floor below them (`floor`, `audit`, `db`, `privileges`) free of the
 slices. Shared: `app.create_app` (the composition root), `settings`, `db` (engine,
 migrations, the transaction-owning session dependency), `models`, `errors` (the one error
 shape), `state`. The slices are the folders; each one's `__init__` docstring says its role.

@@ -17,7 +17,7 @@ import httpx
 from fastapi import Depends, FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from platform_api.access.repository import AccessMapRepository
+from platform_api.access_map.repository import AccessMapRepository
 from platform_api.access_map.router import router as access_map_router
 from platform_api.access_map.service import check_platform
 from platform_api.agent_api.proxy import ToolProxy

@@ -9,4 +9,10 @@ share sits below them" (pyproject.toml) keeps the floor from importing any slice
 - `accounts`: the stored users and their org memberships (`UserRepository`), read by
   sign-in, the request's principal, and the users, orgs, access map, notify and
   conversations slices; the users slice (`platform_api.users`) is their HTTP side.
+- `principal`: who a request acts as (`Principal`, `OrgScope`), built by `auth` and read
+  by every service.
+- `capabilities`: the capabilities the platform knows (`DECIDE`, `declare`, `known`).
+- `confirmers`: which steps a task's initiating client must confirm (the confirmations
+  slice and the tool proxy). The access map's own endpoints and storage are the slice
+  `platform_api.access_map`.
 """

@@ -13,8 +13,8 @@ from sqlalchemy import ColumnElement, String, cast, delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from platform_api.access.principal import Grant
 from platform_api.errors import Conflict
+from platform_api.floor.principal import Grant
 from platform_api.models import AccessGrant, Membership, User
 
 SEPARATOR = "\n"

@@ -30,7 +30,6 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from humanwork_core.resources import Risk
-from platform_api.access.principal import Principal
 from platform_api.agents.commands import AgentTarget, org_agent, require_kube
 from platform_api.audit.service import record
 from platform_api.conversations.repository import ConversationRepository
@@ -42,6 +41,7 @@ from platform_api.errors import (
     SelfApproval,
     ValidationFailed,
 )
+from platform_api.floor.principal import Principal
 from platform_api.human_tasks.redact import redact
 from platform_api.models import ExpertCorrection, Message, Org, ReplyDraft
 from platform_api.notify.emitter import emit
