@@ -36,7 +36,6 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from humanwork_core import keys, signing
-from platform_api.audit.service import record
 from platform_api.deactivation.repository import deactivated_now
 from platform_api.errors import (
     KubernetesUnavailable,
@@ -44,6 +43,7 @@ from platform_api.errors import (
     SignatureRefused,
     ValidationFailed,
 )
+from platform_api.floor.audit.service import record
 from platform_api.kube.client import KubeClient, KubeNotFound
 from platform_api.kube.published import CallbackKey
 from platform_api.models import AgentEvent, Org

@@ -80,7 +80,6 @@ from platform_api.agent_api.ledger import (
     step_key,
 )
 from platform_api.agent_api.schemas import ToolCallIn, ToolCallOut
-from platform_api.audit.service import record
 from platform_api.errors import (
     KubernetesUnavailable,
     NotFound,
@@ -91,6 +90,7 @@ from platform_api.errors import (
     ToolNotPermitted,
     Unavailable,
 )
+from platform_api.floor.audit.service import record
 from platform_api.floor.confirmers import steps_to_confirm
 from platform_api.integrations.crypto import CredentialCipher, Sealed
 from platform_api.integrations.repository import IntegrationRepository

@@ -25,9 +25,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from humanwork_core import keys
 from humanwork_core.kube_errors import KubeConflict, KubeNotFound
 from platform_api.agents.status import instance_body, open_tasks_of, owned_by
-from platform_api.audit.service import record
 from platform_api.deactivation.schemas import OrgLifecycle
 from platform_api.errors import Conflict, KubernetesUnavailable, NotFound
+from platform_api.floor.audit.service import record
 from platform_api.kube.client import KubeClient
 from platform_api.models import Org
 

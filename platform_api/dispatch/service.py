@@ -39,11 +39,11 @@ from humanwork_core.requester import plan_request_id
 from platform_api.agents.bindings import bind_before_asking, mark_bound
 from platform_api.agents.commands import AgentTarget
 from platform_api.agents.planning import PlanRequest, plan_command
-from platform_api.audit.service import record
 from platform_api.corrections import service as corrections
 from platform_api.dispatch import claims
 from platform_api.dispatch.agents import AgentPort
 from platform_api.errors import AgentRefused, PlatformError
+from platform_api.floor.audit.service import record
 from platform_api.models import Message, Org, User
 from platform_api.notify.emitter import emit
 from platform_api.notify.events import DISPATCH_FAILED

@@ -15,4 +15,6 @@ share sits below them" (pyproject.toml) keeps the floor from importing any slice
 - `confirmers`: which steps a task's initiating client must confirm (the confirmations
   slice and the tool proxy). The access map's own endpoints and storage are the slice
   `platform_api.access_map`.
+- `audit`: the append-only, hash-chained audit log (recording, the chain, verifying,
+  signed checkpoints); the slice `platform_api.audit` is its HTTP router and its commands.
 """

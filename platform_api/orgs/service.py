@@ -12,7 +12,6 @@ from platform_api.access_map.repository import AccessMapRepository
 from platform_api.agents.manage import create_agent
 from platform_api.agents.manage_bounds import check_bounds
 from platform_api.agents.status import instance_body
-from platform_api.audit.service import record
 from platform_api.errors import (
     Conflict,
     Forbidden,
@@ -21,6 +20,7 @@ from platform_api.errors import (
     ValidationFailed,
 )
 from platform_api.floor.accounts import UserRepository
+from platform_api.floor.audit.service import record
 from platform_api.floor.principal import OrgScope, Principal
 from platform_api.kube.client import KubeClient
 from platform_api.models import Org

@@ -31,7 +31,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from humanwork_core.resources import Risk
 from platform_api.agents.commands import AgentTarget, org_agent, require_kube
-from platform_api.audit.service import record
 from platform_api.conversations.repository import ConversationRepository
 from platform_api.corrections import service as corrections
 from platform_api.errors import (
@@ -41,6 +40,7 @@ from platform_api.errors import (
     SelfApproval,
     ValidationFailed,
 )
+from platform_api.floor.audit.service import record
 from platform_api.floor.principal import Principal
 from platform_api.human_tasks.redact import redact
 from platform_api.models import ExpertCorrection, Message, Org, ReplyDraft

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from platform_api.audit.service import record
 from platform_api.errors import NotFound
 from platform_api.floor.accounts import UserRepository
+from platform_api.floor.audit.service import record
 from platform_api.floor.principal import OrgScope
 from platform_api.models import Membership, User
 from platform_api.notify.wakeup import WAKEUP
