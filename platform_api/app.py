@@ -17,18 +17,16 @@ import httpx
 from fastapi import Depends, FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from platform_api.access.repository import AccessMapRepository
+from platform_api.access_map.repository import AccessMapRepository
 from platform_api.access_map.router import router as access_map_router
 from platform_api.access_map.service import check_platform
-from platform_api.activity.guard import refuse_work_of_deactivated_orgs
 from platform_api.agent_api.proxy import ToolProxy
 from platform_api.agent_api.router import events_router as agent_events_router
 from platform_api.agent_api.router import router as agent_api_router
 from platform_api.agent_mcp.router import router as agent_mcp_router
 from platform_api.agents.manage_router import router as managed_agents_router
 from platform_api.agents.router import router as agents_router
-from platform_api.audit.service import record
-from platform_api.audit_api.router import router as audit_router
+from platform_api.audit.router import router as audit_router
 from platform_api.auth.router import router as auth_router
 from platform_api.auth.signin import SignIn
 from platform_api.auth.tokens import TokenService
@@ -39,10 +37,12 @@ from platform_api.corrections import service as corrections_service
 from platform_api.corrections.router import router as corrections_router
 from platform_api.corrections.service import CorrectionPusher
 from platform_api.db import make_engine, make_sessionmaker, migrate
+from platform_api.deactivation.guard import refuse_work_of_deactivated_orgs
 from platform_api.deactivation.router import router as deactivation_router
 from platform_api.dispatch.agents import KubeAgents
 from platform_api.dispatch.loop import Dispatcher
 from platform_api.errors import install_error_handlers
+from platform_api.floor.audit.service import record
 from platform_api.health.router import router as health_router
 from platform_api.human_tasks.index import DecisionIndex
 from platform_api.human_tasks.router import router as human_tasks_router

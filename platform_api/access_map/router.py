@@ -6,13 +6,13 @@ from typing import Annotated
 
 from fastapi import APIRouter
 
-from platform_api.access import capabilities
-from platform_api.access.principal import Principal
 from platform_api.access_map import service
 from platform_api.access_map.schemas import AccessMapRead, AccessMapWrite
 from platform_api.auth.dependencies import require_platform_admin
 from platform_api.db import Session
 from platform_api.errors import error_responses
+from platform_api.floor import capabilities
+from platform_api.floor.principal import Principal
 
 router = APIRouter(prefix="/access-map", tags=["access map"])
 

@@ -18,12 +18,12 @@ from collections.abc import Mapping, Sequence
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from platform_api.access import capabilities
-from platform_api.access.principal import Principal
-from platform_api.access.repository import AccessMapRepository
-from platform_api.accounts.repository import UserRepository
-from platform_api.audit.service import record
+from platform_api.access_map.repository import AccessMapRepository
 from platform_api.errors import ValidationFailed
+from platform_api.floor import capabilities
+from platform_api.floor.accounts import UserRepository
+from platform_api.floor.audit.service import record
+from platform_api.floor.principal import Principal
 from platform_api.models import AccessGrant
 
 

@@ -20,8 +20,8 @@ from fastapi import Depends
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from humanwork_core import keys, tokens
-from platform_api.activity.repository import deactivated_now
 from platform_api.agent_api.identity import Agent
+from platform_api.deactivation.repository import deactivated_now
 from platform_api.errors import KubernetesUnavailable, Unauthenticated
 from platform_api.kube.client import KubeClient, KubeNotFound
 from platform_api.kube.published import PLATFORM_NAMESPACE, AgentKeys

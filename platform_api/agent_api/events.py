@@ -36,14 +36,14 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from humanwork_core import keys, signing
-from platform_api.activity.repository import deactivated_now
-from platform_api.audit.service import record
+from platform_api.deactivation.repository import deactivated_now
 from platform_api.errors import (
     KubernetesUnavailable,
     PayloadTooLarge,
     SignatureRefused,
     ValidationFailed,
 )
+from platform_api.floor.audit.service import record
 from platform_api.kube.client import KubeClient, KubeNotFound
 from platform_api.kube.published import CallbackKey
 from platform_api.models import AgentEvent, Org

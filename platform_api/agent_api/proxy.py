@@ -8,7 +8,7 @@ named step of the named AgenticTask (read from the API server now, never from a 
 has a decision approving exactly this step, this tool and these parameters
 (`taskflow.authorize_tool_call`, edited parameters included), the initiating client
 confirmed this version of the step where the platform's own rules say it must
-(`access.confirmers`, recomputed here from trusted data), earlier steps have executed
+(`floor.confirmers`, recomputed here from trusted data), earlier steps have executed
 and the step has not finished, and nobody asked to cancel the task (its annotation
 `humanwork.io/cancel-requested`: 409 `task_cancel_requested` at once, whether or not the
 operator has moved it to `Cancelled` yet; audited as a refused `tool.called`); then one
@@ -69,7 +69,6 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from humanwork_core import catalog, keys, receipts, taskflow, tracing
 from humanwork_core.resources import AgenticTask
-from platform_api.access.confirmers import steps_to_confirm
 from platform_api.agent_api import limits, readback
 from platform_api.agent_api.identity import Agent
 from platform_api.agent_api.ledger import (
@@ -81,7 +80,6 @@ from platform_api.agent_api.ledger import (
     step_key,
 )
 from platform_api.agent_api.schemas import ToolCallIn, ToolCallOut
-from platform_api.audit.service import record
 from platform_api.errors import (
     KubernetesUnavailable,
     NotFound,
@@ -92,6 +90,8 @@ from platform_api.errors import (
     ToolNotPermitted,
     Unavailable,
 )
+from platform_api.floor.audit.service import record
+from platform_api.floor.confirmers import steps_to_confirm
 from platform_api.integrations.crypto import CredentialCipher, Sealed
 from platform_api.integrations.repository import IntegrationRepository
 from platform_api.kube.client import KubeClient, KubeNotFound
@@ -334,7 +334,7 @@ class ToolProxy:
 
     async def _check_confirmation(self, agent: Agent, task: AgenticTask, step_id: str) -> None:
         """StepNotApproved (`not_confirmed`) when the platform's own rules, from trusted data
-        (`access.confirmers`), say the step needs the initiating client's confirmation and
+        (`floor.confirmers`), say the step needs the initiating client's confirmation and
         the status holds none for the step's current version, whatever else it says."""
         async with self.sessions() as session, session.begin():
             _client, step_ids = await steps_to_confirm(session, uuid.UUID(agent.org_id), task)

@@ -20,7 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from platform_api.agent_api.identity import Agent
-from platform_api.audit.service import record
+from platform_api.floor.audit.service import record
 from platform_api.models import AuditRecord
 
 ACTION = "agent.token_rotated"

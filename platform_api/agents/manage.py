@@ -33,8 +33,8 @@ from platform_api.agents.status import (
     own_patch,
     owned_by,
 )
-from platform_api.audit.service import record
 from platform_api.errors import AgentSpecInvalid, Conflict, NotFound
+from platform_api.floor.audit.service import record
 from platform_api.kube.client import KubeClient
 from platform_api.models import Org
 

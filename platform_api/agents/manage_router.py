@@ -8,13 +8,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Response
 
-from platform_api.access.principal import OrgScope
 from platform_api.agents import manage
 from platform_api.agents.commands import require_kube
 from platform_api.agents.schemas import AGENT_NAME_MAX, AgentCreate, AgentPatch, AgentRead
 from platform_api.auth.dependencies import require_in_org
 from platform_api.db import Session
 from platform_api.errors import error_responses
+from platform_api.floor.principal import OrgScope
 from platform_api.state import PlatformDep
 
 router = APIRouter(prefix="/orgs/{org_id}/agents", tags=["agents"])

@@ -33,11 +33,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from humanwork_core import tracing
 from humanwork_core.requester import REQUESTER_ANNOTATION, may_bind, plan_request_id
 from humanwork_core.resources import AgenticTask
-from platform_api.access.principal import OrgScope
 from platform_api.agents.bindings import bind_before_asking, mark_bound
 from platform_api.agents.commands import AgentCommands, AgentTarget, require_kube
-from platform_api.audit.service import record
 from platform_api.db import Session, release
+from platform_api.floor.audit.service import record
+from platform_api.floor.principal import OrgScope
 from platform_api.kube.client import KubeClient, KubeError, KubeNotFound
 from platform_api.state import Platform
 

@@ -21,13 +21,13 @@ from fastapi import APIRouter, Header, Path
 from pydantic import BaseModel, Field
 
 from humanwork_core import keys
-from platform_api.access.principal import OrgScope
 from platform_api.agents.commands import org_agent, require_kube
 from platform_api.agents.planning import PlannedTask, PlanRequest, request_plan
-from platform_api.audit.service import record
 from platform_api.auth.dependencies import require_in_org
 from platform_api.db import Session
 from platform_api.errors import error_responses
+from platform_api.floor.audit.service import record
+from platform_api.floor.principal import OrgScope
 from platform_api.state import PlatformDep
 
 router = APIRouter(prefix="/orgs/{org_id}/agents", tags=["agents"])

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from humanwork_core import keys
 from humanwork_core.resources import AgenticTask
 from platform_api.archive.repository import ArchiveRepository, Saved
-from platform_api.audit.service import record
+from platform_api.floor.audit.service import record
 from platform_api.kube.client import KubeClient, KubeNotFound
 
 ARCHIVED_ANNOTATION = keys.ARCHIVED

@@ -20,17 +20,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from humanwork_core.tokens import KeySet
-from platform_api.audit.chain import ChainRow, Problem, verify_chain
-from platform_api.audit.checkpoints import (
+from platform_api.db import make_engine, make_sessionmaker
+from platform_api.floor.audit.chain import ChainRow, Problem, verify_chain
+from platform_api.floor.audit.checkpoints import (
     Checkpoint,
     check_against_checkpoints,
     load_signing_key,
     sign_checkpoint,
     verification_keys,
 )
-from platform_api.audit.repository import AuditRepository
-from platform_api.audit.store import FileCheckpointStore
-from platform_api.db import make_engine, make_sessionmaker
+from platform_api.floor.audit.repository import AuditRepository
+from platform_api.floor.audit.store import FileCheckpointStore
 from platform_api.settings import Settings
 
 Chains = dict[str, tuple[list[ChainRow], tuple[int, str] | None]]

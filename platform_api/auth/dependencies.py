@@ -32,12 +32,12 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from platform_api.access.capabilities import declare
-from platform_api.access.principal import OrgScope, Principal
-from platform_api.accounts.repository import UserRepository
-from platform_api.audit.service import record_detached
 from platform_api.db import Session, abandon
 from platform_api.errors import Forbidden, NotFound, Unauthenticated
+from platform_api.floor.accounts import UserRepository
+from platform_api.floor.audit.service import record_detached
+from platform_api.floor.capabilities import declare
+from platform_api.floor.principal import OrgScope, Principal
 from platform_api.models import Org, User
 from platform_api.openapi import PLATFORM_ADMIN, mark
 from platform_api.state import PlatformDep

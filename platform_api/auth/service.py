@@ -19,13 +19,13 @@ import logging
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from platform_api.accounts.repository import UserRepository
-from platform_api.audit.service import record_detached
 from platform_api.auth.dependencies import UserDeactivated
 from platform_api.auth.signin import SignIn
 from platform_api.auth.throttle import CLIENT, USERNAME, Attempt
 from platform_api.auth.tokens import IssuedToken, TokenService
 from platform_api.errors import Unauthenticated
+from platform_api.floor.accounts import UserRepository
+from platform_api.floor.audit.service import record_detached
 
 log = logging.getLogger(__name__)
 

@@ -33,10 +33,10 @@ from kubernetes_asyncio import config as kconfig
 
 from humanwork_core.resources.names import TASKS
 from platform_api.audit.cli import ConfigurationError, Report, audit, read_chains
-from platform_api.audit.service import record
 from platform_api.backup import database, ledger, resources
 from platform_api.backup.marker import RESTORED
 from platform_api.db import make_engine, make_sessionmaker
+from platform_api.floor.audit.service import record
 from platform_api.settings import Settings
 
 FORMAT = "humanwork.io/backup/v1"

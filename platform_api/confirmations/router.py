@@ -8,13 +8,13 @@ from typing import Annotated
 from fastapi import APIRouter, Path
 from pydantic import BaseModel, ConfigDict, Field
 
-from platform_api.access.confirmers import CONFIRM
-from platform_api.access.principal import OrgScope
 from platform_api.auth.dependencies import require_in_org
 from platform_api.confirmations import service
 from platform_api.conversations.taskview import ClientTask
 from platform_api.db import Session
 from platform_api.errors import NotFound, error_responses
+from platform_api.floor.confirmers import CONFIRM
+from platform_api.floor.principal import OrgScope
 from platform_api.models import Org
 from platform_api.state import Kube
 from platform_api.steps.http import NAME

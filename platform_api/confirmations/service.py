@@ -17,10 +17,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from humanwork_core import taskflow
 from humanwork_core.resources import AgenticTask, AgenticTaskStatus
-from platform_api.access.confirmers import steps_to_confirm
-from platform_api.access.principal import Principal
 from platform_api.conversations.taskview import ClientTask, client_task
 from platform_api.errors import NotFound, NotInitiatingClient, PlatformError
+from platform_api.floor.confirmers import steps_to_confirm
+from platform_api.floor.principal import Principal
 from platform_api.kube.client import KubeClient, KubeError
 from platform_api.models import Org
 from platform_api.steps.audit import MoveRecord, audit
@@ -42,7 +42,7 @@ async def require(
     session: AsyncSession, kube: KubeClient, org_id: uuid.UUID, task: AgenticTask
 ) -> AgenticTask:
     """Record a waiting confirmation on each step the task's initiating client must confirm
-    (`access.confirmers.steps_to_confirm`); the task as it is after (unchanged when none is
+    (`floor.confirmers.steps_to_confirm`); the task as it is after (unchanged when none is
     needed)."""
     _client, step_ids = await steps_to_confirm(session, org_id, task)
     if not step_ids:

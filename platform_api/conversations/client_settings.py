@@ -9,9 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from humanwork_core.risk import Risk
-from platform_api.access.principal import OrgScope
-from platform_api.audit.service import record
 from platform_api.errors import NotFound
+from platform_api.floor.audit.service import record
+from platform_api.floor.principal import OrgScope
 from platform_api.models import Org
 
 DEFAULT_CONFIRM = (Risk.HIGH, Risk.CRITICAL)

@@ -14,8 +14,6 @@ from fastapi import APIRouter, Header, Path, Query, Request, status
 from fastapi.responses import StreamingResponse
 from pydantic import AfterValidator
 
-from platform_api.access.principal import OrgScope, Principal
-from platform_api.activity.repository import ensure_active
 from platform_api.auth.dependencies import require, require_in_org, require_in_org_any
 from platform_api.bounds import MAX_LIMIT, MAX_ROW_ID
 from platform_api.conversations import client_settings, service
@@ -35,7 +33,9 @@ from platform_api.conversations.service import MANAGE, PARTICIPATE, READ_ALL
 from platform_api.conversations.stream import ConversationStream
 from platform_api.conversations.taskview import ClientTasks
 from platform_api.db import Session, release
+from platform_api.deactivation.repository import ensure_active
 from platform_api.errors import NotFound, error_responses
+from platform_api.floor.principal import OrgScope, Principal
 from platform_api.models import Message
 from platform_api.notify.stream import serve
 from platform_api.state import PlatformDep

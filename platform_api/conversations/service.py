@@ -20,10 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from humanwork_core.resources import AgenticTask
-from platform_api.access.principal import OrgScope
-from platform_api.activity.repository import ensure_active
 from platform_api.archive.repository import task_of
-from platform_api.audit.service import record
 from platform_api.conversations.repository import ConversationRepository, Visibility
 from platform_api.conversations.schemas import (
     ConversationCreate,
@@ -33,7 +30,10 @@ from platform_api.conversations.schemas import (
     MessageView,
 )
 from platform_api.conversations.taskview import ClientTask, ClientTasks, client_task
+from platform_api.deactivation.repository import ensure_active
 from platform_api.errors import NotFound, ValidationFailed
+from platform_api.floor.audit.service import record
+from platform_api.floor.principal import OrgScope
 from platform_api.kube.client import KubeClient
 from platform_api.models import ArchivedTask, Conversation, Message, Org
 from platform_api.notify.wakeup import WAKEUP

@@ -19,7 +19,6 @@ from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from platform_api.accounts.repository import UserRepository
 from platform_api.bounds import event_cursor
 from platform_api.conversations.repository import ConversationRepository, Visibility
 from platform_api.conversations.schemas import MessageView
@@ -31,6 +30,7 @@ from platform_api.conversations.service import (
     task_views,
 )
 from platform_api.conversations.taskview import ClientTask
+from platform_api.floor.accounts import UserRepository
 from platform_api.kube.client import KubeClient, KubeError
 from platform_api.models import Org
 from platform_api.settings import Settings

@@ -6,13 +6,13 @@ from typing import Annotated
 
 from fastapi import APIRouter
 
-from platform_api.access.principal import OrgScope
 from platform_api.auth.dependencies import require_in_org
 from platform_api.bounds import Limit, Offset
 from platform_api.corrections.repository import CorrectionRepository
 from platform_api.corrections.schemas import CorrectionPage, CorrectionRead
 from platform_api.db import Session
 from platform_api.errors import error_responses
+from platform_api.floor.principal import OrgScope
 
 router = APIRouter(tags=["corrections"])
 

@@ -24,9 +24,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from humanwork_core.resources import AgenticTask, Verdict
 from platform_api.agents.commands import AgentCommands, AgentTarget
-from platform_api.audit.service import record
 from platform_api.corrections.repository import CorrectionRepository
 from platform_api.errors import PlatformError
+from platform_api.floor.audit.service import record
 from platform_api.kube.client import KubeError
 from platform_api.models import ExpertCorrection, Org
 from platform_api.state import Platform

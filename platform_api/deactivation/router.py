@@ -10,7 +10,6 @@ from typing import Annotated
 
 from fastapi import APIRouter
 
-from platform_api.access.principal import OrgScope, Principal
 from platform_api.agents.commands import require_kube
 from platform_api.agents.manage import org_of
 from platform_api.auth.dependencies import (
@@ -21,6 +20,7 @@ from platform_api.db import Session, release
 from platform_api.deactivation import service
 from platform_api.deactivation.schemas import DeactivateBody, OrgLifecycle, ReactivateBody
 from platform_api.errors import error_responses
+from platform_api.floor.principal import OrgScope, Principal
 from platform_api.state import PlatformDep
 
 router = APIRouter(prefix="/orgs/{org_id}", tags=["orgs"])

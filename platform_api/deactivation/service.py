@@ -3,7 +3,7 @@
 Deactivation first marks the org deactivated and keeps its agents' specs, in a transaction
 of its own committed before anything else: from that moment the platform refuses every
 token of the org's agents (`agent_api.auth` reads the flag from the database on every
-request, on every replica) and every change its users ask for (`activity.guard`). Then it
+request, on every replica) and every change its users ask for (`deactivation.guard`). Then it
 asks the operator to cancel each open task (the annotation `humanwork.io/cancel-requested`,
 with the reason) and deletes every AgentInstance of the org (the operator's owner
 references remove pods, Services, token Secrets and policies). The audit log and the
@@ -25,9 +25,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from humanwork_core import keys
 from humanwork_core.kube_errors import KubeConflict, KubeNotFound
 from platform_api.agents.status import instance_body, open_tasks_of, owned_by
-from platform_api.audit.service import record
 from platform_api.deactivation.schemas import OrgLifecycle
 from platform_api.errors import Conflict, KubernetesUnavailable, NotFound
+from platform_api.floor.audit.service import record
 from platform_api.kube.client import KubeClient
 from platform_api.models import Org
 

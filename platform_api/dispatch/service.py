@@ -36,16 +36,16 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from humanwork_core import tracing
 from humanwork_core.requester import plan_request_id
-from platform_api import notify_hooks
 from platform_api.agents.bindings import bind_before_asking, mark_bound
 from platform_api.agents.commands import AgentTarget
 from platform_api.agents.planning import PlanRequest, plan_command
-from platform_api.audit.service import record
 from platform_api.corrections import service as corrections
 from platform_api.dispatch import claims
 from platform_api.dispatch.agents import AgentPort
 from platform_api.errors import AgentRefused, PlatformError
+from platform_api.floor.audit.service import record
 from platform_api.models import Message, Org, User
+from platform_api.notify.emitter import emit
 from platform_api.notify.events import DISPATCH_FAILED
 from platform_api.replies import service as replies
 
@@ -214,7 +214,7 @@ class Dispatch:
                         {"event": "dispatch_failed", "message": claim.message_id},
                     )
                 )
-                await notify_hooks.emit(
+                await emit(
                     session,
                     claim.org_id,
                     DISPATCH_FAILED,

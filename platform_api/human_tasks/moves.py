@@ -15,8 +15,8 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from humanwork_core.resources import AgenticTask
-from platform_api.access.principal import Principal
 from platform_api.errors import NotFound, SelfApproval
+from platform_api.floor.principal import Principal
 from platform_api.kube.client import KubeClient
 from platform_api.steps.audit import MoveRecord, audit
 from platform_api.steps.write import Move, StepWrite, Written, read_in_org, write_move

@@ -23,13 +23,13 @@ from fastapi import APIRouter, Depends, Header, Path, Query
 from fastapi.responses import JSONResponse, Response
 
 from humanwork_core.resources import Verdict
-from platform_api.access.capabilities import DECIDE
-from platform_api.access.principal import Principal
-from platform_api.activity.guard import checks_activity_itself
 from platform_api.auth.dependencies import require
 from platform_api.bounds import Limit, Offset
 from platform_api.db import Session, release
+from platform_api.deactivation.guard import checks_activity_itself
 from platform_api.errors import KubernetesUnavailable, NotFound, error_responses
+from platform_api.floor.capabilities import DECIDE
+from platform_api.floor.principal import Principal
 from platform_api.human_tasks import reply_items
 from platform_api.human_tasks import service as human_tasks
 from platform_api.human_tasks.index import DecisionIndex

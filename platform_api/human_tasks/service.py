@@ -27,10 +27,10 @@ from humanwork_core.plandiff import plan_diff
 from humanwork_core.policy import OrgPolicy, effective_risk
 from humanwork_core.requester import requester_of
 from humanwork_core.resources import AgenticTask, ExecutionState, TaskPhase, Verdict
-from platform_api.access.principal import Principal
-from platform_api.audit.service import record
 from platform_api.conversations.repository import ConversationRepository
 from platform_api.errors import IdempotencyConflict, NotFound, PlatformError, from_core
+from platform_api.floor.audit.service import record
+from platform_api.floor.principal import Principal
 from platform_api.human_tasks.index import DecisionIndex
 from platform_api.human_tasks.redact import redact
 from platform_api.human_tasks.schemas import (

@@ -7,10 +7,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Response, status
 
-from platform_api.access.principal import OrgScope
 from platform_api.auth.dependencies import require_in_org
 from platform_api.db import Session
 from platform_api.errors import error_responses
+from platform_api.floor.principal import OrgScope
 from platform_api.integrations import service
 from platform_api.integrations.schemas import (
     INTEGRATION_TYPE_PATTERN,

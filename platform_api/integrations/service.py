@@ -7,9 +7,9 @@ import json
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from platform_api.access.principal import OrgScope
-from platform_api.audit.service import record
 from platform_api.errors import NotFound, Unavailable
+from platform_api.floor.audit.service import record
+from platform_api.floor.principal import OrgScope
 from platform_api.integrations.crypto import CredentialCipher, Sealed
 from platform_api.integrations.repository import IntegrationRepository
 from platform_api.integrations.schemas import IntegrationPut

@@ -11,12 +11,12 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import func, select
 
-from platform_api.access.principal import OrgScope
-from platform_api.audit.service import record
 from platform_api.auth.dependencies import require_in_org
 from platform_api.bounds import DocumentLimit, Offset
 from platform_api.db import Session
 from platform_api.errors import NotFound, error_responses
+from platform_api.floor.audit.service import record
+from platform_api.floor.principal import OrgScope
 from platform_api.models import KnowledgeDocument
 
 router = APIRouter(prefix="/orgs/{org_id}/knowledge", tags=["knowledge"])

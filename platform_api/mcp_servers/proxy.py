@@ -30,7 +30,6 @@ from platform_api.agent_api.identity import Agent
 from platform_api.agent_api.ledger import Claim, request_hash, step_key
 from platform_api.agent_api.proxy import TOOLS_SCOPE, ToolProxy
 from platform_api.agent_api.schemas import ToolCallIn, ToolCallOut
-from platform_api.audit.service import record
 from platform_api.errors import (
     KubernetesUnavailable,
     PlatformError,
@@ -39,6 +38,7 @@ from platform_api.errors import (
     TaskCancelRequested,
     ToolNotPermitted,
 )
+from platform_api.floor.audit.service import record
 from platform_api.kube.client import KubeNotFound
 from platform_api.mcp_servers import client, definitions, service
 from platform_api.mcp_servers.errors import RiskBelowTool

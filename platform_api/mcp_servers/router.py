@@ -8,10 +8,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Response, status
 
-from platform_api.access.principal import OrgScope
 from platform_api.auth.dependencies import require_in_org
 from platform_api.db import Session
 from platform_api.errors import error_responses
+from platform_api.floor.principal import OrgScope
 from platform_api.mcp_servers import service
 from platform_api.mcp_servers.definitions import SERVER_NAME_PATTERN
 from platform_api.mcp_servers.schemas import TOOL_NAME_PATTERN, McpServerIn, McpServerRead, RiskPut

@@ -9,9 +9,9 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from platform_api.access.principal import OrgScope
-from platform_api.audit.service import record
 from platform_api.errors import NotFound, Unavailable
+from platform_api.floor.audit.service import record
+from platform_api.floor.principal import OrgScope
 from platform_api.integrations.crypto import CredentialCipher, Sealed
 from platform_api.mcp_servers import client, definitions
 from platform_api.mcp_servers.errors import McpServerExists, McpServerUnreachable

@@ -1,6 +1,16 @@
-"""Recording an event: logged once per org and event id, its webhook delivery queued,
-this replica's streams and deliverer woken at commit (`notify_hooks.emit` is the entry
-point the rest of the platform calls; see its docstring)."""
+"""`emit`: the one way every part of the platform notifies (the task watch, replies and the
+dispatcher alike).
+
+`emit(session, org_id, event, payload)` logs the event in the org's event log (which the
+live stream `GET /human-tasks/events` reads) and, when the org has a webhook that asks for
+this event, queues its delivery; both in the caller's transaction, so nothing is told
+about a change that rolled back. When the transaction commits, the streams and the
+deliverer of this replica are woken (the other replicas find it at their next look).
+
+An event is kept once per org and event id: `payload["event_id"]` (taken out of the
+payload) names it when the caller has a stable id (the same state seen twice, by two
+replicas, or again after a restart, must notify once); without one a random id is used.
+"""
 
 from __future__ import annotations
 
@@ -15,11 +25,11 @@ from platform_api.notify.repository import EventRepository, WebhookRepository
 from platform_api.notify.wakeup import WAKEUP, utcnow
 
 
-async def record(
+async def emit(
     session: AsyncSession, org_id: uuid.UUID, event: str, payload: dict[str, Any]
 ) -> bool:
-    """Log and queue the event in the caller's transaction; whether it was new (False:
-    logged already). `payload["event_id"]`, taken out, is its stable id (random without)."""
+    """Notify `event` of `org_id` in the caller's transaction (see the module docstring);
+    whether it was new (False: logged already)."""
     data = dict(payload)
     event_id = str(data.pop("event_id", None) or uuid.uuid4())
     now = utcnow()

@@ -11,12 +11,12 @@ from fastapi import APIRouter, Header, Request, status
 from fastapi.responses import StreamingResponse
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from platform_api.access.principal import OrgScope, Principal
-from platform_api.accounts.repository import UserRepository
 from platform_api.auth.dependencies import require, require_in_org
 from platform_api.bounds import Limit, Offset
 from platform_api.db import Session, release
 from platform_api.errors import error_responses
+from platform_api.floor.accounts import UserRepository
+from platform_api.floor.principal import OrgScope, Principal
 from platform_api.notify import service
 from platform_api.notify.schemas import DeliveryPage, WebhookPut, WebhookRead, WebhookSet
 from platform_api.notify.stream import EventStream

@@ -8,9 +8,9 @@ import uuid
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from humanwork_core import signing
-from platform_api.access.principal import OrgScope
-from platform_api.audit.service import record
 from platform_api.errors import NotFound
+from platform_api.floor.audit.service import record
+from platform_api.floor.principal import OrgScope
 from platform_api.integrations.crypto import CredentialCipher
 from platform_api.models import Webhook
 from platform_api.notify.delivery import seal_secret

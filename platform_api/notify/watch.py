@@ -1,6 +1,6 @@
 """From the platform's task watch to events: `TaskNotifier` subscribes to the
 `DecisionIndex` (every task it lists or sees change), derives the events the task's state
-implies (`events.task_events`), and records each as `notify_hooks.emit` does (the event
+implies (`events.task_events`), and records each through `emitter.emit` (the event
 log keeps each id once, so a relist, a restart or a second replica notifies nothing
 twice). When a task ends (completed, rejected, expired, failed), the request ends with
 it (`request_ended`, and a platform message in its conversation, once), unless it was
@@ -28,7 +28,7 @@ from humanwork_core.resources import AgenticTask
 from platform_api.notify import events, progress
 from platform_api.notify.deadlines import Deadlines
 from platform_api.notify.delivery import Deliverer
-from platform_api.notify.emitter import record
+from platform_api.notify.emitter import emit
 from platform_api.notify.repository import EventRepository
 from platform_api.notify.wakeup import WAKEUP, utcnow
 from platform_api.settings import Settings
@@ -196,7 +196,7 @@ class TaskNotifier:
                     if event.receipt_key is not None:
                         repo = EventRepository(session)
                         payload["receipt"] = await repo.receipt(org_id, *event.receipt_key)
-                    new = await record(session, org_id, event.event, payload)
+                    new = await emit(session, org_id, event.event, payload)
                     if new:  # the task's conversation hears of its progress, once
                         await progress.tell(session, org_id, event)
                     if new and event.event in ENDING_TEXT:
@@ -233,7 +233,7 @@ class TaskNotifier:
             "revision": outcome or None,
         }
         async with self._sessions() as session, session.begin():
-            if await record(session, org_id, events.REQUEST_ENDED, payload):
+            if await emit(session, org_id, events.REQUEST_ENDED, payload):
                 await _tell(session, task, org_id, text, ended.event)
 
     def _remember(self, event_id: str) -> None:

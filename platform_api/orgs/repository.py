@@ -52,7 +52,7 @@ class OrgRepository:
 
     async def policy_if_active(self, org_id: uuid.UUID) -> OrgPolicy | None:
         """`policy`, or None when the org is deactivated: both in one read (a decision
-        needs both: whether the org is active, as `activity.repository.ensure_active`
+        needs both: whether the org is active, as `deactivation.repository.ensure_active`
         reads it, and the quorum)."""
         found = (
             await self.session.execute(

@@ -8,10 +8,10 @@ from typing import Annotated
 from fastapi import APIRouter, status
 
 from humanwork_core.policy import OrgPolicy
-from platform_api.access.principal import OrgScope, Principal
 from platform_api.auth.dependencies import require, require_in_org, require_platform_admin
 from platform_api.db import Session
 from platform_api.errors import error_responses
+from platform_api.floor.principal import OrgScope, Principal
 from platform_api.orgs import service
 from platform_api.orgs.repository import OrgRepository
 from platform_api.orgs.schemas import OrgCreate, OrgRead

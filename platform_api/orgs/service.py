@@ -8,13 +8,10 @@ import uuid
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from humanwork_core.policy import OrgPolicy
-from platform_api.access.principal import OrgScope, Principal
-from platform_api.access.repository import AccessMapRepository
-from platform_api.accounts.repository import UserRepository
+from platform_api.access_map.repository import AccessMapRepository
 from platform_api.agents.manage import create_agent
 from platform_api.agents.manage_bounds import check_bounds
 from platform_api.agents.status import instance_body
-from platform_api.audit.service import record
 from platform_api.errors import (
     Conflict,
     Forbidden,
@@ -22,6 +19,9 @@ from platform_api.errors import (
     NotFound,
     ValidationFailed,
 )
+from platform_api.floor.accounts import UserRepository
+from platform_api.floor.audit.service import record
+from platform_api.floor.principal import OrgScope, Principal
 from platform_api.kube.client import KubeClient
 from platform_api.models import Org
 from platform_api.orgs.namespaces import OrgNamespaces, namespace_for

@@ -14,12 +14,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, status
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from platform_api.access.principal import OrgScope, Principal
 from platform_api.agents.commands import AgentCommands
 from platform_api.auth.dependencies import require, require_in_org
 from platform_api.corrections import service as corrections
 from platform_api.db import Session
 from platform_api.errors import NotFound, PlatformError, error_responses
+from platform_api.floor.principal import OrgScope, Principal
 from platform_api.human_tasks.redact import redact
 from platform_api.human_tasks.service import conversation_thread
 from platform_api.models import Org

@@ -30,10 +30,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from humanwork_core.resources import Risk
-from platform_api import notify_hooks
-from platform_api.access.principal import Principal
 from platform_api.agents.commands import AgentTarget, org_agent, require_kube
-from platform_api.audit.service import record
 from platform_api.conversations.repository import ConversationRepository
 from platform_api.corrections import service as corrections
 from platform_api.errors import (
@@ -43,8 +40,11 @@ from platform_api.errors import (
     SelfApproval,
     ValidationFailed,
 )
+from platform_api.floor.audit.service import record
+from platform_api.floor.principal import Principal
 from platform_api.human_tasks.redact import redact
 from platform_api.models import ExpertCorrection, Message, Org, ReplyDraft
+from platform_api.notify.emitter import emit
 from platform_api.replies.repository import ReplyRepository
 from platform_api.replies.schemas import ReplyDecision, ReplyRead
 from platform_api.state import Platform
@@ -182,7 +182,7 @@ async def settle(
     )
     await _audit_chat(session, prepared, draft, answer, review)
     if review:
-        await notify_hooks.emit(session, draft.org_id, "reply.needs_review", _event(draft))
+        await emit(session, draft.org_id, "reply.needs_review", _event(draft))
     else:
         await send(session, draft, draft.draft, by=f"agent:{prepared.target.agent_id}")
     return draft
@@ -249,7 +249,7 @@ async def send(session: AsyncSession, draft: ReplyDraft, text: str, *, by: str) 
             "confidence": draft.confidence,
         },
     )
-    await notify_hooks.emit(session, draft.org_id, "reply.sent", _event(draft))
+    await emit(session, draft.org_id, "reply.sent", _event(draft))
 
 
 def _event(draft: ReplyDraft) -> dict[str, Any]:
@@ -288,7 +288,7 @@ async def decide(
     if body.action == "reject":
         draft.state, draft.feedback = "rejected", body.feedback
         correction = _correction(draft, "reply_rejected", str(body.feedback), principal)
-        await notify_hooks.emit(session, draft.org_id, "reply.rejected", _event(draft))
+        await emit(session, draft.org_id, "reply.rejected", _event(draft))
     else:
         text = draft.draft if body.action == "approve" else str(body.text)
         await send(session, draft, text, by=principal.username)

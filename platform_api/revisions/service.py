@@ -31,7 +31,7 @@ from platform_api.agents.bindings import bind_before_asking, mark_bound
 from platform_api.agents.commands import AgentCommands, org_agent
 from platform_api.agents.planning import bind_requester
 from platform_api.archive.repository import ArchiveRepository, task_of
-from platform_api.audit.service import record
+from platform_api.floor.audit.service import record
 from platform_api.kube.client import KubeClient, KubeNotFound
 from platform_api.state import Platform
 from platform_api.tasks.requester import bound_requester

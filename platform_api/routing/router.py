@@ -16,12 +16,12 @@ from typing import Annotated
 from fastapi import APIRouter, Header
 
 from humanwork_core import keys
-from platform_api.access.principal import OrgScope
 from platform_api.agents.commands import org_agent, require_kube
 from platform_api.agents.planning import PlannedTask, PlanRequest, request_plan
 from platform_api.auth.dependencies import require_in_org
 from platform_api.db import Session
 from platform_api.errors import NotFound, error_responses
+from platform_api.floor.principal import OrgScope
 from platform_api.models import Org
 from platform_api.routing.llm import LlmRouter
 from platform_api.routing.service import choose, org_candidates

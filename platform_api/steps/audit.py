@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from platform_api.audit.service import record, record_detached
+from platform_api.floor.audit.service import record, record_detached
 
 
 @dataclass(frozen=True)

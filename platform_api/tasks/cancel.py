@@ -19,10 +19,10 @@ from fastapi import APIRouter, Path
 from pydantic import BaseModel, Field
 
 from humanwork_core import keys, taskflow
-from platform_api.access.principal import Principal
 from platform_api.auth.dependencies import require
 from platform_api.db import Session
 from platform_api.errors import error_responses
+from platform_api.floor.principal import Principal
 from platform_api.state import Kube
 from platform_api.steps.audit import MoveRecord, audit
 from platform_api.steps.http import NAME, NAMESPACE, UNAVAILABLE

@@ -34,10 +34,10 @@ from humanwork_core.resources import (
     StepStatus,
     Verdict,
 )
-from platform_api.access.principal import Principal
-from platform_api.audit.service import carries_key
 from platform_api.corrections import service as corrections
 from platform_api.errors import IdempotencyConflict, NotFound, OrgDeactivated, SelfApproval
+from platform_api.floor.audit.service import carries_key
+from platform_api.floor.principal import Principal
 from platform_api.kube.client import KubeClient
 from platform_api.mcp_servers.pins import require_known_definition
 from platform_api.orgs.repository import OrgRepository

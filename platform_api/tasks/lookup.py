@@ -18,9 +18,9 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from humanwork_core.resources import AgenticTask
-from platform_api.access.principal import Principal
 from platform_api.archive.repository import task_of
 from platform_api.errors import NotFound
+from platform_api.floor.principal import Principal
 from platform_api.kube.client import KubeClient
 from platform_api.models import ArchivedTask, Org
 from platform_api.tasks.schemas import TaskRead

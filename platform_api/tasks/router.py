@@ -17,14 +17,14 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Path, Query, Request, status
 
 from humanwork_core.resources import Verdict
-from platform_api.access.capabilities import DECIDE
-from platform_api.access.principal import Principal
-from platform_api.activity.guard import checks_activity_itself
-from platform_api.activity.repository import ensure_active
 from platform_api.auth.dependencies import CurrentPrincipal, ensure_capability, require
 from platform_api.bounds import Limit, Offset
 from platform_api.db import Session
+from platform_api.deactivation.guard import checks_activity_itself
+from platform_api.deactivation.repository import ensure_active
 from platform_api.errors import NotFound, error_responses
+from platform_api.floor.capabilities import DECIDE
+from platform_api.floor.principal import Principal
 from platform_api.kube.client import KubeClient
 from platform_api.openapi import EXTENSION
 from platform_api.state import Kube, PlatformDep

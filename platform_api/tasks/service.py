@@ -21,14 +21,14 @@ from humanwork_core.resources import (
     TaskPhase,
     TaskPolicy,
 )
-from platform_api.access.principal import Principal
 from platform_api.archive.repository import ArchiveRepository, task_of
-from platform_api.audit.service import record
 from platform_api.errors import (
     Conflict,
     NotFound,
     ValidationFailed,
 )
+from platform_api.floor.audit.service import record
+from platform_api.floor.principal import Principal
 from platform_api.kube.client import (
     GROUP,
     TASK_KIND,

@@ -10,9 +10,9 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from humanwork_core import catalog
-from platform_api.access.principal import Principal
 from platform_api.auth.dependencies import require
 from platform_api.errors import error_responses
+from platform_api.floor.principal import Principal
 
 router = APIRouter(tags=["tools"])
 

@@ -24,8 +24,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from humanwork_core import receipts
 from humanwork_core.tokens import KeySet, SigningKey, jwks
-from platform_api.access.principal import Principal
 from platform_api.errors import NotFound
+from platform_api.floor.principal import Principal
 from platform_api.models import Org, ToolCall
 
 

@@ -8,10 +8,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path
 
-from platform_api.access.principal import Principal
 from platform_api.auth.dependencies import require
 from platform_api.db import Session
 from platform_api.errors import error_responses
+from platform_api.floor.principal import Principal
 from platform_api.state import PlatformDep
 from platform_api.tools import receipts
 

@@ -6,10 +6,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path
 
-from platform_api.access.principal import OrgScope
 from platform_api.auth.dependencies import require_in_org
 from platform_api.db import Session
 from platform_api.errors import error_responses
+from platform_api.floor.principal import OrgScope
 from platform_api.tools import service
 from platform_api.tools.schemas import TOOL_NAME_PATTERN, ToolPermissionRead, ToolPermissionUpdate
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from humanwork_core import catalog
-from platform_api.access.principal import OrgScope
-from platform_api.audit.service import record
+from platform_api.floor.audit.service import record
+from platform_api.floor.principal import OrgScope
 from platform_api.models import ToolPermission, utcnow
 from platform_api.tools import config as tool_config
 from platform_api.tools.repository import ToolPermissionRepository

@@ -18,10 +18,10 @@ from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from platform_api.access.principal import Principal
-from platform_api.accounts.repository import UserRepository
-from platform_api.audit.service import record
 from platform_api.errors import Conflict, NotFound
+from platform_api.floor.accounts import UserRepository
+from platform_api.floor.audit.service import record
+from platform_api.floor.principal import Principal
 from platform_api.models import User
 from platform_api.notify.wakeup import WAKEUP
 from platform_api.users.grants import ensure_manageable

@@ -19,11 +19,11 @@ from collections.abc import Mapping
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from platform_api.access.capabilities import ORG_GRANTABLE, SELF_SCOPED
-from platform_api.access.principal import Principal
-from platform_api.access.repository import AccessMapRepository
+from platform_api.access_map.repository import AccessMapRepository
 from platform_api.auth.dependencies import PlatformAdminRequired
 from platform_api.errors import Forbidden, ValidationFailed
+from platform_api.floor.capabilities import ORG_GRANTABLE, SELF_SCOPED
+from platform_api.floor.principal import Principal
 from platform_api.models import User
 
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from platform_api.access.principal import OrgScope
-from platform_api.accounts.repository import UserRepository
-from platform_api.audit.service import record
 from platform_api.errors import NotFound
+from platform_api.floor.accounts import UserRepository
+from platform_api.floor.audit.service import record
+from platform_api.floor.principal import OrgScope
 from platform_api.models import Membership, User
 from platform_api.notify.wakeup import WAKEUP
 from platform_api.users.grants import ensure_grantable, ensure_manageable

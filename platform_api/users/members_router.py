@@ -9,10 +9,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, status
 
-from platform_api.access.principal import OrgScope
 from platform_api.auth.dependencies import require_in_org_or_platform_admin
 from platform_api.db import Session
 from platform_api.errors import error_responses
+from platform_api.floor.principal import OrgScope
 from platform_api.users import members
 from platform_api.users.schemas import Member, RoleChange
 

@@ -7,10 +7,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, status
 
-from platform_api.access.principal import Principal
 from platform_api.auth.dependencies import CurrentPrincipal, require, require_platform_admin
 from platform_api.db import Session
 from platform_api.errors import error_responses
+from platform_api.floor.principal import Principal
 from platform_api.openapi import EXTENSION, PLATFORM_ADMIN
 from platform_api.users import accounts, service
 from platform_api.users.schemas import (

@@ -10,13 +10,13 @@ import uuid
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from platform_api.access.capabilities import ORG_GRANTABLE, PLATFORM
-from platform_api.access.principal import Principal
-from platform_api.accounts.repository import UserRepository
-from platform_api.audit.service import record
 from platform_api.auth.dependencies import PlatformAdminRequired
 from platform_api.auth.passwords import hash_password
 from platform_api.errors import Conflict, NotFound
+from platform_api.floor.accounts import UserRepository
+from platform_api.floor.audit.service import record
+from platform_api.floor.capabilities import ORG_GRANTABLE, PLATFORM
+from platform_api.floor.principal import Principal
 from platform_api.models import User
 from platform_api.orgs.repository import OrgRepository
 from platform_api.orgs.schemas import OrgRead

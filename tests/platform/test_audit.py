@@ -17,9 +17,9 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from platform_api.audit.chain import GENESIS, content_of, row_hash
 from platform_api.audit.cli import verify_database
-from platform_api.audit.service import record
+from platform_api.floor.audit.chain import GENESIS, content_of, row_hash
+from platform_api.floor.audit.service import record
 from platform_api.state import Platform
 from tests.platform.conftest import Api, TwoOrgs
 

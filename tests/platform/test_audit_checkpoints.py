@@ -31,9 +31,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from humanwork_core.tokens import SigningKey, generate_signing_key, jwks
 from humanwork_dev.postgres import APP_ROLE, OWNER_ROLE, PostgresServer
-from platform_api.audit.checkpoints import sign_checkpoint
 from platform_api.audit.cli import verify_database
 from platform_api.db import migrate
+from platform_api.floor.audit.checkpoints import sign_checkpoint
 from platform_api.settings import Settings
 from tests.fixtures.database import as_role
 from tests.platform.conftest import TwoOrgs, make_settings

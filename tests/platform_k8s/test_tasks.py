@@ -12,7 +12,7 @@ import httpx
 from kubernetes import client as kclient
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from platform_api.audit.service import verify
+from platform_api.floor.audit.service import verify
 from tests.conftest import Cluster
 from tests.platform.conftest import Api
 from tests.platform_k8s.conftest import Orgs, TaskApi

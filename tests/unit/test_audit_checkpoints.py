@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 import pytest
 
 from humanwork_core.tokens import KeySet, generate_signing_key
-from platform_api.audit.chain import GENESIS, ChainRow, content_of, row_hash
-from platform_api.audit.checkpoints import (
+from platform_api.floor.audit.chain import GENESIS, ChainRow, content_of, row_hash
+from platform_api.floor.audit.checkpoints import (
     CheckpointError,
     CheckpointForged,
     Stored,

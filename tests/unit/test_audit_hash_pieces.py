@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from platform_api.audit.chain import GENESIS, content_of, hash_pieces, row_hash, timestamp
+from platform_api.floor.audit.chain import GENESIS, content_of, hash_pieces, row_hash, timestamp
 
 DETAILS: list[dict[str, Any]] = [
     {},

@@ -16,7 +16,7 @@ import pytest
 
 from agent_image.routes import ROUTERS as AGENT_ROUTERS
 from platform_api import app as _app  # noqa: F401  (importing the routers declares capabilities)
-from platform_api.access.capabilities import known
+from platform_api.floor.capabilities import known
 from platform_api.models import Base
 
 REPO = Path(__file__).resolve().parents[2]

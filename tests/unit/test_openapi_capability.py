@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from humanwork_dev.deployables import openapi
-from platform_api.access.capabilities import known
+from platform_api.floor.capabilities import known
 from platform_api.openapi import AGENT_SIGNATURE, AGENT_TOKEN, EXTENSION, PLATFORM_ADMIN
 
 OPEN_TO_ANY_USER = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 
-from platform_api.access.principal import Grant, Principal
+from platform_api.floor.principal import Grant, Principal
 
 A, B, C = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
 ADMIN = Grant("admin", frozenset({"tasks.read", "tools.manage", "users.manage"}))

@@ -19,7 +19,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from platform_api.audit.chain import (
+from platform_api.floor.audit.chain import (
     GENESIS,
     HASHED_TIMESTAMP_SQL,
     ChainRow,

@@ -5,7 +5,7 @@ together with its chain head: whoever owns the tables can delete an org's last r
 point the head at the new last row, and the shorter chain is consistent. A checkpoint is
 the statement "chain C had `seq` rows ending with hash H at time T", signed with an
 Ed25519 key (`humanwork_core.tokens.SigningKey`) that the database roles never hold, and
-kept outside the database (`platform_api.audit.store`). Comparing each chain with its
+kept outside the database (`platform_api.floor.audit.store`). Comparing each chain with its
 latest valid checkpoint then reports:
 
 - `truncated`: the chain ends before the checkpointed row (rows and head cut together,
@@ -35,7 +35,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from humanwork_core.tokens import KeySet, SigningKey
-from platform_api.audit.chain import ChainRow, Problem, canonical_json, timestamp
+from platform_api.floor.audit.chain import ChainRow, Problem, canonical_json, timestamp
 
 TYPE = "humanwork.io/audit-checkpoint/v1"
 _FIELDS = ("type", "chain", "seq", "hash", "at", "kid", "signature")

@@ -1,4 +1,5 @@
-"""Which steps of a task its initiating client must confirm, from trusted data only.
+"""On the shared floor: which steps of a task its initiating client must confirm, from
+trusted data only (read by the confirmations slice and the tool proxy).
 
 The initiating client is the task's requester the platform vouched for
 (`humanwork_core.requester.requester_of`: the annotation only the platform API writes),
@@ -20,7 +21,7 @@ from humanwork_core.policy import effective_risk
 from humanwork_core.requester import AGENT_REQUESTER_PREFIX, requester_of
 from humanwork_core.resources import AgenticTask, StepKind
 from humanwork_core.risk import Risk
-from platform_api.access.capabilities import declare
+from platform_api.floor.capabilities import declare
 from platform_api.models import AccessGrant, Membership, Org, User
 
 CONFIRM = declare("steps.confirm")

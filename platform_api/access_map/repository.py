@@ -1,4 +1,6 @@
-"""Database access of the access map (role -> capabilities)."""
+"""Database access of the access map (role -> capabilities): this slice's own storage,
+also read by the users and orgs slices (which roles an org's admin may give) and by the
+app at start (the default map seeded)."""
 
 from __future__ import annotations
 

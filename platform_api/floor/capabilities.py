@@ -1,4 +1,5 @@
-"""The capabilities the platform knows, and the one every way of deciding needs.
+"""On the shared floor: the capabilities the platform knows, and the one every way of
+deciding needs.
 
 Seed 001: "resume requires the run.control capability". Every path that decides a step
 (approve and reject on the step endpoints, resume, bulk resume, resolving an unknown

@@ -8,7 +8,7 @@ route's own 401 or 404, so deactivation leaks nothing); only `/orgs/{org_id}/dea
 and `/orgs/{org_id}/reactivate` pass. Reads (the audit log, the archive, the agents'
 state) stay open. Endpoints that name their org in the body (creating a task, deciding,
 also in bulk, appending to a conversation) check it themselves with
-`activity.repository.ensure_active`, and so do the endpoints that decide a step (marked
+`deactivation.repository.ensure_active`, and so do the endpoints that decide a step (marked
 with `checks_activity_itself`; the guard skips them).
 """
 

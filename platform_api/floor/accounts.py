@@ -1,6 +1,8 @@
-"""Database access of users and memberships, and the caller's identity in one query
-(`principal_of`: the user and, per membership, the org, the role there and that role's
-capabilities, read fresh on every request)."""
+"""On the shared floor (`platform_api.floor`): database access of users and memberships,
+and the caller's identity in one query (`principal_of`: the user and, per membership, the
+org, the role there and that role's capabilities, read fresh on every request). Read by
+sign-in, the request's principal (`auth`) and several slices; `platform_api.users` is
+their HTTP side."""
 
 from __future__ import annotations
 
@@ -11,8 +13,8 @@ from sqlalchemy import ColumnElement, String, cast, delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from platform_api.access.principal import Grant
 from platform_api.errors import Conflict
+from platform_api.floor.principal import Grant
 from platform_api.models import AccessGrant, Membership, User
 
 SEPARATOR = "\n"

@@ -1,7 +1,7 @@
-"""Who a request acts as: `Principal` (a user with a role per org it belongs to, each
-role's capabilities, and whether it is a platform administrator) and `OrgScope` (a
-principal acting on one of its own orgs). Plain values, built by `auth.dependencies` and
-read by every service, so they sit below both.
+"""On the shared floor: who a request acts as: `Principal` (a user with a role per org
+it belongs to, each role's capabilities, and whether it is a platform administrator)
+and `OrgScope` (a principal acting on one of its own orgs). Plain values, built by
+`auth.dependencies` and read by every service, so they sit below both.
 
 A principal's *view* is the set of orgs a request may touch: every membership at first,
 narrowed by `holding(capability)` to the orgs whose role holds that capability (what

@@ -8,13 +8,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from platform_api.access.principal import Principal
-from platform_api.audit import service
-from platform_api.audit_api.schemas import AuditEntry, AuditPage
+from platform_api.audit.schemas import AuditEntry, AuditPage
 from platform_api.auth.dependencies import require
 from platform_api.bounds import Limit, Offset
 from platform_api.db import Session
 from platform_api.errors import NotFound, error_responses
+from platform_api.floor.audit import service
+from platform_api.floor.principal import Principal
 
 router = APIRouter(prefix="/audit", tags=["audit"])
 

@@ -17,7 +17,7 @@ import secrets
 from pathlib import Path
 from typing import Protocol
 
-from platform_api.audit.checkpoints import Checkpoint, Stored
+from platform_api.floor.audit.checkpoints import Checkpoint, Stored
 
 _CHAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")
 _FILE = re.compile(r"[0-9]{12}-[0-9a-f]{16}\.json")

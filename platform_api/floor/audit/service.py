@@ -9,8 +9,8 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from platform_api.audit.chain import PLATFORM_CHAIN, Problem, verify_chain
-from platform_api.audit.repository import AuditRepository
+from platform_api.floor.audit.chain import PLATFORM_CHAIN, Problem, verify_chain
+from platform_api.floor.audit.repository import AuditRepository
 from platform_api.models import AuditRecord
 
 

@@ -1,1 +1,0 @@
-"""The access map: which capabilities each role holds (stored, seeded with defaults)."""
