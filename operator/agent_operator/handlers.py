@@ -25,6 +25,7 @@ import contextlib
 import logging
 import os
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -91,7 +92,11 @@ class State:
         self.kube = kube
         self.settings = settings
         self.keyring = keyring
-        self.locks: dict[tuple[str, str], asyncio.Lock] = {}
+        # one lock per object while a reconcile holds or awaits it (a lock kept per task
+        # ever seen would outlive the task: 0.5 KB each, never given back)
+        self.locks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
         # when each known instance is next due: (time, trigger), trigger rotation or resync
         self.due: dict[tuple[str, str], tuple[datetime, str]] = {}
         self.scheduler: asyncio.Task[None] | None = None
@@ -141,7 +146,10 @@ class State:
         self.open_tasks.forget_namespace(namespace)
 
     def lock(self, namespace: str, name: str) -> asyncio.Lock:
-        return self.locks.setdefault((namespace, name), asyncio.Lock())
+        lock = self.locks.get((namespace, name))
+        if lock is None:
+            lock = self.locks[(namespace, name)] = asyncio.Lock()
+        return lock
 
 
 def _state(memo: kopf.Memo) -> State:
