@@ -32,7 +32,7 @@ from typing import Any
 
 import kopf
 
-from agent_operator import autoscale, builders, heap, metrics
+from agent_operator import autoscale, builders, metrics
 from agent_operator.builders import MANAGED_BY
 from agent_operator.config import OperatorSettings
 from agent_operator.kube import Kube, KubeError
@@ -54,7 +54,7 @@ from agent_operator.shards import (
     trigger_for,
 )
 from agent_operator.tasks import reconcile_task
-from humanwork_core import tracing
+from humanwork_core import heap, tracing
 from humanwork_core.resources import ORG_ID_LABEL, AgentInstance, names
 
 GROUP, VERSION = GROUP_VERSION.split("/")
@@ -81,7 +81,8 @@ IDLE_SECONDS = 0.5
 """How long an object's kopf worker waits for its next event before leaving its slot."""
 QUIET_SECONDS = 5.0
 """After the last event or reconcile, how long without another before the freed heap is
-trimmed."""
+trimmed; and while busy, at least every TRIM_SECONDS (`humanwork_core.heap`)."""
+TRIM_SECONDS = 60.0
 LOG = logging.getLogger("humanwork.operator")
 
 
@@ -117,7 +118,7 @@ class State:
         self.low_since: dict[tuple[str, str], datetime] = {}
         self.scale_due: dict[tuple[str, str], datetime] = {}
         # when the operator last did anything, and whether the heap was trimmed since
-        self.last_active = 0.0
+        self.last_active = self.trimmed_at = 0.0
         self.trimmed = True
         # the platform CA file's stamp when last looked at (a change re-applies every agent's)
         self.platform_ca_stamp = _stamp(settings.platform_ca_file)
@@ -378,9 +379,10 @@ async def _schedule(state: State) -> None:
             except Exception as exc:  # one instance's trouble must not stop the others
                 LOG.warning("reconcile of %s/%s (%s) failed: %s", key[0], key[1], trigger, exc)
                 state.due.setdefault(key, (now + timedelta(seconds=5), trigger))
-        if not state.trimmed and time.monotonic() - state.last_active > QUIET_SECONDS:
-            heap.trim()  # a burst is over: give its memory back
-            state.trimmed = True
+        quiet = not state.trimmed and time.monotonic() - state.last_active > QUIET_SECONDS
+        if quiet or time.monotonic() - state.trimmed_at > TRIM_SECONDS:
+            heap.trim()  # a burst is over, or a steady load's holes: give them back
+            state.trimmed, state.trimmed_at = True, time.monotonic()
         await asyncio.sleep(SCHEDULER_TICK_SECONDS)
 
 
