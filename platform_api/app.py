@@ -17,6 +17,7 @@ import httpx
 from fastapi import Depends, FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from humanwork_core import heap
 from platform_api.access_map.repository import AccessMapRepository
 from platform_api.access_map.router import router as access_map_router
 from platform_api.access_map.service import check_platform
@@ -347,6 +348,8 @@ def _lifespan(
             await _bootstrap(platform)
             notifier, webhooks = _start_notifier(platform)  # notify: subscribed before the watch
             tasks = [*_start_watch(platform), *notifier, _start_dispatcher(app, platform)]
+            trimmer = heap.trim_every(settings.heap_trim_seconds)
+            tasks.append(asyncio.create_task(trimmer, name="heap-trim"))
             app.state.platform = platform
             if settings.metrics_port:
                 platform.metrics.serve(settings.metrics_port, settings.metrics_address)

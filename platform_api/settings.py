@@ -376,6 +376,13 @@ class Settings(BaseSettings):
         description="how often the platform looks for webhook deliveries due and decisions "
         "near their deadline (HUMANWORK_QUEUE_NEAR_DEADLINE_SECONDS)",
     )
+    heap_trim_seconds: float = Field(
+        default=60.0,
+        ge=0,
+        description="how often the platform gives the memory its C allocator holds free "
+        "back to the system (malloc_trim; 0: never): without it the resident memory of a "
+        "busy platform climbs while what it holds stays flat",
+    )
     notify_retention_seconds: int = Field(
         default=86400,
         ge=60,

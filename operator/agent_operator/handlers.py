@@ -25,13 +25,14 @@ import contextlib
 import logging
 import os
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import kopf
 
-from agent_operator import autoscale, builders, heap, metrics
+from agent_operator import autoscale, builders, metrics
 from agent_operator.builders import MANAGED_BY
 from agent_operator.config import OperatorSettings
 from agent_operator.kube import Kube, KubeError
@@ -53,7 +54,7 @@ from agent_operator.shards import (
     trigger_for,
 )
 from agent_operator.tasks import reconcile_task
-from humanwork_core import tracing
+from humanwork_core import heap, tracing
 from humanwork_core.resources import ORG_ID_LABEL, AgentInstance, names
 
 GROUP, VERSION = GROUP_VERSION.split("/")
@@ -79,8 +80,8 @@ WORKERS = 200
 IDLE_SECONDS = 0.5
 """How long an object's kopf worker waits for its next event before leaving its slot."""
 QUIET_SECONDS = 5.0
-"""After the last event or reconcile, how long without another before the freed heap is
-trimmed."""
+"""Quiet this long after the last event, or busy TRIM_SECONDS, the freed heap is trimmed."""
+TRIM_SECONDS = 60.0
 LOG = logging.getLogger("humanwork.operator")
 
 
@@ -91,7 +92,9 @@ class State:
         self.kube = kube
         self.settings = settings
         self.keyring = keyring
-        self.locks: dict[tuple[str, str], asyncio.Lock] = {}
+        # a lock per object only while a reconcile holds or awaits it (not per task ever seen)
+        self.locks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock]
+        self.locks = weakref.WeakValueDictionary()
         # when each known instance is next due: (time, trigger), trigger rotation or resync
         self.due: dict[tuple[str, str], tuple[datetime, str]] = {}
         self.scheduler: asyncio.Task[None] | None = None
@@ -112,7 +115,7 @@ class State:
         self.low_since: dict[tuple[str, str], datetime] = {}
         self.scale_due: dict[tuple[str, str], datetime] = {}
         # when the operator last did anything, and whether the heap was trimmed since
-        self.last_active = 0.0
+        self.last_active = self.trimmed_at = 0.0
         self.trimmed = True
         # the platform CA file's stamp when last looked at (a change re-applies every agent's)
         self.platform_ca_stamp = _stamp(settings.platform_ca_file)
@@ -141,7 +144,10 @@ class State:
         self.open_tasks.forget_namespace(namespace)
 
     def lock(self, namespace: str, name: str) -> asyncio.Lock:
-        return self.locks.setdefault((namespace, name), asyncio.Lock())
+        lock = self.locks.get((namespace, name))
+        if lock is None:
+            lock = self.locks[(namespace, name)] = asyncio.Lock()
+        return lock
 
 
 def _state(memo: kopf.Memo) -> State:
@@ -378,9 +384,10 @@ async def _schedule(state: State) -> None:
             except Exception as exc:  # one instance's trouble must not stop the others
                 LOG.warning("reconcile of %s/%s (%s) failed: %s", key[0], key[1], trigger, exc)
                 state.due.setdefault(key, (now + timedelta(seconds=5), trigger))
-        if not state.trimmed and time.monotonic() - state.last_active > QUIET_SECONDS:
-            heap.trim()  # a burst is over: give its memory back
-            state.trimmed = True
+        quiet = not state.trimmed and time.monotonic() - state.last_active > QUIET_SECONDS
+        if quiet or time.monotonic() - state.trimmed_at > TRIM_SECONDS:
+            heap.trim()  # a burst is over, or a steady load's holes: give them back
+            state.trimmed, state.trimmed_at = True, time.monotonic()
         await asyncio.sleep(SCHEDULER_TICK_SECONDS)
 
 
