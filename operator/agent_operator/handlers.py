@@ -34,27 +34,25 @@ import kopf
 from agent_operator import autoscale, builders, heap, metrics
 from agent_operator.builders import MANAGED_BY
 from agent_operator.config import OperatorSettings
+from agent_operator.instance_status import dump_status, readiness_status
 from agent_operator.kube import Kube, KubeError
 from agent_operator.reconcile import (
     GROUP_VERSION,
-    AppliedCache,
-    Keyring,
     ensure_keyring,
     foreign_writers,
     reconcile,
     revoke,
     seconds_until_rotation,
+    write_status,
 )
-from agent_operator.shards import (
-    Namespaces,
-    fingerprint,
-    label_selector,
-    shard_of,
-    trigger_for,
-)
+from agent_operator.shards import fingerprint, label_selector, shard_of, trigger_for
+from agent_operator.state import Job, State, stamp
 from agent_operator.tasks import reconcile_task
+from agent_operator.workqueue import WorkQueue
 from humanwork_core import tracing
-from humanwork_core.resources import ORG_ID_LABEL, AgentInstance, names
+from humanwork_core.resources import ORG_ID_LABEL, AgentInstance, AgentInstancePhase, names
+
+__all__ = ["State", "child_event", "instance_event", "namespace_event", "watch_selectors"]
 
 GROUP, VERSION = GROUP_VERSION.split("/")
 INSTANCES = (GROUP, VERSION, names.INSTANCES)
@@ -75,73 +73,15 @@ RESYNC_SECONDS = 300.0
 SCHEDULER_TICK_SECONDS = 1.0
 KEYRING_SECONDS = 60.0
 WORKERS = 200
-"""kopf's per-object workers running at once (a reconcile makes a dozen API calls)."""
+"""kopf's per-object workers running at once (a full reconcile runs outside them)."""
+RECONCILERS = 16
+"""Full reconciles running at once (the operator's own queue, in the order asked)."""
 IDLE_SECONDS = 0.5
 """How long an object's kopf worker waits for its next event before leaving its slot."""
 QUIET_SECONDS = 5.0
 """After the last event or reconcile, how long without another before the freed heap is
 trimmed."""
 LOG = logging.getLogger("humanwork.operator")
-
-
-class State:
-    """What the handlers share, kept in kopf's memo."""
-
-    def __init__(self, kube: Kube, settings: OperatorSettings, keyring: Keyring) -> None:
-        self.kube = kube
-        self.settings = settings
-        self.keyring = keyring
-        self.locks: dict[tuple[str, str], asyncio.Lock] = {}
-        # when each known instance is next due: (time, trigger), trigger rotation or resync
-        self.due: dict[tuple[str, str], tuple[datetime, str]] = {}
-        self.scheduler: asyncio.Task[None] | None = None
-        # when each open AgenticTask next needs a tick (its nearest deadline, or its TTL)
-        self.task_due: dict[tuple[str, str], datetime] = {}
-        self.applied = AppliedCache()
-        # (replicas, readyReplicas) last reported in each instance's status
-        self.reported: dict[tuple[str, str], tuple[int, int]] = {}
-        # the phase each instance's last reconcile reported (the metrics)
-        self.phases: dict[tuple[str, str], str] = {}
-        # the shard of each org namespace, and the fingerprint of what each served
-        # instance declared when it was last reconciled
-        self.namespaces = Namespaces(settings.shard)
-        self.declared: dict[tuple[str, str], str] = {}
-        # autoscaling: open tasks by agent, since when each agent needed fewer pods, and
-        # when a pending scale-down's cooldown ends
-        self.open_tasks = autoscale.OpenTasks()
-        self.low_since: dict[tuple[str, str], datetime] = {}
-        self.scale_due: dict[tuple[str, str], datetime] = {}
-        # when the operator last did anything, and whether the heap was trimmed since
-        self.last_active = 0.0
-        self.trimmed = True
-        # the platform CA file's stamp when last looked at (a change re-applies every agent's)
-        self.platform_ca_stamp = _stamp(settings.platform_ca_file)
-
-    def active(self) -> None:
-        """Note work just done (an event handled, a reconcile ended): the heap is trimmed
-        once the operator has then been quiet for QUIET_SECONDS: events of other
-        shards' orgs, dropped without a reconcile, left their burst's memory untrimmed."""
-        self.last_active, self.trimmed = time.monotonic(), False
-
-    async def serves(self, namespace: str) -> bool:
-        """Whether `namespace` belongs to this operator's shard (read once, then from the
-        namespace watch)."""
-        shard = self.namespaces.known(namespace)
-        if shard is None:
-            shard = shard_of(await self.kube.get("v1", "Namespace", None, namespace))
-            self.namespaces.learn(namespace, shard)
-        return self.namespaces.serves(shard)
-
-    def forget_namespace(self, namespace: str) -> None:
-        """Drop everything scheduled or remembered for `namespace` (it moved shards)."""
-        tables = (self.due, self.task_due, self.declared, self.reported, self.phases)
-        for table in (*tables, self.low_since, self.scale_due):
-            for key in [key for key in table if key[0] == namespace]:
-                del table[key]
-        self.open_tasks.forget_namespace(namespace)
-
-    def lock(self, namespace: str, name: str) -> asyncio.Lock:
-        return self.locks.setdefault((namespace, name), asyncio.Lock())
 
 
 def _state(memo: kopf.Memo) -> State:
@@ -183,6 +123,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     kube = await Kube.connect()
     keyring = await ensure_keyring(kube, op_settings, _utcnow())
     state = State(kube, op_settings, keyring)
+    state.queue = WorkQueue(lambda key, job: _run_job(state, key, job), RECONCILERS)
+    state.queue.start()
     state.scheduler = asyncio.create_task(_schedule(state), name="humanwork-scheduler")
     memo["state"] = state
     metrics.INSTANCES.source = state.phases.values
@@ -200,6 +142,8 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     if isinstance(state, State):
         if state.scheduler:
             state.scheduler.cancel()
+        if state.queue:
+            await state.queue.stop()
         await state.kube.close()
     stop = memo.get("stop")  # see agent_operator.main._operate
     if isinstance(stop, asyncio.Future) and not stop.done():
@@ -210,11 +154,17 @@ def _utcnow() -> datetime:
     return datetime.now(UTC).replace(microsecond=0)
 
 
-async def _reconcile(state: State, body: dict[str, Any], trigger: str) -> None:
+async def _reconcile(
+    state: State, body: dict[str, Any], trigger: str, *, seen_first: bool = False
+) -> None:
+    """Reconcile one instance in full: read it (unless `body` is the watch's own copy of an
+    instance this process never wrote to), apply what changed, report, autoscale."""
     meta = body["metadata"]
     ns, name = meta["namespace"], meta["name"]
     async with state.lock(ns, name):
-        fresh = await state.kube.get(GROUP_VERSION, "AgentInstance", ns, name)
+        fresh = body if seen_first else None
+        if fresh is None:
+            fresh = await state.kube.get(GROUP_VERSION, "AgentInstance", ns, name)
         if fresh is None or fresh["metadata"].get("deletionTimestamp"):
             return
         started = time.monotonic()
@@ -222,7 +172,12 @@ async def _reconcile(state: State, body: dict[str, Any], trigger: str) -> None:
             if trigger == "resync":
                 state.applied.forget(ns, name)  # a full re-apply now and then
             outcome = await reconcile(
-                state.kube, state.settings, state.keyring, fresh, applied=state.applied
+                state.kube,
+                state.settings,
+                state.keyring,
+                fresh,
+                applied=state.applied,
+                endpoints=state.endpoints,
             )
         except KubeError as exc:
             metrics.ERRORS.labels(reason=exc.reason or str(exc.status)).inc()
@@ -255,7 +210,8 @@ async def _reconcile(state: State, body: dict[str, Any], trigger: str) -> None:
                 reporter=state.settings.replica,
             )
         )
-    await _autoscale(state, (ns, name))
+    if (fresh.get("spec") or {}).get("autoscaling") or (ns, name) in state.low_since:
+        await _autoscale(state, (ns, name))
 
 
 async def _autoscale(state: State, key: tuple[str, str]) -> None:
@@ -314,20 +270,29 @@ async def instance_event(
     declared = fingerprint(body, KOPF_PREFIX)
     if state.declared.get(key) == declared:
         return  # our own status write, or nothing the operator acts on
-    trigger = trigger_for(event.get("type"), key in state.declared)
-    try:
-        await _reconcile(state, dict(body), trigger=trigger)
-    except Exception:
-        # the scheduler retries; the next event of the instance would too
-        state.due[key] = (_utcnow() + timedelta(seconds=2), trigger)
-        raise
+    known = key in state.declared
     state.declared[key] = declared
+    assert state.queue is not None  # set at startup, before any event
+    # worked by the operator's own reconcilers, so this slot is free again at once
+    state.queue.add(key, Job(dict(body), trigger_for(event.get("type"), known), not known))
+
+
+async def _run_job(state: State, key: tuple[str, str], job: Job) -> None:
+    """One full reconcile from the queue; a failed one is tried again by the scheduler in
+    2 s (and by the instance's next event that changes what it declares)."""
+    try:
+        await _reconcile(state, job.body, trigger=job.trigger, seen_first=job.seen_first)
+    except Exception as exc:
+        LOG.warning("reconcile of %s/%s (%s) failed: %s", key[0], key[1], job.trigger, exc)
+        state.due[key] = (_utcnow() + timedelta(seconds=2), job.trigger)
 
 
 async def _instance_deleted(
     state: State, key: tuple[str, str], body: dict[str, Any], logger: kopf.Logger
 ) -> None:
     """Record the deleted instance's tokens as revoked and forget it."""
+    if state.queue is not None:
+        state.queue.discard(key)
     state.due.pop(key, None)
     state.reported.pop(key, None)
     state.phases.pop(key, None)
@@ -376,24 +341,13 @@ async def _schedule(state: State) -> None:
         await asyncio.sleep(SCHEDULER_TICK_SECONDS)
 
 
-def _stamp(path: str) -> tuple[int, int, int] | None:
-    """A file's identity and change time (None: no such file, or no path)."""
-    if not path:
-        return None
-    try:
-        found = os.stat(path)
-    except OSError:
-        return None
-    return (found.st_ino, found.st_mtime_ns, found.st_size)
-
-
 def _platform_ca_changed(state: State, now: datetime) -> None:
     """When the platform CA file changed (the kubelet updated the operator's ConfigMap
     volume), every known instance is reconciled at once: their CA ConfigMaps follow."""
-    stamp = _stamp(state.settings.platform_ca_file)
-    if stamp == state.platform_ca_stamp:
+    now_stamp = stamp(state.settings.platform_ca_file)
+    if now_stamp == state.platform_ca_stamp:
         return
-    state.platform_ca_stamp = stamp
+    state.platform_ca_stamp = now_stamp
     LOG.info("the platform CA changed: re-applying it for %d agents", len(state.due))
     for key in list(state.due):
         state.due[key] = (now, "platform-ca")
@@ -530,7 +484,41 @@ async def child_event(
         counts = (int(status.get("replicas") or 0), int(status.get("readyReplicas") or 0))
         if state.reported.get((ns, name)) == counts:
             return  # nothing the owner's status shows has changed
+        await _readiness(state, owner, dict(body))
+        return
     await _reconcile(state, {"metadata": {"namespace": ns, "name": name}}, "child")
+
+
+async def _readiness(state: State, key: tuple[str, str], deployment: dict[str, Any]) -> None:
+    """The owner's Deployment changed its replica counts: bring the status's phase, counts
+    and Ready condition up to date from the Deployment the event carries, and nothing else
+    (the children were applied by the owner's last full reconcile; the status is written
+    only when it changes). An owner this process has not reconciled in full yet, or
+    refused, gets a full reconcile instead."""
+    ns, name = key
+    async with state.lock(ns, name):
+        fresh = await state.kube.get(GROUP_VERSION, "AgentInstance", ns, name)
+        if fresh is None or fresh["metadata"].get("deletionTimestamp"):
+            return
+        instance = AgentInstance.model_validate(fresh)
+        old = instance.status
+        if (
+            not state.applied.get(key)
+            or old is None
+            or old.token is None
+            or old.phase == AgentInstancePhase.FAILED
+        ):
+            full = True
+        else:
+            full = False
+            status = dump_status(readiness_status(instance, deployment, _utcnow()))
+            if status != dump_status(old):
+                await write_status(state.kube, ns, name, status)
+            state.reported[key] = (status.get("replicas", 0), status.get("readyReplicas", 0))
+            state.phases[key] = str(status.get("phase") or "Pending")
+            metrics.RECONCILES.labels(trigger="readiness", result="ok").inc()
+    if full:
+        await _reconcile(state, {"metadata": {"namespace": ns, "name": name}}, "child")
 
 
 async def namespace_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -60,6 +61,7 @@ __all__ = [
     "GROUP_VERSION",
     "LONGEST_TOKEN_TTL",
     "REVOCATIONS_KEY_PREFIX",
+    "ApiServerEndpoints",
     "AppliedCache",
     "Event",
     "InstanceReconcile",
@@ -80,6 +82,7 @@ __all__ = [
     "revoked_tokens",
     "seconds_until_rotation",
     "token_status",
+    "write_status",
 ]
 
 
@@ -117,6 +120,26 @@ class AppliedCache(dict[tuple[str, str], dict[tuple[str, str], str]]):
         self.pop((namespace, owner), None)
 
 
+class ApiServerEndpoints:
+    """Where the API server is (the EndpointSlices of the `kubernetes` Service, which every
+    agent's NetworkPolicy lets it reach), read at most once every `ttl` seconds: it seldom
+    moves, and a burst of orgs read it once per org."""
+
+    def __init__(self, ttl: float = 30.0) -> None:
+        self.ttl = ttl
+        self._read_at: float | None = None
+        self._endpoints: list[builders.ApiServerEndpoint] = []
+
+    async def get(self, kube: Kube) -> list[builders.ApiServerEndpoint]:
+        if self._read_at is None or time.monotonic() - self._read_at >= self.ttl:
+            slices = await kube.list(
+                "discovery.k8s.io/v1", "EndpointSlice", "default", API_SERVER_SLICES
+            )
+            self._endpoints = builders.api_server_endpoints(slices)
+            self._read_at = time.monotonic()
+        return self._endpoints
+
+
 def manifest_digest(manifest: dict[str, Any]) -> str:
     return hashlib.sha256(
         json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
@@ -144,16 +167,20 @@ async def reconcile(
     body: dict[str, Any],
     now: datetime | None = None,
     applied: AppliedCache | None = None,
+    endpoints: ApiServerEndpoints | None = None,
 ) -> Outcome:
     """Bring one AgentInstance's children and status to what its spec asks for.
 
     `applied` remembers what was last applied per child; an unchanged child is not applied
     again (the handlers forget an owner's entries when one of its children is deleted or
-    edited by someone else, and at each full resync)."""
+    edited by someone else, and at each full resync); `endpoints` keeps where the API server
+    is between reconciles."""
     instance = AgentInstance.model_validate(body)
     applied = applied if applied is not None else AppliedCache()
     done = applied.setdefault((builders.namespace_of(instance), instance.metadata.name), {})
-    step = InstanceReconcile(kube, settings, keyring, instance, now or _now(), done)
+    step = InstanceReconcile(
+        kube, settings, keyring, instance, now or _now(), done, endpoints or ApiServerEndpoints(0)
+    )
     return await step.run()
 
 
@@ -178,6 +205,7 @@ class InstanceReconcile:
     now: datetime
     done: dict[tuple[str, str], str]
     """(kind, child name) -> digest of the manifest last applied (this owner's cache)."""
+    endpoints: ApiServerEndpoints
     events: list[Event] = field(default_factory=list)
 
     @property
@@ -213,7 +241,7 @@ class InstanceReconcile:
         if refusal:
             reason, message = refusal
             status = dump_status(refused_status(instance, reason, message, self.now))
-            await _write_status(self.kube, ns, self.name, status)
+            await write_status(self.kube, ns, self.name, status)
             return Outcome(status, [Event(reason, message, warning=True)])
         missing_psa = builders.missing_pod_security_labels(ns_labels)
         if missing_psa:
@@ -293,9 +321,7 @@ class InstanceReconcile:
         callback = derive_secret(
             self.keyring.callback_key, ns, self.name, instance.metadata.uid or ""
         )
-        api_server = builders.api_server_endpoints(
-            await kube.list("discovery.k8s.io/v1", "EndpointSlice", "default", API_SERVER_SLICES)
-        )
+        api_server = await self.endpoints.get(kube)
         deployment: dict[str, Any] | None = None
         trust = read_platform_ca(self.settings)
         for child in builders.children(
@@ -343,7 +369,7 @@ class InstanceReconcile:
             point = "rotation" if minted.rotated else "provision"
             faultpoints.reach(f"{point}.before_status_write")
         if status != dump_status(instance.status or AgentInstanceStatus()):
-            await _write_status(self.kube, self.ns, self.name, status)
+            await write_status(self.kube, self.ns, self.name, status)
         return status
 
     async def finish_requests(self, minted: Minted) -> None:
@@ -437,7 +463,7 @@ async def _take_over_token_secret(
     )
 
 
-async def _write_status(kube: Kube, ns: str, name: str, status: dict[str, Any]) -> None:
+async def write_status(kube: Kube, ns: str, name: str, status: dict[str, Any]) -> None:
     # a merge patch replaces the conditions list whole, which is what the operator wants:
     # it is the only writer of AgentInstance status
     await kube.merge_patch(

@@ -257,6 +257,37 @@ def test_scale_and_pause_drive_the_deployment(
     assert condition(paused, "Ready")["reason"] == "Paused"
 
 
+def test_a_deployment_turning_ready_updates_only_the_status(
+    cluster: Cluster, operator: OperatorProcess, ready_agent: tuple[str, str]
+) -> None:
+    """The agents' Deployment reaching more ready replicas reaches the instance's status by
+    the readiness path: the counts, phase and Ready condition from the Deployment's event,
+    the rest kept, with no full reconcile (no child applied again, no Secret read)."""
+    ns, _org_id = ready_agent
+    readiness = "humanwork_operator_reconciles_total"
+    before = operator.metric(readiness, trigger="readiness", result="ok")
+    full_before = operator.metric(readiness, trigger="child")
+    token = get_instance(cluster, ns)["status"]["token"]
+
+    cluster.kubectl("-n", ns, "scale", "agentinstance/agent", "--replicas=2")
+    scaled = eventually(
+        lambda: (s := get_instance(cluster, ns)["status"]).get("readyReplicas") == 2 and s,
+        timeout=30,
+    )
+    assert scaled["phase"] == "Ready" and scaled["replicas"] == 2
+    ready = next(c for c in scaled["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["message"]) == ("True", "2/2 agent replicas ready")
+    assert scaled["token"] == token  # what the full reconcile reported is kept
+    assert {c["type"] for c in scaled["conditions"]} == {
+        "Ready",
+        "TokenValid",
+        "NetworkIsolated",
+        "ConfigApplied",
+    }
+    assert operator.metric(readiness, trigger="readiness", result="ok") > before
+    assert operator.metric(readiness, trigger="child") == full_before
+
+
 def test_children_deleted_or_edited_by_hand_are_restored(
     cluster: Cluster, operator: OperatorProcess, ready_agent: tuple[str, str]
 ) -> None:
