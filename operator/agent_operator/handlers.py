@@ -111,6 +111,10 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=KOPF_PREFIX)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=KOPF_PREFIX)
     settings.posting.level = logging.WARNING  # our own Events, plus kopf's warnings/errors
+    if not LOG.isEnabledFor(logging.DEBUG):
+        # not "Handler ... succeeded." for each of the dozen events an org brings (its
+        # record cost more CPU than most handlers); warnings and errors still come
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     settings.watching.server_timeout = 300
     # at most WORKERS objects' events handled at once; a worker leaves its slot once its
     # object has been quiet for IDLE_SECONDS (kopf's 5 s let a burst of 9,000 other shards'
@@ -178,6 +182,7 @@ async def _reconcile(
                 fresh,
                 applied=state.applied,
                 endpoints=state.endpoints,
+                namespace_labels=state.namespace_labels,
             )
         except KubeError as exc:
             metrics.ERRORS.labels(reason=exc.reason or str(exc.status)).inc()
@@ -255,9 +260,7 @@ async def _autoscale(state: State, key: tuple[str, str]) -> None:
 
 
 @kopf.on.event(*INSTANCES)
-async def instance_event(
-    event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any
-) -> None:
+async def instance_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """An AgentInstance of this shard appeared, changed what it declares, or went away."""
     state = _state(memo)
     state.active()
@@ -265,7 +268,7 @@ async def instance_event(
     if not await state.serves(key[0]):
         return
     if event.get("type") == "DELETED":
-        await _instance_deleted(state, key, dict(body), logger)
+        await _instance_deleted(state, key, dict(body))
         return
     declared = fingerprint(body, KOPF_PREFIX)
     if state.declared.get(key) == declared:
@@ -287,9 +290,7 @@ async def _run_job(state: State, key: tuple[str, str], job: Job) -> None:
         state.due[key] = (_utcnow() + timedelta(seconds=2), job.trigger)
 
 
-async def _instance_deleted(
-    state: State, key: tuple[str, str], body: dict[str, Any], logger: kopf.Logger
-) -> None:
+async def _instance_deleted(state: State, key: tuple[str, str], body: dict[str, Any]) -> None:
     """Record the deleted instance's tokens as revoked and forget it."""
     if state.queue is not None:
         state.queue.discard(key)
@@ -302,7 +303,7 @@ async def _instance_deleted(
     state.applied.forget(*key)
     revoked = await revoke(state.kube, state.settings, body)
     metrics.REVOCATIONS.inc(len(revoked))
-    logger.info(f"revoked tokens {', '.join(revoked) or '(none issued)'}")
+    LOG.info("%s/%s: revoked tokens %s", *key, ", ".join(revoked) or "(none issued)")
 
 
 async def _schedule(state: State) -> None:
@@ -453,9 +454,7 @@ def _owner(body: kopf.Body) -> tuple[str, str] | None:
     return None
 
 
-async def child_event(
-    event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any
-) -> None:
+async def child_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """A managed child went away or was edited by someone else: reconcile its owner, which
     restores it. A Deployment whose readiness changed refreshes the owner's status."""
     kind = event.get("type")
@@ -472,8 +471,8 @@ async def child_event(
     strangers = foreign_writers(dict(body)) if kind == "MODIFIED" else set()
     if kind == "DELETED" or strangers:
         metrics.DRIFT.labels(kind=str(body.get("kind", "?"))).inc()
-        logger.info(
-            f"{body.get('kind')} {body['metadata']['name']} drifted "
+        LOG.info(
+            f"{ns}: {body.get('kind')} {body['metadata']['name']} drifted "
             f"({'deleted' if kind == 'DELETED' else 'edited by ' + ', '.join(sorted(strangers))})"
         )
         state.applied.forget(ns, name)
@@ -538,6 +537,8 @@ async def namespace_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo
     # selector (its org label was taken away), an addition without a listing one joining
     # it: both are label changes, handled below like any other
     before = state.namespaces.learn(ns, shard_of(body))
+    # (a namespace leaving the watch is read again at its instances' reconcile)
+    labels_before = state.see_namespace(None if kind == "DELETED" else dict(body))
     served = state.namespaces.serves(state.namespaces.known(ns))
     if not served:
         if state.namespaces.serves(before):
@@ -550,8 +551,21 @@ async def namespace_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo
         return
     if kind is None:
         return  # the initial listing: the instances' own listing reconciles them
+    if labels_before is not None and not _labels_matter(labels_before, body):
+        return  # e.g. the Pod Security labels a reconcile just added
     for owner_ns, name in [key for key in state.due if key[0] == ns]:
         await _reconcile(state, {"metadata": {"namespace": owner_ns, "name": name}}, "namespace")
+
+
+def _labels_matter(before: dict[str, str], body: kopf.Body) -> bool:
+    """Whether a served namespace's new labels ask its instances to be reconciled: its org
+    label changed, it is terminating, or it lacks Pod Security labels."""
+    labels = body["metadata"].get("labels") or {}
+    return (
+        labels.get(ORG_ID_LABEL) != before.get(ORG_ID_LABEL)
+        or bool(body["metadata"].get("deletionTimestamp"))
+        or bool(builders.missing_pod_security_labels(labels))
+    )
 
 
 async def _adopt(state: State, ns: str) -> None:

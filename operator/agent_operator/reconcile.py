@@ -168,18 +168,27 @@ async def reconcile(
     now: datetime | None = None,
     applied: AppliedCache | None = None,
     endpoints: ApiServerEndpoints | None = None,
+    namespace_labels: dict[str, dict[str, str]] | None = None,
 ) -> Outcome:
     """Bring one AgentInstance's children and status to what its spec asks for.
 
     `applied` remembers what was last applied per child; an unchanged child is not applied
     again (the handlers forget an owner's entries when one of its children is deleted or
     edited by someone else, and at each full resync); `endpoints` keeps where the API server
-    is between reconciles."""
+    is between reconciles; `namespace_labels` holds the labels of the org namespaces as the
+    namespace watch last told them (a namespace missing from it is read)."""
     instance = AgentInstance.model_validate(body)
     applied = applied if applied is not None else AppliedCache()
     done = applied.setdefault((builders.namespace_of(instance), instance.metadata.name), {})
     step = InstanceReconcile(
-        kube, settings, keyring, instance, now or _now(), done, endpoints or ApiServerEndpoints(0)
+        kube,
+        settings,
+        keyring,
+        instance,
+        now or _now(),
+        done,
+        endpoints or ApiServerEndpoints(0),
+        namespace_labels if namespace_labels is not None else {},
     )
     return await step.run()
 
@@ -206,6 +215,8 @@ class InstanceReconcile:
     done: dict[tuple[str, str], str]
     """(kind, child name) -> digest of the manifest last applied (this owner's cache)."""
     endpoints: ApiServerEndpoints
+    namespace_labels: dict[str, dict[str, str]]
+    """Org namespace -> its labels, from the namespace watch (kept up to date here too)."""
     events: list[Event] = field(default_factory=list)
 
     @property
@@ -232,11 +243,13 @@ class InstanceReconcile:
         """The org namespace: None to go on (after adding the `restricted` Pod Security
         labels it lacks); the outcome when it is terminating or refuses the instance."""
         instance, ns = self.instance, self.ns
-        namespace = await self.kube.get("v1", "Namespace", None, ns) or {}
-        if (namespace.get("metadata") or {}).get("deletionTimestamp"):
-            # the org is going away with everything in it: restoring children would only fail
-            return Outcome(dump_status(instance.status or AgentInstanceStatus()))
-        ns_labels: dict[str, str] = (namespace.get("metadata") or {}).get("labels") or {}
+        ns_labels = self.namespace_labels.get(ns)
+        if ns_labels is None:  # not seen by the watch (or terminating): read it
+            namespace = await self.kube.get("v1", "Namespace", None, ns) or {}
+            if (namespace.get("metadata") or {}).get("deletionTimestamp"):
+                # the org is going away with everything in it: restoring children would fail
+                return Outcome(dump_status(instance.status or AgentInstanceStatus()))
+            ns_labels = (namespace.get("metadata") or {}).get("labels") or {}
         refusal = builders.org_mismatch(ns_labels, instance.spec)
         if refusal:
             reason, message = refusal
@@ -247,6 +260,8 @@ class InstanceReconcile:
         if missing_psa:
             patch = {"metadata": {"labels": missing_psa}}
             await self.kube.merge_patch("v1", "Namespace", None, ns, patch)
+            if ns in self.namespace_labels:
+                self.namespace_labels[ns] = {**ns_labels, **missing_psa}
             self.events.append(
                 Event(
                     "NamespaceHardened", f"set {', '.join(sorted(missing_psa))} on namespace {ns}"

@@ -54,6 +54,8 @@ class State:
         # the shard of each org namespace, and the fingerprint of what each served
         # instance declared when it was last reconciled
         self.namespaces = Namespaces(settings.shard)
+        # the labels of each served org namespace that is not terminating, as last seen
+        self.namespace_labels: dict[str, dict[str, str]] = {}
         self.declared: dict[tuple[str, str], str] = {}
         # autoscaling: open tasks by agent, since when each agent needed fewer pods, and
         # when a pending scale-down's cooldown ends
@@ -77,12 +79,26 @@ class State:
         namespace watch)."""
         shard = self.namespaces.known(namespace)
         if shard is None:
-            shard = shard_of(await self.kube.get("v1", "Namespace", None, namespace))
+            body = await self.kube.get("v1", "Namespace", None, namespace)
+            shard = shard_of(body)
             self.namespaces.learn(namespace, shard)
+            self.see_namespace(body)
         return self.namespaces.serves(shard)
+
+    def see_namespace(self, body: dict[str, Any] | None) -> dict[str, str] | None:
+        """Remember the labels of a namespace this operator serves (forget them when it is
+        terminating or not served); the labels remembered before."""
+        meta = (body or {}).get("metadata") or {}
+        name = str(meta.get("name") or "")
+        before = self.namespace_labels.pop(name, None)
+        served = self.namespaces.serves(self.namespaces.known(name))
+        if body is not None and served and not meta.get("deletionTimestamp"):
+            self.namespace_labels[name] = dict(meta.get("labels") or {})
+        return before
 
     def forget_namespace(self, namespace: str) -> None:
         """Drop everything scheduled or remembered for `namespace` (it moved shards)."""
+        self.namespace_labels.pop(namespace, None)
         tables = (self.due, self.task_due, self.declared, self.reported, self.phases)
         for table in (*tables, self.low_since, self.scale_due):
             for key in [key for key in table if key[0] == namespace]:
