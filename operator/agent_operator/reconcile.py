@@ -129,15 +129,17 @@ class ApiServerEndpoints:
         self.ttl = ttl
         self._read_at: float | None = None
         self._endpoints: list[builders.ApiServerEndpoint] = []
+        self._lock = asyncio.Lock()  # concurrent reconciles wait for one read
 
     async def get(self, kube: Kube) -> list[builders.ApiServerEndpoint]:
-        if self._read_at is None or time.monotonic() - self._read_at >= self.ttl:
-            slices = await kube.list(
-                "discovery.k8s.io/v1", "EndpointSlice", "default", API_SERVER_SLICES
-            )
-            self._endpoints = builders.api_server_endpoints(slices)
-            self._read_at = time.monotonic()
-        return self._endpoints
+        async with self._lock:
+            if self._read_at is None or time.monotonic() - self._read_at >= self.ttl:
+                slices = await kube.list(
+                    "discovery.k8s.io/v1", "EndpointSlice", "default", API_SERVER_SLICES
+                )
+                self._endpoints = builders.api_server_endpoints(slices)
+                self._read_at = time.monotonic()
+            return self._endpoints
 
 
 def manifest_digest(manifest: dict[str, Any]) -> str:
