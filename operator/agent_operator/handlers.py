@@ -538,7 +538,7 @@ async def namespace_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo
     # it: both are label changes, handled below like any other
     before = state.namespaces.learn(ns, shard_of(body))
     # (a namespace leaving the watch is read again at its instances' reconcile)
-    labels_before = state.see_namespace(None if kind == "DELETED" else dict(body))
+    labels_before = state.see_namespace(ns, None if kind == "DELETED" else dict(body))
     served = state.namespaces.serves(state.namespaces.known(ns))
     if not served:
         if state.namespaces.serves(before):
@@ -551,7 +551,7 @@ async def namespace_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo
         return
     if kind is None:
         return  # the initial listing: the instances' own listing reconciles them
-    if labels_before is not None and not _labels_matter(labels_before, body):
+    if kind != "DELETED" and labels_before and not _labels_matter(labels_before, body):
         return  # e.g. the Pod Security labels a reconcile just added
     for owner_ns, name in [key for key in state.due if key[0] == ns]:
         await _reconcile(state, {"metadata": {"namespace": owner_ns, "name": name}}, "namespace")

@@ -82,14 +82,13 @@ class State:
             body = await self.kube.get("v1", "Namespace", None, namespace)
             shard = shard_of(body)
             self.namespaces.learn(namespace, shard)
-            self.see_namespace(body)
+            self.see_namespace(namespace, body)
         return self.namespaces.serves(shard)
 
-    def see_namespace(self, body: dict[str, Any] | None) -> dict[str, str] | None:
-        """Remember the labels of a namespace this operator serves (forget them when it is
-        terminating or not served); the labels remembered before."""
+    def see_namespace(self, name: str, body: dict[str, Any] | None) -> dict[str, str] | None:
+        """Remember the labels of namespace `name` if this operator serves it (forget them
+        when it is terminating, not served, or `body` is None); those remembered before."""
         meta = (body or {}).get("metadata") or {}
-        name = str(meta.get("name") or "")
         before = self.namespace_labels.pop(name, None)
         served = self.namespaces.serves(self.namespaces.known(name))
         if body is not None and served and not meta.get("deletionTimestamp"):

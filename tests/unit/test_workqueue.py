@@ -1,5 +1,6 @@
 """The operator's queue of full reconciles: in the order asked, a key at most once at a time,
-at most `workers` at once, the latest event's item used, a deleted object's work dropped."""
+at most `workers` at once, the latest event's item used, a deleted object's work dropped;
+and the org namespaces' labels it keeps from the watch instead of reading them."""
 
 from __future__ import annotations
 
@@ -115,3 +116,32 @@ def test_a_discarded_key_is_not_worked_and_a_failing_run_keeps_the_worker() -> N
         return seen
 
     assert asyncio.run(scenario()) == ["boom", "after"]
+
+
+def test_the_served_namespaces_labels_are_kept_from_the_watch_and_forgotten() -> None:
+    from agent_operator.config import OperatorSettings
+    from agent_operator.state import State
+
+    state = State(None, OperatorSettings(), None)  # type: ignore[arg-type]
+
+    def body(name: str, *, terminating: bool = False, **labels: str) -> dict[str, object]:
+        meta: dict[str, object] = {"name": name, "labels": labels}
+        if terminating:
+            meta["deletionTimestamp"] = "2026-12-02T14:00:00Z"
+        return {"metadata": meta}
+
+    state.namespaces.learn("org-a", "")
+    state.namespaces.learn("org-b", "other")
+    assert state.see_namespace("org-a", body("org-a", team="x")) is None
+    assert state.see_namespace("org-b", body("org-b", team="y")) is None
+    assert state.namespace_labels == {"org-a": {"team": "x"}}  # another shard's is not kept
+    assert state.see_namespace("org-a", body("org-a", team="z")) == {"team": "x"}
+    # leaving the watch (no body) or terminating: read again at the next reconcile
+    assert state.see_namespace("org-a", None) == {"team": "z"}
+    assert "org-a" not in state.namespace_labels
+    state.see_namespace("org-a", body("org-a", team="z"))
+    state.see_namespace("org-a", body("org-a", terminating=True, team="z"))
+    assert "org-a" not in state.namespace_labels
+    state.see_namespace("org-a", body("org-a", team="z"))
+    state.forget_namespace("org-a")
+    assert state.namespace_labels == {}
