@@ -146,7 +146,7 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     if isinstance(state, State):
         if state.scheduler:
             state.scheduler.cancel()
-        if state.queue:
+        if state.queue is not None:  # (an empty queue is falsy)
             await state.queue.stop()
         await state.kube.close()
     stop = memo.get("stop")  # see agent_operator.main._operate
