@@ -2,12 +2,16 @@
 
 - an AgentInstance of this operator's shard (`agent_operator.shards`) whose declared spec,
   labels or annotations changed, or that the operator sees for the first time, is
-  reconciled (no kopf bookkeeping is written on it), and so is one whose token is due for
-  rotation or whose periodic resync comes (the operator's scheduler);
+  queued for a full reconcile (no kopf bookkeeping is written on it), worked by the
+  operator's own reconcilers in the order asked (:mod:`agent_operator.workqueue`), so the
+  handler leaves kopf's slot at once; one whose token is due for rotation or whose
+  periodic resync comes is reconciled by the operator's scheduler;
 - events of namespaces, instances, tasks and children of other shards are dropped before
   anything is read or written;
-- an event on any child the operator manages (deleted or edited by hand, or a Deployment
-  whose readiness changed) reconciles its owner, which restores the child; Secrets are
+- a Deployment whose replica counts changed brings only its owner's phase, counts and
+  Ready condition up to date (one read, a status write when something changed);
+- an event on any child the operator manages deleted or edited by hand reconciles its
+  owner, which restores the child; Secrets are
   not watched (a cluster-wide watch needs a cluster-wide `list`, and the operator reads
   Secrets only in org namespaces): a deleted or edited token or callback
   Secret is restored at the instance's next reconcile, at the latest its periodic resync;
@@ -112,8 +116,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=KOPF_PREFIX)
     settings.posting.level = logging.WARNING  # our own Events, plus kopf's warnings/errors
     if not LOG.isEnabledFor(logging.DEBUG):
-        # not "Handler ... succeeded." for each of the dozen events an org brings (its
-        # record cost more CPU than most handlers); warnings and errors still come
+        # no "Handler ... succeeded." record for each of the dozen events an org brings
+        # (and each of another shard's org); warnings and errors still come
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     settings.watching.server_timeout = 300
     # at most WORKERS objects' events handled at once; a worker leaves its slot once its
