@@ -40,6 +40,7 @@ from agent_operator.builders import MANAGED_BY
 from agent_operator.config import OperatorSettings
 from agent_operator.instance_status import dump_status, readiness_status
 from agent_operator.kube import Kube, KubeError
+from agent_operator.memories import EventsOnlyDiffBase
 from agent_operator.reconcile import (
     GROUP_VERSION,
     ensure_keyring,
@@ -113,7 +114,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     # it), under a prefix of its own: kopf ignores changes to annotations with its prefix,
     # and humanwork.io/rotate-token must not be ignored
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=KOPF_PREFIX)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=KOPF_PREFIX)
+    settings.persistence.diffbase_storage = EventsOnlyDiffBase(prefix=KOPF_PREFIX)
     settings.posting.level = logging.WARNING  # our own Events, plus kopf's warnings/errors
     if not LOG.isEnabledFor(logging.DEBUG):
         # no "Handler ... succeeded." record for each of the dozen events an org brings
