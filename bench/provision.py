@@ -192,6 +192,33 @@ def _quiet(operator: OperatorProcess) -> None:
         before = now
 
 
+def _requests_by(operator: OperatorProcess) -> dict[str, float]:
+    """The operator's API requests so far, by "METHOD resource"."""
+    counts: dict[str, float] = {}
+    for line in operator.metrics().splitlines():
+        if not line.startswith(REQUESTS + "{"):
+            continue
+        head, _, value = line.rpartition(" ")
+        labels = {
+            name: value.strip('"')
+            for name, _, value in (
+                part.partition("=") for part in head[len(REQUESTS) + 1 : -1].split(",")
+            )
+        }
+        key = f"{labels.get('method', '?')} {labels.get('resource', '?')}"
+        counts[key] = counts.get(key, 0.0) + float(value)
+    return counts
+
+
+def _print_requests(before: dict[str, float], after: dict[str, float], orgs: int) -> None:
+    """Per org, which requests the operator made (method and resource)."""
+    per_org = {key: (after[key] - before.get(key, 0.0)) / orgs for key in after}
+    print(
+        "operator requests per org: "
+        + ", ".join(f"{key} {n:.2f}" for key, n in sorted(per_org.items()) if n >= 0.005)
+    )
+
+
 def _mib(operator: OperatorProcess) -> str:
     return f"{operator.rss_bytes() / 2**20:.0f} MiB"
 
@@ -313,6 +340,7 @@ class Bench:
         # 1. through the operator
         orgs = self.prepare("op", n)
         requests_before = operator.metric(REQUESTS)
+        by_before = _requests_by(operator)
         writes_before = sum(operator.metric(REQUESTS, method=m) for m in WRITE_VERBS)
         all_writes_before = _apiserver_writes(self.info)
         cpu.start()
@@ -324,6 +352,7 @@ class Bench:
         op_cpu = cpu.per_org(n)
         _quiet(operator)
         requests = (operator.metric(REQUESTS) - requests_before) / n
+        _print_requests(by_before, _requests_by(operator), n)
         writes = (sum(operator.metric(REQUESTS, method=m) for m in WRITE_VERBS) - writes_before) / n
         all_writes = (_apiserver_writes(self.info) - all_writes_before) / n
         print(f"operator RSS at {n} orgs Ready: {_mib(operator)} {_load()}")

@@ -2,12 +2,16 @@
 
 - an AgentInstance of this operator's shard (`agent_operator.shards`) whose declared spec,
   labels or annotations changed, or that the operator sees for the first time, is
-  reconciled (no kopf bookkeeping is written on it), and so is one whose token is due for
-  rotation or whose periodic resync comes (the operator's scheduler);
+  queued for a full reconcile (no kopf bookkeeping is written on it), worked by the
+  operator's own reconcilers in the order asked (:mod:`agent_operator.workqueue`), so the
+  handler leaves kopf's slot at once; one whose token is due for rotation or whose
+  periodic resync comes is reconciled by the operator's scheduler;
 - events of namespaces, instances, tasks and children of other shards are dropped before
   anything is read or written;
-- an event on any child the operator manages (deleted or edited by hand, or a Deployment
-  whose readiness changed) reconciles its owner, which restores the child; Secrets are
+- a Deployment whose replica counts changed brings only its owner's phase, counts and
+  Ready condition up to date (one read, a status write when something changed);
+- an event on any child the operator manages deleted or edited by hand reconciles its
+  owner, which restores the child; Secrets are
   not watched (a cluster-wide watch needs a cluster-wide `list`, and the operator reads
   Secrets only in org namespaces): a deleted or edited token or callback
   Secret is restored at the instance's next reconcile, at the latest its periodic resync;
@@ -25,7 +29,6 @@ import contextlib
 import logging
 import os
 import time
-import weakref
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -35,27 +38,26 @@ import kopf
 from agent_operator import autoscale, builders, metrics
 from agent_operator.builders import MANAGED_BY
 from agent_operator.config import OperatorSettings
+from agent_operator.instance_status import dump_status, readiness_status
 from agent_operator.kube import Kube, KubeError
+from agent_operator.memories import EventsOnlyDiffBase
 from agent_operator.reconcile import (
     GROUP_VERSION,
-    AppliedCache,
-    Keyring,
     ensure_keyring,
     foreign_writers,
     reconcile,
     revoke,
     seconds_until_rotation,
+    write_status,
 )
-from agent_operator.shards import (
-    Namespaces,
-    fingerprint,
-    label_selector,
-    shard_of,
-    trigger_for,
-)
+from agent_operator.shards import fingerprint, label_selector, shard_of, trigger_for
+from agent_operator.state import Job, State, stamp
 from agent_operator.tasks import reconcile_task
+from agent_operator.workqueue import WorkQueue
 from humanwork_core import heap, tracing
-from humanwork_core.resources import ORG_ID_LABEL, AgentInstance, names
+from humanwork_core.resources import ORG_ID_LABEL, AgentInstance, AgentInstancePhase, names
+
+__all__ = ["State", "child_event", "instance_event", "namespace_event", "watch_selectors"]
 
 GROUP, VERSION = GROUP_VERSION.split("/")
 INSTANCES = (GROUP, VERSION, names.INSTANCES)
@@ -76,78 +78,14 @@ RESYNC_SECONDS = 300.0
 SCHEDULER_TICK_SECONDS = 1.0
 KEYRING_SECONDS = 60.0
 WORKERS = 200
-"""kopf's per-object workers running at once (a reconcile makes a dozen API calls)."""
+"""kopf's per-object workers running at once (a full reconcile runs outside them)."""
+RECONCILERS = 16
+"""Full reconciles running at once (the operator's own queue, in the order asked)."""
 IDLE_SECONDS = 0.5
 """How long an object's kopf worker waits for its next event before leaving its slot."""
-QUIET_SECONDS = 5.0
+QUIET_SECONDS, TRIM_SECONDS = 5.0, 60.0
 """Quiet this long after the last event, or busy TRIM_SECONDS, the freed heap is trimmed."""
-TRIM_SECONDS = 60.0
 LOG = logging.getLogger("humanwork.operator")
-
-
-class State:
-    """What the handlers share, kept in kopf's memo."""
-
-    def __init__(self, kube: Kube, settings: OperatorSettings, keyring: Keyring) -> None:
-        self.kube = kube
-        self.settings = settings
-        self.keyring = keyring
-        # a lock per object only while a reconcile holds or awaits it (not per task ever seen)
-        self.locks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock]
-        self.locks = weakref.WeakValueDictionary()
-        # when each known instance is next due: (time, trigger), trigger rotation or resync
-        self.due: dict[tuple[str, str], tuple[datetime, str]] = {}
-        self.scheduler: asyncio.Task[None] | None = None
-        # when each open AgenticTask next needs a tick (its nearest deadline, or its TTL)
-        self.task_due: dict[tuple[str, str], datetime] = {}
-        self.applied = AppliedCache()
-        # (replicas, readyReplicas) last reported in each instance's status
-        self.reported: dict[tuple[str, str], tuple[int, int]] = {}
-        # the phase each instance's last reconcile reported (the metrics)
-        self.phases: dict[tuple[str, str], str] = {}
-        # the shard of each org namespace, and the fingerprint of what each served
-        # instance declared when it was last reconciled
-        self.namespaces = Namespaces(settings.shard)
-        self.declared: dict[tuple[str, str], str] = {}
-        # autoscaling: open tasks by agent, since when each agent needed fewer pods, and
-        # when a pending scale-down's cooldown ends
-        self.open_tasks = autoscale.OpenTasks()
-        self.low_since: dict[tuple[str, str], datetime] = {}
-        self.scale_due: dict[tuple[str, str], datetime] = {}
-        # when the operator last did anything, and whether the heap was trimmed since
-        self.last_active = self.trimmed_at = 0.0
-        self.trimmed = True
-        # the platform CA file's stamp when last looked at (a change re-applies every agent's)
-        self.platform_ca_stamp = _stamp(settings.platform_ca_file)
-
-    def active(self) -> None:
-        """Note work just done (an event handled, a reconcile ended): the heap is trimmed
-        once the operator has then been quiet for QUIET_SECONDS: events of other
-        shards' orgs, dropped without a reconcile, left their burst's memory untrimmed."""
-        self.last_active, self.trimmed = time.monotonic(), False
-
-    async def serves(self, namespace: str) -> bool:
-        """Whether `namespace` belongs to this operator's shard (read once, then from the
-        namespace watch)."""
-        shard = self.namespaces.known(namespace)
-        if shard is None:
-            shard = shard_of(await self.kube.get("v1", "Namespace", None, namespace))
-            self.namespaces.learn(namespace, shard)
-        return self.namespaces.serves(shard)
-
-    def forget_namespace(self, namespace: str) -> None:
-        """Drop everything scheduled or remembered for `namespace` (it moved shards)."""
-        tables = (self.due, self.task_due, self.declared, self.reported, self.phases)
-        for table in (*tables, self.low_since, self.scale_due):
-            for key in [key for key in table if key[0] == namespace]:
-                del table[key]
-        self.open_tasks.forget_namespace(namespace)
-
-    def lock(self, namespace: str, name: str) -> asyncio.Lock:
-        lock = self.locks.get((namespace, name))
-        if lock is None:
-            lock = self.locks[(namespace, name)] = asyncio.Lock()
-        return lock
 
 
 def _state(memo: kopf.Memo) -> State:
@@ -183,8 +121,12 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     # it), under a prefix of its own: kopf ignores changes to annotations with its prefix,
     # and humanwork.io/rotate-token must not be ignored
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=KOPF_PREFIX)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=KOPF_PREFIX)
+    settings.persistence.diffbase_storage = EventsOnlyDiffBase(prefix=KOPF_PREFIX)
     settings.posting.level = logging.WARNING  # our own Events, plus kopf's warnings/errors
+    if not LOG.isEnabledFor(logging.DEBUG):
+        # no "Handler ... succeeded." record for each of the dozen events an org brings
+        # (and each of another shard's org); warnings and errors still come
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     settings.watching.server_timeout = 300
     # at most WORKERS objects' events handled at once; a worker leaves its slot once its
     # object has been quiet for IDLE_SECONDS (kopf's 5 s let a burst of 9,000 other shards'
@@ -197,6 +139,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     kube = await Kube.connect()
     keyring = await ensure_keyring(kube, op_settings, _utcnow())
     state = State(kube, op_settings, keyring)
+    state.queue = WorkQueue(lambda key, job: _run_job(state, key, job), RECONCILERS)
+    state.queue.start()
     state.scheduler = asyncio.create_task(_schedule(state), name="humanwork-scheduler")
     memo["state"] = state
     metrics.INSTANCES.source = state.phases.values
@@ -214,6 +158,8 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     if isinstance(state, State):
         if state.scheduler:
             state.scheduler.cancel()
+        if state.queue is not None:  # (an empty queue is falsy)
+            await state.queue.stop()
         await state.kube.close()
     stop = memo.get("stop")  # see agent_operator.main._operate
     if isinstance(stop, asyncio.Future) and not stop.done():
@@ -224,11 +170,17 @@ def _utcnow() -> datetime:
     return datetime.now(UTC).replace(microsecond=0)
 
 
-async def _reconcile(state: State, body: dict[str, Any], trigger: str) -> None:
+async def _reconcile(
+    state: State, body: dict[str, Any], trigger: str, *, seen_first: bool = False
+) -> None:
+    """Reconcile one instance in full: read it (unless `body` is the watch's own copy of an
+    instance this process never wrote to), apply what changed, report, autoscale."""
     meta = body["metadata"]
     ns, name = meta["namespace"], meta["name"]
     async with state.lock(ns, name):
-        fresh = await state.kube.get(GROUP_VERSION, "AgentInstance", ns, name)
+        fresh = body if seen_first else None
+        if fresh is None:
+            fresh = await state.kube.get(GROUP_VERSION, "AgentInstance", ns, name)
         if fresh is None or fresh["metadata"].get("deletionTimestamp"):
             return
         started = time.monotonic()
@@ -236,7 +188,13 @@ async def _reconcile(state: State, body: dict[str, Any], trigger: str) -> None:
             if trigger == "resync":
                 state.applied.forget(ns, name)  # a full re-apply now and then
             outcome = await reconcile(
-                state.kube, state.settings, state.keyring, fresh, applied=state.applied
+                state.kube,
+                state.settings,
+                state.keyring,
+                fresh,
+                applied=state.applied,
+                endpoints=state.endpoints,
+                namespace_labels=state.namespace_labels,
             )
         except KubeError as exc:
             metrics.ERRORS.labels(reason=exc.reason or str(exc.status)).inc()
@@ -269,7 +227,8 @@ async def _reconcile(state: State, body: dict[str, Any], trigger: str) -> None:
                 reporter=state.settings.replica,
             )
         )
-    await _autoscale(state, (ns, name))
+    if (fresh.get("spec") or {}).get("autoscaling") or (ns, name) in state.low_since:
+        await _autoscale(state, (ns, name))
 
 
 async def _autoscale(state: State, key: tuple[str, str]) -> None:
@@ -313,9 +272,7 @@ async def _autoscale(state: State, key: tuple[str, str]) -> None:
 
 
 @kopf.on.event(*INSTANCES)
-async def instance_event(
-    event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any
-) -> None:
+async def instance_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """An AgentInstance of this shard appeared, changed what it declares, or went away."""
     state = _state(memo)
     state.active()
@@ -323,25 +280,32 @@ async def instance_event(
     if not await state.serves(key[0]):
         return
     if event.get("type") == "DELETED":
-        await _instance_deleted(state, key, dict(body), logger)
+        await _instance_deleted(state, key, dict(body))
         return
     declared = fingerprint(body, KOPF_PREFIX)
     if state.declared.get(key) == declared:
         return  # our own status write, or nothing the operator acts on
-    trigger = trigger_for(event.get("type"), key in state.declared)
-    try:
-        await _reconcile(state, dict(body), trigger=trigger)
-    except Exception:
-        # the scheduler retries; the next event of the instance would too
-        state.due[key] = (_utcnow() + timedelta(seconds=2), trigger)
-        raise
+    known = key in state.declared
     state.declared[key] = declared
+    assert state.queue is not None  # set at startup, before any event
+    # worked by the operator's own reconcilers, so this slot is free again at once
+    state.queue.add(key, Job(dict(body), trigger_for(event.get("type"), known), not known))
 
 
-async def _instance_deleted(
-    state: State, key: tuple[str, str], body: dict[str, Any], logger: kopf.Logger
-) -> None:
+async def _run_job(state: State, key: tuple[str, str], job: Job) -> None:
+    """One full reconcile from the queue; a failed one is tried again by the scheduler in
+    2 s (and by the instance's next event that changes what it declares)."""
+    try:
+        await _reconcile(state, job.body, trigger=job.trigger, seen_first=job.seen_first)
+    except Exception as exc:
+        LOG.warning("reconcile of %s/%s (%s) failed: %s", key[0], key[1], job.trigger, exc)
+        state.due[key] = (_utcnow() + timedelta(seconds=2), job.trigger)
+
+
+async def _instance_deleted(state: State, key: tuple[str, str], body: dict[str, Any]) -> None:
     """Record the deleted instance's tokens as revoked and forget it."""
+    if state.queue is not None:
+        state.queue.discard(key)
     state.due.pop(key, None)
     state.reported.pop(key, None)
     state.phases.pop(key, None)
@@ -351,7 +315,7 @@ async def _instance_deleted(
     state.applied.forget(*key)
     revoked = await revoke(state.kube, state.settings, body)
     metrics.REVOCATIONS.inc(len(revoked))
-    logger.info(f"revoked tokens {', '.join(revoked) or '(none issued)'}")
+    LOG.info("%s/%s: revoked tokens %s", *key, ", ".join(revoked) or "(none issued)")
 
 
 async def _schedule(state: State) -> None:
@@ -391,24 +355,13 @@ async def _schedule(state: State) -> None:
         await asyncio.sleep(SCHEDULER_TICK_SECONDS)
 
 
-def _stamp(path: str) -> tuple[int, int, int] | None:
-    """A file's identity and change time (None: no such file, or no path)."""
-    if not path:
-        return None
-    try:
-        found = os.stat(path)
-    except OSError:
-        return None
-    return (found.st_ino, found.st_mtime_ns, found.st_size)
-
-
 def _platform_ca_changed(state: State, now: datetime) -> None:
     """When the platform CA file changed (the kubelet updated the operator's ConfigMap
     volume), every known instance is reconciled at once: their CA ConfigMaps follow."""
-    stamp = _stamp(state.settings.platform_ca_file)
-    if stamp == state.platform_ca_stamp:
+    now_stamp = stamp(state.settings.platform_ca_file)
+    if now_stamp == state.platform_ca_stamp:
         return
-    state.platform_ca_stamp = stamp
+    state.platform_ca_stamp = now_stamp
     LOG.info("the platform CA changed: re-applying it for %d agents", len(state.due))
     for key in list(state.due):
         state.due[key] = (now, "platform-ca")
@@ -514,9 +467,7 @@ def _owner(body: kopf.Body) -> tuple[str, str] | None:
     return None
 
 
-async def child_event(
-    event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any
-) -> None:
+async def child_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """A managed child went away or was edited by someone else: reconcile its owner, which
     restores it. A Deployment whose readiness changed refreshes the owner's status."""
     kind = event.get("type")
@@ -533,8 +484,8 @@ async def child_event(
     strangers = foreign_writers(dict(body)) if kind == "MODIFIED" else set()
     if kind == "DELETED" or strangers:
         metrics.DRIFT.labels(kind=str(body.get("kind", "?"))).inc()
-        logger.info(
-            f"{body.get('kind')} {body['metadata']['name']} drifted "
+        LOG.info(
+            f"{ns}: {body.get('kind')} {body['metadata']['name']} drifted "
             f"({'deleted' if kind == 'DELETED' else 'edited by ' + ', '.join(sorted(strangers))})"
         )
         state.applied.forget(ns, name)
@@ -545,7 +496,41 @@ async def child_event(
         counts = (int(status.get("replicas") or 0), int(status.get("readyReplicas") or 0))
         if state.reported.get((ns, name)) == counts:
             return  # nothing the owner's status shows has changed
+        await _readiness(state, owner, dict(body))
+        return
     await _reconcile(state, {"metadata": {"namespace": ns, "name": name}}, "child")
+
+
+async def _readiness(state: State, key: tuple[str, str], deployment: dict[str, Any]) -> None:
+    """The owner's Deployment changed its replica counts: bring the status's phase, counts
+    and Ready condition up to date from the Deployment the event carries, and nothing else
+    (the children were applied by the owner's last full reconcile; the status is written
+    only when it changes). An owner this process has not reconciled in full yet, or
+    refused, gets a full reconcile instead."""
+    ns, name = key
+    async with state.lock(ns, name):
+        fresh = await state.kube.get(GROUP_VERSION, "AgentInstance", ns, name)
+        if fresh is None or fresh["metadata"].get("deletionTimestamp"):
+            return
+        instance = AgentInstance.model_validate(fresh)
+        old = instance.status
+        if (
+            not state.applied.get(key)
+            or old is None
+            or old.token is None
+            or old.phase == AgentInstancePhase.FAILED
+        ):
+            full = True
+        else:
+            full = False
+            status = dump_status(readiness_status(instance, deployment, _utcnow()))
+            if status != dump_status(old):
+                await write_status(state.kube, ns, name, status)
+            state.reported[key] = (status.get("replicas", 0), status.get("readyReplicas", 0))
+            state.phases[key] = str(status.get("phase") or "Pending")
+            metrics.RECONCILES.labels(trigger="readiness", result="ok").inc()
+    if full:
+        await _reconcile(state, {"metadata": {"namespace": ns, "name": name}}, "child")
 
 
 async def namespace_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
@@ -565,6 +550,8 @@ async def namespace_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo
     # selector (its org label was taken away), an addition without a listing one joining
     # it: both are label changes, handled below like any other
     before = state.namespaces.learn(ns, shard_of(body))
+    # (a namespace leaving the watch is read again at its instances' reconcile)
+    labels_before = state.see_namespace(ns, None if kind == "DELETED" else dict(body))
     served = state.namespaces.serves(state.namespaces.known(ns))
     if not served:
         if state.namespaces.serves(before):
@@ -577,8 +564,21 @@ async def namespace_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo
         return
     if kind is None:
         return  # the initial listing: the instances' own listing reconciles them
+    if kind != "DELETED" and labels_before and not _labels_matter(labels_before, body):
+        return  # e.g. the Pod Security labels a reconcile just added
     for owner_ns, name in [key for key in state.due if key[0] == ns]:
         await _reconcile(state, {"metadata": {"namespace": owner_ns, "name": name}}, "namespace")
+
+
+def _labels_matter(before: dict[str, str], body: kopf.Body) -> bool:
+    """Whether a served namespace's new labels ask its instances to be reconciled: its org
+    label changed, it is terminating, or it lacks Pod Security labels."""
+    labels = body["metadata"].get("labels") or {}
+    return (
+        labels.get(ORG_ID_LABEL) != before.get(ORG_ID_LABEL)
+        or bool(body["metadata"].get("deletionTimestamp"))
+        or bool(builders.missing_pod_security_labels(labels))
+    )
 
 
 async def _adopt(state: State, ns: str) -> None:

@@ -73,6 +73,26 @@ def derive_status(
     )
 
 
+def readiness_status(
+    instance: AgentInstance, deployment: dict[str, Any], now: datetime
+) -> AgentInstanceStatus:
+    """Pure: the instance's status with only what its Deployment's readiness decides
+    brought up to date (phase, replica counts, the Ready condition); the rest (token,
+    configuration, the other conditions) as its last full reconcile reported it."""
+    old = instance.status or AgentInstanceStatus()
+    dep_status = deployment.get("status") or {}
+    ready = int(dep_status.get("readyReplicas") or 0)
+    phase, ready_cond = _readiness(instance, ready, instance.metadata.generation, now)
+    return old.model_copy(
+        update={
+            "phase": phase,
+            "replicas": int(dep_status.get("replicas") or 0),
+            "ready_replicas": ready,
+            "conditions": set_condition(old.conditions, ready_cond, now=now),
+        }
+    )
+
+
 def _readiness(
     instance: AgentInstance, ready: int, gen: int | None, now: datetime
 ) -> tuple[AgentInstancePhase, Condition]:

@@ -63,6 +63,18 @@ def path_for(api_version: str, kind: str, namespace: str | None, name: str | Non
     return f"{base}/{name}" if name else base
 
 
+def resource_of(path: str) -> str:
+    """The resource a REST path names, with its subresource: `secrets`,
+    `agentinstances/status`, `namespaces` (the metrics' label)."""
+    parts = path.strip("/").split("/")
+    rest = parts[2:] if parts[0] == "api" else parts[3:]
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        rest = rest[2:]  # a namespaced object or collection
+    if not rest:
+        return "?"
+    return f"{rest[0]}/{rest[2]}" if len(rest) > 2 else rest[0]
+
+
 class Kube:
     """Async access to the API server with one connection pool."""
 
@@ -97,7 +109,7 @@ class Kube:
         content_type: str = "application/json",
         query: list[tuple[str, str]] | None = None,
     ) -> dict[str, Any]:
-        API_REQUESTS.labels(method=method).inc()
+        API_REQUESTS.labels(method=method, resource=resource_of(path)).inc()
         headers = {"Content-Type": content_type}
         authorization = self._creds.authorization()
         if authorization:

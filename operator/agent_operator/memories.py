@@ -17,12 +17,19 @@ repeated internal errors on one object, which event handlers never raise into.
 
 This uses kopf's internal `ResourceMemories` (kopf.operator(memories=...)), as the entry
 point already uses its peering `Identity`.
+
+For the same reason no object's *essence* is built: kopf deep-copies the whole body of
+every object on every event (managed fields, pod templates, status) to diff it against
+the last handled one, which only on-create/update/field handlers and daemons read. That
+copy was about a fifth of the operator's CPU in a burst of orgs (a profile of
+`bench/provision.py`); :class:`EventsOnlyDiffBase` builds an empty essence instead.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import kopf
 from kopf._core.reactor.inventory import ResourceMemories, ResourceMemory
 
 
@@ -41,3 +48,15 @@ class EphemeralMemories(ResourceMemories):
             raw_body, memobase=memobase, noticed_by_listing=noticed_by_listing, ephemeral=True
         )
         return memory
+
+
+class EventsOnlyDiffBase(kopf.AnnotationsDiffBaseStorage):
+    """kopf's diff base for an operator of event handlers only: nothing is remembered
+    (nothing is stored: only changing handlers store one) and the essence of an object
+    is empty, not a deep copy of its body."""
+
+    def build(self, *, body: Any, extra_fields: Any = None) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: Any) -> kopf.BodyEssence | None:
+        return None

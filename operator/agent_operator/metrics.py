@@ -50,8 +50,9 @@ SCALINGS = Counter(
 )
 API_REQUESTS = Counter(
     "humanwork_operator_api_requests_total",
-    "Requests the operator's own client sent to the API server (kopf's watches excluded).",
-    ["method"],
+    "Requests the operator's own client sent to the API server (kopf's watches excluded), "
+    "by method and resource (with its subresource).",
+    ["method", "resource"],
 )
 ERRORS = Counter(
     "humanwork_operator_errors_total", "Failed API calls during reconciles, by reason.", ["reason"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -60,6 +61,7 @@ __all__ = [
     "GROUP_VERSION",
     "LONGEST_TOKEN_TTL",
     "REVOCATIONS_KEY_PREFIX",
+    "ApiServerEndpoints",
     "AppliedCache",
     "Event",
     "InstanceReconcile",
@@ -80,6 +82,7 @@ __all__ = [
     "revoked_tokens",
     "seconds_until_rotation",
     "token_status",
+    "write_status",
 ]
 
 
@@ -117,6 +120,28 @@ class AppliedCache(dict[tuple[str, str], dict[tuple[str, str], str]]):
         self.pop((namespace, owner), None)
 
 
+class ApiServerEndpoints:
+    """Where the API server is (the EndpointSlices of the `kubernetes` Service, which every
+    agent's NetworkPolicy lets it reach), read at most once every `ttl` seconds: it seldom
+    moves, and a burst of orgs read it once per org."""
+
+    def __init__(self, ttl: float = 30.0) -> None:
+        self.ttl = ttl
+        self._read_at: float | None = None
+        self._endpoints: list[builders.ApiServerEndpoint] = []
+        self._lock = asyncio.Lock()  # concurrent reconciles wait for one read
+
+    async def get(self, kube: Kube) -> list[builders.ApiServerEndpoint]:
+        async with self._lock:
+            if self._read_at is None or time.monotonic() - self._read_at >= self.ttl:
+                slices = await kube.list(
+                    "discovery.k8s.io/v1", "EndpointSlice", "default", API_SERVER_SLICES
+                )
+                self._endpoints = builders.api_server_endpoints(slices)
+                self._read_at = time.monotonic()
+            return self._endpoints
+
+
 def manifest_digest(manifest: dict[str, Any]) -> str:
     return hashlib.sha256(
         json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
@@ -144,16 +169,29 @@ async def reconcile(
     body: dict[str, Any],
     now: datetime | None = None,
     applied: AppliedCache | None = None,
+    endpoints: ApiServerEndpoints | None = None,
+    namespace_labels: dict[str, dict[str, str]] | None = None,
 ) -> Outcome:
     """Bring one AgentInstance's children and status to what its spec asks for.
 
     `applied` remembers what was last applied per child; an unchanged child is not applied
     again (the handlers forget an owner's entries when one of its children is deleted or
-    edited by someone else, and at each full resync)."""
+    edited by someone else, and at each full resync); `endpoints` keeps where the API server
+    is between reconciles; `namespace_labels` holds the labels of the org namespaces as the
+    namespace watch last told them (a namespace missing from it is read)."""
     instance = AgentInstance.model_validate(body)
     applied = applied if applied is not None else AppliedCache()
     done = applied.setdefault((builders.namespace_of(instance), instance.metadata.name), {})
-    step = InstanceReconcile(kube, settings, keyring, instance, now or _now(), done)
+    step = InstanceReconcile(
+        kube,
+        settings,
+        keyring,
+        instance,
+        now or _now(),
+        done,
+        endpoints or ApiServerEndpoints(0),
+        namespace_labels if namespace_labels is not None else {},
+    )
     return await step.run()
 
 
@@ -178,6 +216,9 @@ class InstanceReconcile:
     now: datetime
     done: dict[tuple[str, str], str]
     """(kind, child name) -> digest of the manifest last applied (this owner's cache)."""
+    endpoints: ApiServerEndpoints
+    namespace_labels: dict[str, dict[str, str]]
+    """Org namespace -> its labels, from the namespace watch (kept up to date here too)."""
     events: list[Event] = field(default_factory=list)
 
     @property
@@ -204,21 +245,25 @@ class InstanceReconcile:
         """The org namespace: None to go on (after adding the `restricted` Pod Security
         labels it lacks); the outcome when it is terminating or refuses the instance."""
         instance, ns = self.instance, self.ns
-        namespace = await self.kube.get("v1", "Namespace", None, ns) or {}
-        if (namespace.get("metadata") or {}).get("deletionTimestamp"):
-            # the org is going away with everything in it: restoring children would only fail
-            return Outcome(dump_status(instance.status or AgentInstanceStatus()))
-        ns_labels: dict[str, str] = (namespace.get("metadata") or {}).get("labels") or {}
+        ns_labels = self.namespace_labels.get(ns)
+        if ns_labels is None:  # not seen by the watch (or terminating): read it
+            namespace = await self.kube.get("v1", "Namespace", None, ns) or {}
+            if (namespace.get("metadata") or {}).get("deletionTimestamp"):
+                # the org is going away with everything in it: restoring children would fail
+                return Outcome(dump_status(instance.status or AgentInstanceStatus()))
+            ns_labels = (namespace.get("metadata") or {}).get("labels") or {}
         refusal = builders.org_mismatch(ns_labels, instance.spec)
         if refusal:
             reason, message = refusal
             status = dump_status(refused_status(instance, reason, message, self.now))
-            await _write_status(self.kube, ns, self.name, status)
+            await write_status(self.kube, ns, self.name, status)
             return Outcome(status, [Event(reason, message, warning=True)])
         missing_psa = builders.missing_pod_security_labels(ns_labels)
         if missing_psa:
             patch = {"metadata": {"labels": missing_psa}}
             await self.kube.merge_patch("v1", "Namespace", None, ns, patch)
+            if ns in self.namespace_labels:
+                self.namespace_labels[ns] = {**ns_labels, **missing_psa}
             self.events.append(
                 Event(
                     "NamespaceHardened", f"set {', '.join(sorted(missing_psa))} on namespace {ns}"
@@ -293,9 +338,7 @@ class InstanceReconcile:
         callback = derive_secret(
             self.keyring.callback_key, ns, self.name, instance.metadata.uid or ""
         )
-        api_server = builders.api_server_endpoints(
-            await kube.list("discovery.k8s.io/v1", "EndpointSlice", "default", API_SERVER_SLICES)
-        )
+        api_server = await self.endpoints.get(kube)
         deployment: dict[str, Any] | None = None
         trust = read_platform_ca(self.settings)
         for child in builders.children(
@@ -343,7 +386,7 @@ class InstanceReconcile:
             point = "rotation" if minted.rotated else "provision"
             faultpoints.reach(f"{point}.before_status_write")
         if status != dump_status(instance.status or AgentInstanceStatus()):
-            await _write_status(self.kube, self.ns, self.name, status)
+            await write_status(self.kube, self.ns, self.name, status)
         return status
 
     async def finish_requests(self, minted: Minted) -> None:
@@ -437,7 +480,7 @@ async def _take_over_token_secret(
     )
 
 
-async def _write_status(kube: Kube, ns: str, name: str, status: dict[str, Any]) -> None:
+async def write_status(kube: Kube, ns: str, name: str, status: dict[str, Any]) -> None:
     # a merge patch replaces the conditions list whole, which is what the operator wants:
     # it is the only writer of AgentInstance status
     await kube.merge_patch(

@@ -29,6 +29,7 @@ from tests.agents import (
 from tests.conftest import Cluster
 from tests.support import eventually, service_account_token
 
+REQUESTS = "humanwork_operator_api_requests_total"
 CHILDREN = [
     ("ServiceAccount", "agent-agent"),
     ("Role", "agent-agent"),
@@ -255,6 +256,49 @@ def test_scale_and_pause_drive_the_deployment(
     eventually(lambda: apps.read_namespaced_deployment("agent-agent", ns).spec.replicas == 0)
     paused = wait_phase(cluster, ns, "Paused")
     assert condition(paused, "Ready")["reason"] == "Paused"
+
+
+def test_a_deployment_turning_ready_updates_only_the_status(
+    cluster: Cluster, operator: OperatorProcess, ready_agent: tuple[str, str]
+) -> None:
+    """The agents' Deployment reaching more ready replicas reaches the instance's status by
+    the readiness path: the counts, phase and Ready condition from the Deployment's event,
+    the rest kept, with no full reconcile of its own (which would read the token Secret
+    again: only the scale's reconcile reads it)."""
+    ns, _org_id = ready_agent
+    reconciles, requests = "humanwork_operator_reconciles_total", REQUESTS
+
+    def counts() -> tuple[float, float, float]:
+        return (
+            operator.metric(reconciles, trigger="readiness", result="ok"),
+            operator.metric(requests, method="GET", resource="secrets"),
+            operator.metric(requests, method="PATCH", resource="deployments"),
+        )
+
+    before = counts()
+    token = get_instance(cluster, ns)["status"]["token"]
+
+    cluster.kubectl("-n", ns, "scale", "agentinstance/agent", "--replicas=2")
+    scaled = eventually(
+        lambda: (s := get_instance(cluster, ns)["status"]).get("readyReplicas") == 2 and s,
+        timeout=30,
+    )
+    assert scaled["phase"] == "Ready" and scaled["replicas"] == 2
+    ready = next(c for c in scaled["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["message"]) == ("True", "2/2 agent replicas ready")
+    assert scaled["token"] == token  # what the full reconcile reported is kept
+    assert {c["type"] for c in scaled["conditions"]} == {
+        "Ready",
+        "TokenValid",
+        "NetworkIsolated",
+        "ConfigApplied",
+    }
+    readiness, secret_reads, deployment_applies = (
+        b - a for a, b in zip(before, counts(), strict=True)
+    )
+    assert readiness >= 1
+    assert deployment_applies >= 1  # the scale's own reconcile (the positive control)
+    assert secret_reads == 1  # that reconcile alone: none for the readiness
 
 
 def test_children_deleted_or_edited_by_hand_are_restored(

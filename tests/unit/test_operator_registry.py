@@ -1,6 +1,7 @@
 """The operator registers event handlers and activities only: kopf's per-object memory,
 which `agent_operator.memories` keeps for no object, is then never needed (on-create/update
-handlers, daemons, timers and indexes would need it)."""
+handlers, daemons, timers and indexes would need it), nor the essence of each object kopf
+would otherwise deep-copy on every event (`agent_operator.memories.EventsOnlyDiffBase`)."""
 
 from __future__ import annotations
 
@@ -29,3 +30,23 @@ def test_kopf_logs_in_only_through_the_operators_own_login_even_beside_a_client(
     assert "login_via_client" in every
     used = registry._activities.get_handlers(activity=LOGIN)
     assert [h.fn for h in used] == [handlers.login]
+
+
+def test_no_essence_is_built_or_fetched_for_event_handlers() -> None:
+    """kopf's diff base, the essence it deep-copies from every object on every event, is
+    read only by the changing and spawning handlers held absent above."""
+    from agent_operator.memories import EventsOnlyDiffBase
+
+    storage = EventsOnlyDiffBase(prefix="kopf.humanwork.io")
+    body = kopf.Body(
+        {
+            "metadata": {
+                "name": "agent-agent",
+                "labels": {"a": "b"},
+                "annotations": {"kopf.humanwork.io/last-handled-configuration": "{}"},
+            },
+            "spec": {"template": {"spec": {"containers": [{"name": "agent"}]}}},
+        }
+    )
+    assert storage.build(body=body) == {}
+    assert storage.fetch(body=body) is None

@@ -135,6 +135,31 @@ def test_status_follows_the_deployment_and_pause() -> None:
     assert {c.type: c.reason for c in paused.conditions}["Ready"] == "Paused"
 
 
+def test_readiness_changes_only_the_counts_phase_and_ready_condition() -> None:
+    from agent_operator.instance_status import readiness_status
+
+    starting = _status(instance(replicas=2), {"status": {"replicas": 2, "readyReplicas": 1}})
+    body = manifest(replicas=2)
+    body["status"] = rc.dump_status(starting)
+    later = NOW + timedelta(minutes=1)
+    ready = readiness_status(
+        AgentInstance.model_validate(body), {"status": {"replicas": 2, "readyReplicas": 2}}, later
+    )
+    assert (ready.phase, ready.replicas, ready.ready_replicas) == ("Ready", 2, 2)
+    by_type = {c.type: c for c in ready.conditions}
+    assert (by_type["Ready"].status, by_type["Ready"].last_transition_time) == ("True", later)
+    assert by_type["Ready"].message == "2/2 agent replicas ready"
+    # everything else as the full reconcile reported it
+    kept = ready.model_copy(update={"phase": starting.phase, "ready_replicas": 1})
+    assert kept.model_copy(update={"conditions": starting.conditions}) == starting
+    assert [c for c in ready.conditions if c.type != "Ready"] == [
+        c for c in starting.conditions if c.type != "Ready"
+    ]
+    paused = manifest(replicas=2, paused=True)
+    paused["status"] = rc.dump_status(starting)
+    assert readiness_status(AgentInstance.model_validate(paused), {}, later).phase == "Paused"
+
+
 def test_refusal_keeps_what_was_there_and_says_why() -> None:
     status = rc.refused_status(instance(), "OrgMismatch", "labels differ", NOW)
     ready = next(c for c in status.conditions if c.type == "Ready")
