@@ -6,6 +6,8 @@ where it has them; the import contracts in pyproject.toml hold every slice to th
 keep the floor below them (`accounts`, `access`, `audit`, `db`, `privileges`) free of the
 slices. Shared: `app.create_app` (the composition root), `settings`, `db` (engine,
 migrations, the transaction-owning session dependency), `models`, `errors` (the one error
-shape), `state`. The slices are the folders; each one's `__init__` docstring says its role.
+shape), `slots` (a shared object's one dependency provider, filled by the composition
+root), `state` (the floor's slots: settings, Kubernetes client, metrics, the agents' HTTP
+client). The slices are the folders; each one's `__init__` docstring says its role.
 Run with `humanwork-platform` (see `main`).
 """
