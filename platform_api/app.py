@@ -225,13 +225,14 @@ def _services(
     decisions: DecisionIndex | None,
     egress: Egress,
     metrics: PlatformMetrics,
+    cipher: CredentialCipher | None,
+    callback_key: CallbackKey,
 ) -> tuple[AgentCommands, httpx.AsyncClient, httpx.AsyncClient]:
     """The services over the floor, in dependency order, each put in its slot; the
     agents' command client and the two HTTP clients."""
-    cipher = CIPHER.of(state)
     http = httpx.AsyncClient(timeout=settings.agent_timeout_seconds)
     upstreams = EgressClient(egress, timeout=settings.upstream_timeout_seconds)
-    commands = AgentCommands(settings, kube, CALLBACK_KEYS.of(state), http)
+    commands = AgentCommands(settings, kube, callback_key, http)
     pusher = CorrectionPusher(sessions, kube, commands)  # a step's corrections reach the agents
     DECIDER.put(
         state,
@@ -291,6 +292,7 @@ def _compose(
     cipher = CredentialCipher.from_settings(settings)
     metrics = PlatformMetrics(queue_source=decisions.summary if decisions is not None else None)
     logins = SignIn.from_settings(settings)
+    callback_key = CallbackKey()
     SETTINGS.put(state, settings)
     ENGINE.put(state, engine)
     SESSIONS.put(state, sessions)
@@ -302,12 +304,12 @@ def _compose(
     CIPHER.put(state, cipher)
     EGRESS.put(state, egress)
     AGENT_KEYS.put(state, AgentKeys())
-    CALLBACK_KEYS.put(state, CallbackKey())
+    CALLBACK_KEYS.put(state, callback_key)
     ROTATIONS.put(state, TokenRotations())
     DECISIONS.put(state, decisions)
     ORG_DIRECTORY.put(state, decisions.orgs if decisions is not None else None)
     commands, http, upstreams = _services(
-        state, settings, sessions, kube, decisions, egress, metrics
+        state, settings, sessions, kube, decisions, egress, metrics, cipher, callback_key
     )
     return _Floor(
         settings,
