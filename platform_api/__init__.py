@@ -8,7 +8,8 @@ slices: the shared floor `floor` (the stored accounts, the principal, the capabi
 the confirmers, the audit log), `db`, `privileges`, and `steps` (every move of a step).
 Shared modules: `app.create_app` (the composition root), `settings`, `db` (engine,
 migrations, the transaction-owning session dependency), `models`, `errors` (the one error
-shape), `state`. The slices are the other folders; each one's `__init__` docstring says
-its role.
+shape), `slots` (a shared object's one dependency provider, filled by the composition
+root), `state` (the floor's slots: settings, Kubernetes client, metrics, the agents' HTTP
+client). The slices are the other folders; each one's `__init__` docstring says its role.
 Run with `humanwork-platform` (see `main`).
 """

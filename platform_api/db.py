@@ -29,6 +29,7 @@ from sqlalchemy.ext.asyncio import (
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from platform_api.privileges import grant_statements
+from platform_api.slots import Slot
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
@@ -168,12 +169,21 @@ async def downgrade(engine: AsyncEngine, revision: str, *, app_role: str | None 
         await conn.run_sync(_downgrade, revision, app_role)
 
 
-async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
+ENGINE: Slot[AsyncEngine] = Slot("engine")
+Engine = Annotated[AsyncEngine, Depends(ENGINE)]
+"""The app's engine."""
+
+SESSIONS: Slot[async_sessionmaker[AsyncSession]] = Slot("sessions")
+Sessions = Annotated[async_sessionmaker[AsyncSession], Depends(SESSIONS)]
+"""The app's session factory (for a session of a request's own, outside its
+transaction)."""
+
+
+async def get_session(request: Request, factory: Sessions) -> AsyncIterator[AsyncSession]:
     """The request's session: its transaction is committed when the endpoint succeeds,
     rolled back when it raises. It takes a pooled connection at its first statement and
     holds it to the end, so a request that must wait for another connection (a detached
     audit write, a session of its own) first gives this one back with `release`."""
-    factory: async_sessionmaker[AsyncSession] = request.app.state.platform.sessions
     async with factory() as session:
         request.state.session = session  # for `abandon`
         try:

@@ -32,8 +32,8 @@ QueueSummary = Callable[[datetime], tuple[int, datetime | None, datetime | None]
 class _Queue(Collector):
     """The review queue's depth and nearest deadline, read when Prometheus scrapes."""
 
-    def __init__(self) -> None:
-        self.source: QueueSummary | None = None
+    def __init__(self, source: QueueSummary | None = None) -> None:
+        self.source = source
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         depth = GaugeMetricFamily(
@@ -60,9 +60,10 @@ class _Queue(Collector):
 
 
 class PlatformMetrics(OwnRegistry):
-    """One app's metrics."""
+    """One app's metrics; `queue_source` (the decision index's summary, when there is
+    one) feeds the review queue's gauges."""
 
-    def __init__(self) -> None:
+    def __init__(self, queue_source: QueueSummary | None = None) -> None:
         super().__init__()
         self.requests = Counter(
             "humanwork_platform_requests_total",
@@ -101,7 +102,7 @@ class PlatformMetrics(OwnRegistry):
             "checkpoints (records after the backup are gone); set by /healthz.",
             registry=self.registry,
         )
-        self.queue = _Queue()
+        self.queue = _Queue(queue_source)
         self.registry.register(self.queue)
 
 

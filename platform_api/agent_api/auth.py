@@ -21,12 +21,14 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from humanwork_core import keys, tokens
 from platform_api.agent_api.identity import Agent
+from platform_api.agent_api.rotations import Rotations
+from platform_api.db import Sessions
 from platform_api.deactivation.repository import deactivated_now
 from platform_api.errors import KubernetesUnavailable, Unauthenticated
 from platform_api.kube.client import KubeClient, KubeNotFound
-from platform_api.kube.published import PLATFORM_NAMESPACE, AgentKeys
+from platform_api.kube.published import PLATFORM_NAMESPACE, AgentKeys, AgentKeysDep
 from platform_api.openapi import AGENT_TOKEN, mark
-from platform_api.state import PlatformDep
+from platform_api.state import AppSettings, MaybeKube
 
 REVOCATIONS_CONFIG_MAP = "humanwork-agent-revocations"
 REVOKE_TOKEN_ANNOTATION = keys.REVOKE_TOKEN
@@ -101,25 +103,29 @@ agent_bearer = HTTPBearer(
 
 
 async def current_agent(
-    platform: PlatformDep,
+    kube: MaybeKube,
+    agent_keys: AgentKeysDep,
+    settings: AppSettings,
+    sessions: Sessions,
+    rotations: Rotations,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(agent_bearer)],
 ) -> Agent:
-    if platform.kube is None:
+    if kube is None:
         raise KubernetesUnavailable("the agent API needs the Kubernetes API")
     header = f"Bearer {credentials.credentials}" if credentials else None
     agent = await authenticate(
-        platform.kube,
-        platform.agent_keys,
+        kube,
+        agent_keys,
         header,
-        platform.settings.agent_token_audience,
+        settings.agent_token_audience,
         datetime.now(UTC),
     )
     # a deactivated org's tokens are refused at once, on every replica
-    if await deactivated_now(platform.sessions, agent.org_id):
+    if await deactivated_now(sessions, agent.org_id):
         raise Unauthenticated("the org is deactivated", reason="token_revoked", org="deactivated")
     # a token seen for the first time is a rotation, audited by its hash
     assert credentials is not None  # authenticate refuses a request without one
-    await platform.rotations.observe(platform.sessions, agent, credentials.credentials)
+    await rotations.observe(sessions, agent, credentials.credentials)
     return agent
 
 

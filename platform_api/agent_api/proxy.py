@@ -59,12 +59,13 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
 import httpx
+from fastapi import Depends
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from humanwork_core import catalog, keys, receipts, taskflow, tracing
@@ -96,6 +97,7 @@ from platform_api.integrations.crypto import CredentialCipher, Sealed
 from platform_api.integrations.repository import IntegrationRepository
 from platform_api.kube.client import KubeClient, KubeNotFound
 from platform_api.models import Org
+from platform_api.slots import Slot
 from platform_api.tools import config as tool_config
 from platform_api.tools import upstreams
 from platform_api.tools.config import ToolConfig
@@ -146,7 +148,7 @@ class Performed:
 
 @dataclass
 class ToolProxy:
-    """The tool proxy, built once with the platform (`Platform.tools`): its sessions,
+    """The tool proxy, built once by the app (`Tools` hands it to a route): its sessions,
     Kubernetes client, credential cipher, upstream client and ledger."""
 
     sessions: async_sessionmaker[AsyncSession]
@@ -520,3 +522,16 @@ def _secret_values(credentials: dict[str, Any]) -> list[str]:
         for k, v in credentials.items()
         if k not in NOT_SECRET and isinstance(v, str) and len(v) >= 4
     ]
+
+
+TOOLS: Slot[ToolProxy] = Slot("tools")
+Tools = Annotated[ToolProxy, Depends(TOOLS)]
+"""The tool proxy (built once, with the sessions, cipher, clients and its ledger)."""
+
+OrgToolCall = Callable[[Agent, str, ToolCallIn], Awaitable[ToolCallOut]]
+"""Runs an agent's call of a tool of one of its org's MCP servers (agent, step tool
+`mcp_<server>`, body) -> result; `mcp_servers.proxy.McpProxy.call_step_tool`."""
+
+ORG_MCP: Slot[OrgToolCall | None] = Slot("org_mcp")
+OrgMcp = Annotated[OrgToolCall | None, Depends(ORG_MCP)]
+"""Calls of the org's own MCP servers' tools through `POST /v1/agent-api/tools/mcp_<server>`."""

@@ -15,13 +15,16 @@ from __future__ import annotations
 import hashlib
 import uuid
 from dataclasses import dataclass, field
+from typing import Annotated
 
+from fastapi import Depends
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from platform_api.agent_api.identity import Agent
 from platform_api.floor.audit.service import record
 from platform_api.models import AuditRecord
+from platform_api.slots import Slot
 
 ACTION = "agent.token_rotated"
 
@@ -85,3 +88,8 @@ async def _last_jti(session: AsyncSession, agent: Agent) -> str | None:
     )
     details = found.scalar()
     return str(details.get("jti")) if isinstance(details, dict) and details.get("jti") else None
+
+
+ROTATIONS: Slot[TokenRotations] = Slot("rotations")
+Rotations = Annotated[TokenRotations, Depends(ROTATIONS)]
+"""The agent tokens audited as `agent.token_rotated`."""

@@ -14,16 +14,18 @@ from humanwork_core import keys, tracing
 from humanwork_core.signing import SIGNATURE_HEADER
 from platform_api.agent_api import context, events
 from platform_api.agent_api.auth import CurrentAgent
+from platform_api.agent_api.proxy import OrgMcp, Tools
 from platform_api.agent_api.schemas import (
     AgentIdentity,
     RotationRequested,
     ToolCallIn,
     ToolCallOut,
 )
-from platform_api.db import Session
+from platform_api.db import Session, Sessions
 from platform_api.errors import KubernetesUnavailable, error_responses
+from platform_api.kube.published import CallbackKeyDep
 from platform_api.openapi import AGENT_SIGNATURE, EXTENSION, body_schema
-from platform_api.state import PlatformDep
+from platform_api.state import MaybeKube
 
 router = APIRouter(prefix="/v1/agent-api", tags=["agent api"])
 events_router = APIRouter(tags=["agent api"])
@@ -62,16 +64,14 @@ async def whoami(agent: CurrentAgent) -> AgentIdentity:
     "one stays valid for its grace period.",
     responses=AGENT_ERRORS,
 )
-async def refresh_token(agent: CurrentAgent, platform: PlatformDep) -> RotationRequested:
+async def refresh_token(agent: CurrentAgent, kube: MaybeKube) -> RotationRequested:
     """Asks the operator to rotate this agent's token at once (it annotates the
     AgentInstance with `humanwork.io/rotate-token`); the new token reaches the agent
     through its mounted Secret, and the current one stays valid for its grace period."""
-    if platform.kube is None:
+    if kube is None:
         raise KubernetesUnavailable("the agent API needs the Kubernetes API")
     requested = datetime.now(UTC).isoformat()
-    await platform.kube.annotate_agent_instance(
-        agent.namespace, agent.name, {ROTATE_ANNOTATION: requested}
-    )
+    await kube.annotate_agent_instance(agent.namespace, agent.name, {ROTATE_ANNOTATION: requested})
     return RotationRequested(agentId=agent.agent_id, rotationRequestedAt=requested)
 
 
@@ -137,7 +137,8 @@ ORG_MCP_PREFIX = "mcp_"
 )
 async def call_tool(
     agent: CurrentAgent,
-    platform: PlatformDep,
+    tools: Tools,
+    org_mcp: OrgMcp,
     body: ToolCallIn,
     tool: Annotated[str, Path(pattern=r"^[a-z][a-z0-9_]{0,62}$", examples=["shopify"])],
     request: Request,
@@ -154,10 +155,10 @@ async def call_tool(
     }
     parent = tracing.context_from_headers(request.headers)
     with tracing.span("humanwork.tool_proxy", attributes, parent=parent, kind="server"):
-        if tool.startswith(ORG_MCP_PREFIX) and platform.org_mcp is not None:
-            out = await platform.org_mcp(agent, tool, body)
+        if tool.startswith(ORG_MCP_PREFIX) and org_mcp is not None:
+            out = await org_mcp(agent, tool, body)
         else:
-            out = await platform.tools.call(agent, tool, body)
+            out = await tools.call(agent, tool, body)
     if out.replayed:
         response.headers["Idempotent-Replayed"] = "true"
     return out
@@ -192,7 +193,9 @@ EVENT_CODES = {
 )
 async def agent_event(
     request: Request,
-    platform: PlatformDep,
+    sessions: Sessions,
+    kube: MaybeKube,
+    callback_key: CallbackKeyDep,
     signature: Annotated[
         str | None, Header(alias=SIGNATURE_HEADER, max_length=MAX_SIGNATURE_LENGTH)
     ] = None,
@@ -201,6 +204,4 @@ async def agent_event(
     body = await events.read_bounded(request.headers, request.stream())
     parent = tracing.context_from_headers(request.headers)
     with tracing.span("humanwork.agent_event", parent=parent, kind="server"):
-        return await events.receive(
-            platform.sessions, platform.kube, platform.callback_key, body, signature
-        )
+        return await events.receive(sessions, kube, callback_key, body, signature)

@@ -19,15 +19,19 @@ from fastapi import APIRouter
 from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from platform_api.agent_api.auth import CurrentAgent
 from platform_api.agent_api.identity import Agent
+from platform_api.agent_api.proxy import ToolProxy, Tools
 from platform_api.agent_mcp import calls, view
+from platform_api.db import Sessions
 from platform_api.errors import error_responses
 from platform_api.mcp_servers.proxy import McpProxy
-from platform_api.state import Platform, PlatformDep
+from platform_api.state import AppSettings
+from platform_api.tools.upstreams.egress import EgressDep
 
 router = APIRouter(prefix="/v1/agent-api", tags=["agent api"])
 
@@ -36,24 +40,26 @@ MAX_BODY_BYTES = 1024 * 1024
 """The largest MCP request body (a JSON-RPC message) read."""
 
 
-def build_server(agent: Agent, platform: Platform) -> Server[Any, Any]:
+def build_server(
+    agent: Agent, sessions: async_sessionmaker[AsyncSession], tools: ToolProxy, mcp: McpProxy
+) -> Server[Any, Any]:
     """An MCP server whose `tools/list` and `tools/call` answer for `agent` only."""
     server: Server[Any, Any] = Server(SERVER_NAME)
 
     @server.list_tools()  # type: ignore[no-untyped-call,untyped-decorator]
     async def list_tools() -> list[types.Tool]:
-        return await view.tools_for(platform.sessions, agent)
+        return await view.tools_for(sessions, agent)
 
     async def call_tool(request: types.CallToolRequest) -> types.ServerResult:
         meta = request.params.meta
         extra: dict[str, Any] = dict(meta.model_extra or {}) if meta is not None else {}
         result = await calls.run(
-            platform.tools,
+            tools,
             agent,
             request.params.name,
             dict(request.params.arguments or {}),
             extra,
-            McpProxy(platform.tools, platform.egress, platform.settings.upstream_timeout_seconds),
+            mcp,
         )
         return types.ServerResult(result)
 
@@ -109,6 +115,13 @@ class McpExchange(Response):
         }
     },
 )
-async def mcp_endpoint(agent: CurrentAgent, platform: PlatformDep) -> Response:
+async def mcp_endpoint(
+    agent: CurrentAgent,
+    sessions: Sessions,
+    tools: Tools,
+    egress: EgressDep,
+    settings: AppSettings,
+) -> Response:
     """One MCP message, answered for the authenticated agent."""
-    return McpExchange(build_server(agent, platform))
+    mcp = McpProxy(tools, egress, settings.upstream_timeout_seconds)
+    return McpExchange(build_server(agent, sessions, tools, mcp))

@@ -23,9 +23,10 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
 import httpx
+from fastapi import Depends
 
 from humanwork_core import signing, tracing
 from platform_api.db import Session
@@ -37,9 +38,10 @@ from platform_api.errors import (
     NotFound,
 )
 from platform_api.kube.client import KubeClient, KubeNotFound
+from platform_api.kube.published import CallbackKey
 from platform_api.models import Org
 from platform_api.settings import Settings
-from platform_api.state import Platform
+from platform_api.slots import Slot
 
 
 @dataclass(frozen=True)
@@ -70,11 +72,11 @@ def endpoint_override(settings: Settings, agent_id: str) -> str | None:
     return None
 
 
-def require_kube(platform: Platform, what: str) -> KubeClient:
+def require_kube(kube: KubeClient | None, what: str) -> KubeClient:
     """The platform's Kubernetes client, or 503 `kubernetes_unavailable` naming `what`."""
-    if platform.kube is None:
+    if kube is None:
         raise KubernetesUnavailable(f"{what} needs the Kubernetes API")
-    return platform.kube
+    return kube
 
 
 async def org_agent(
@@ -95,14 +97,24 @@ async def org_agent(
 
 
 class AgentCommands:
-    """Sends signed commands to agents with the platform's HTTP client."""
+    """Sends signed commands to agents with the platform's HTTP client; built once by the
+    app."""
 
-    def __init__(self, platform: Platform) -> None:
-        self._platform = platform
+    def __init__(
+        self,
+        settings: Settings,
+        kube: KubeClient | None,
+        callback_key: CallbackKey,
+        http: httpx.AsyncClient | None,
+    ) -> None:
+        self._settings = settings
+        self._kube = kube
+        self._callback_key = callback_key
+        self._http = http
 
     def endpoint(self, target: AgentTarget) -> str:
         """The agent's base URL, or AgentUnreachable when it has none yet."""
-        url = endpoint_override(self._platform.settings, target.agent_id) or str(
+        url = endpoint_override(self._settings, target.agent_id) or str(
             (target.instance.get("status") or {}).get("endpoint") or ""
         )
         if not url:  # not provisioned yet is a state, not a gateway failure
@@ -111,8 +123,8 @@ class AgentCommands:
 
     async def secret(self, target: AgentTarget) -> str:
         """The agent's callback secret, derived from the installation's master key."""
-        kube = require_kube(self._platform, "signing a command")
-        master = await self._platform.callback_key.get(kube)
+        kube = require_kube(self._kube, "signing a command")
+        master = await self._callback_key.get(kube)
         if master is None:
             raise AgentUnreachable(
                 "no callback key: the operator has not run", agent=target.agent_id
@@ -136,7 +148,7 @@ class AgentCommands:
         return raw, headers
 
     def _client(self, target: AgentTarget) -> httpx.AsyncClient:
-        client = self._platform.http
+        client = self._http
         if client is None:
             raise AgentUnreachable(
                 "the platform's HTTP client is not running", agent=target.agent_id
@@ -159,7 +171,7 @@ class AgentCommands:
                 url,
                 content=raw,
                 headers=headers,
-                timeout=self._platform.settings.agent_timeout_seconds,
+                timeout=self._settings.agent_timeout_seconds,
             )
         except httpx.HTTPError as exc:
             raise AgentUnreachable(
@@ -181,7 +193,7 @@ class AgentCommands:
         url = f"{self.endpoint(target)}{path}"
         raw, headers = await self._request(target, payload, None)
         headers["Accept"] = "text/event-stream"
-        timeout = self._platform.settings.agent_timeout_seconds
+        timeout = self._settings.agent_timeout_seconds
         try:
             async with self._client(target).stream(
                 "POST", url, content=raw, headers=headers, timeout=timeout
@@ -209,3 +221,8 @@ def _refused(target: AgentTarget, status: int, content: bytes) -> AgentRefused:
         agentCode=code,
         agentStatus=str(status),
     )
+
+
+COMMANDS: Slot[AgentCommands] = Slot("commands")
+Commands = Annotated[AgentCommands, Depends(COMMANDS)]
+"""The platform's signed commands to its agents."""

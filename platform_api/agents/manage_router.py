@@ -15,7 +15,7 @@ from platform_api.auth.dependencies import require_in_org
 from platform_api.db import Session
 from platform_api.errors import error_responses
 from platform_api.floor.principal import OrgScope
-from platform_api.state import PlatformDep
+from platform_api.state import MaybeKube
 
 router = APIRouter(prefix="/orgs/{org_id}/agents", tags=["agents"])
 
@@ -35,8 +35,8 @@ HEALTH = (
     description=f"Capability `agents.manage`. {HEALTH}",
     responses=error_responses(401, 403, 404, 422, 503),
 )
-async def list_agents(session: Session, platform: PlatformDep, scope: Manager) -> list[AgentRead]:
-    kube = require_kube(platform, "listing agents")
+async def list_agents(session: Session, maybe_kube: MaybeKube, scope: Manager) -> list[AgentRead]:
+    kube = require_kube(maybe_kube, "listing agents")
     org = await manage.org_of(session, scope.org_id)
     return await manage.list_agents(session, kube, org)
 
@@ -52,9 +52,9 @@ async def list_agents(session: Session, platform: PlatformDep, scope: Manager) -
     responses=error_responses(401, 403, 404, 409, 422, 503, codes=INVALID),
 )
 async def create_agent(
-    body: AgentCreate, session: Session, platform: PlatformDep, scope: Manager
+    body: AgentCreate, session: Session, maybe_kube: MaybeKube, scope: Manager
 ) -> AgentRead:
-    kube = require_kube(platform, "creating an agent")
+    kube = require_kube(maybe_kube, "creating an agent")
     org = await manage.org_of(session, scope.org_id)
     return await manage.create_agent(session, kube, org, scope.principal.username, body)
 
@@ -66,9 +66,9 @@ async def create_agent(
     responses=error_responses(401, 403, 404, 422, 503),
 )
 async def get_agent(
-    session: Session, platform: PlatformDep, scope: Manager, name: Name
+    session: Session, maybe_kube: MaybeKube, scope: Manager, name: Name
 ) -> AgentRead:
-    kube = require_kube(platform, "reading an agent")
+    kube = require_kube(maybe_kube, "reading an agent")
     org = await manage.org_of(session, scope.org_id)
     return await manage.get_agent(session, kube, org, name)
 
@@ -83,9 +83,9 @@ async def get_agent(
     responses=error_responses(401, 403, 404, 409, 422, 503, codes=INVALID),
 )
 async def update_agent(
-    body: AgentPatch, session: Session, platform: PlatformDep, scope: Manager, name: Name
+    body: AgentPatch, session: Session, maybe_kube: MaybeKube, scope: Manager, name: Name
 ) -> AgentRead:
-    kube = require_kube(platform, "changing an agent")
+    kube = require_kube(maybe_kube, "changing an agent")
     org = await manage.org_of(session, scope.org_id)
     return await manage.update_agent(session, kube, org, scope.principal.username, name, body)
 
@@ -100,9 +100,9 @@ async def update_agent(
     responses=error_responses(401, 403, 404, 422, 503),
 )
 async def delete_agent(
-    session: Session, platform: PlatformDep, scope: Manager, name: Name
+    session: Session, maybe_kube: MaybeKube, scope: Manager, name: Name
 ) -> Response:
-    kube = require_kube(platform, "deleting an agent")
+    kube = require_kube(maybe_kube, "deleting an agent")
     org = await manage.org_of(session, scope.org_id)
     await manage.delete_agent(session, kube, org, scope.principal.username, name)
     return Response(status_code=204)

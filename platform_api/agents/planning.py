@@ -25,10 +25,13 @@ makes them a requester of the agent's unvouched tasks (`tasks.requester.is_reque
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any
 
+from fastapi import Depends
 from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from humanwork_core import tracing
 from humanwork_core.requester import REQUESTER_ANNOTATION, may_bind, plan_request_id
@@ -39,7 +42,7 @@ from platform_api.db import Session, release
 from platform_api.floor.audit.service import record
 from platform_api.floor.principal import OrgScope
 from platform_api.kube.client import KubeClient, KubeError, KubeNotFound
-from platform_api.state import Platform
+from platform_api.slots import Slot
 
 
 class PlanRequest(BaseModel):
@@ -74,9 +77,37 @@ class PlannedTask(BaseModel):
     steps: list[dict[str, Any]]
 
 
+CorrectionsOf = Callable[[AsyncSession, uuid.UUID], Awaitable[list[dict[str, Any]]]]
+"""The org's corrections for an agent command (session, org id) -> payload."""
+
+ConfirmationsOf = Callable[[AsyncSession, KubeClient, uuid.UUID, str, str], Awaitable[bool]]
+"""Records the client confirmations a task needs (session, kube, org id, namespace, task
+name) -> written."""
+
+
+@dataclass(frozen=True)
+class Planner:
+    """What asking an agent for a plan uses; built once by the app."""
+
+    sessions: async_sessionmaker[AsyncSession]
+    kube: KubeClient | None
+    commands: AgentCommands
+    corrections_of: CorrectionsOf | None = None
+    """The org's newest corrections as a command carries them
+    (`corrections.service.chat_payload`): a plan command carries them too."""
+    confirmations_of: ConfirmationsOf | None = None
+    """Called once the platform bound a task's requester: records which of its steps the
+    initiating client must confirm (`confirmations.service.require_quietly`)."""
+
+
+PLANNER: Slot[Planner] = Slot("planner")
+PlannerDep = Annotated[Planner, Depends(PLANNER)]
+"""Asking an org's agent for a plan."""
+
+
 async def request_plan(
     session: Session,
-    platform: Platform,
+    planner: Planner,
     scope: OrgScope,
     target: AgentTarget,
     body: PlanRequest,
@@ -93,7 +124,7 @@ async def request_plan(
     attributes = {"humanwork.org.id": str(target.org.id), "humanwork.agent": target.name}
     with tracing.span("humanwork.plan_request", attributes, kind="server") as current:
         planned = await _request_plan(
-            session, platform, scope, target, body, idempotency_key, annotations, details
+            session, planner, scope, target, body, idempotency_key, annotations, details
         )
         tracing.annotate(current, {"humanwork.task": planned.id})
         return planned
@@ -101,7 +132,7 @@ async def request_plan(
 
 async def _request_plan(
     session: Session,
-    platform: Platform,
+    planner: Planner,
     scope: OrgScope,
     target: AgentTarget,
     body: PlanRequest,
@@ -109,16 +140,16 @@ async def _request_plan(
     annotations: Mapping[str, str] | None,
     details: Mapping[str, Any] | None,
 ) -> PlannedTask:
-    kube = require_kube(platform, "asking an agent")
+    kube = require_kube(planner.kube, "asking an agent")
     org, name = target.org, target.name
     requester = scope.principal.username
     request_id = plan_request_id(str(org.id), name, requester, idempotency_key)
     await release(session)  # the binding takes a transaction of its own: hold none meanwhile
-    await bind_before_asking(platform.sessions, org.id, name, requester, request_id)
+    await bind_before_asking(planner.sessions, org.id, name, requester, request_id)
     command = plan_command(body, requester, request_id)
-    if platform.org_corrections is not None:  # plans learn from corrections too
-        command["corrections"] = await platform.org_corrections(session, org.id)
-    planned = await AgentCommands(platform).send(target, "/v1/tasks", command, idempotency_key)
+    if planner.corrections_of is not None:  # plans learn from corrections too
+        command["corrections"] = await planner.corrections_of(session, org.id)
+    planned = await planner.commands.send(target, "/v1/tasks", command, idempotency_key)
     task_id = f"{org.namespace}/{planned.get('name')}"
     bound = await bind_requester(
         kube,
@@ -131,8 +162,8 @@ async def _request_plan(
     )
     if bound:
         await mark_bound(session, request_id, str(planned.get("name")))
-        if platform.require_confirmations is not None:  # the client confirms its high stakes
-            await platform.require_confirmations(
+        if planner.confirmations_of is not None:  # the client confirms its high stakes
+            await planner.confirmations_of(
                 session, kube, org.id, org.namespace, str(planned.get("name"))
             )
     await record(

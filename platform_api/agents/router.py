@@ -22,13 +22,13 @@ from pydantic import BaseModel, Field
 
 from humanwork_core import keys
 from platform_api.agents.commands import org_agent, require_kube
-from platform_api.agents.planning import PlannedTask, PlanRequest, request_plan
+from platform_api.agents.planning import PlannedTask, PlannerDep, PlanRequest, request_plan
 from platform_api.auth.dependencies import require_in_org
 from platform_api.db import Session
 from platform_api.errors import error_responses
 from platform_api.floor.audit.service import record
 from platform_api.floor.principal import OrgScope
-from platform_api.state import PlatformDep
+from platform_api.state import MaybeKube
 
 router = APIRouter(prefix="/orgs/{org_id}/agents", tags=["agents"])
 
@@ -73,16 +73,16 @@ class RevokedToken(BaseModel):
 async def plan_task(
     body: PlanRequest,
     session: Session,
-    platform: PlatformDep,
+    kube: MaybeKube,
+    planner: PlannerDep,
     scope: Annotated[OrgScope, require_in_org("run.control")],
     name: Annotated[str, Path(max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")],
     idempotency_key: Annotated[
         str | None, Header(alias="Idempotency-Key", min_length=1, max_length=128)
     ] = None,
 ) -> PlannedTask:
-    kube = require_kube(platform, "asking an agent")
-    target = await org_agent(session, kube, scope.org_id, name)
-    return await request_plan(session, platform, scope, target, body, idempotency_key)
+    target = await org_agent(session, require_kube(kube, "asking an agent"), scope.org_id, name)
+    return await request_plan(session, planner, scope, target, body, idempotency_key)
 
 
 @router.post(
@@ -98,11 +98,11 @@ async def plan_task(
 )
 async def revoke_token(
     session: Session,
-    platform: PlatformDep,
+    maybe_kube: MaybeKube,
     scope: Annotated[OrgScope, require_in_org("agents.manage")],
     name: Annotated[str, Path(max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")],
 ) -> RevokedToken:
-    kube = require_kube(platform, "revoking a token")
+    kube = require_kube(maybe_kube, "revoking a token")
     target = await org_agent(session, kube, scope.org_id, name)
     org, instance = target.org, target.instance
     now = datetime.now(UTC)

@@ -32,7 +32,8 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from platform_api.db import Session, abandon
+from platform_api.auth.tokens import Tokens
+from platform_api.db import Session, Sessions, abandon
 from platform_api.errors import Forbidden, NotFound, Unauthenticated
 from platform_api.floor.accounts import UserRepository
 from platform_api.floor.audit.service import record_detached
@@ -40,7 +41,6 @@ from platform_api.floor.capabilities import declare
 from platform_api.floor.principal import OrgScope, Principal
 from platform_api.models import Org, User
 from platform_api.openapi import PLATFORM_ADMIN, mark
-from platform_api.state import PlatformDep
 
 bearer = HTTPBearer(auto_error=False, description="a JWT from POST /auth/token or the OIDC issuer")
 
@@ -60,13 +60,13 @@ class PlatformAdminRequired(Forbidden):
 
 async def get_principal(
     session: Session,
-    platform: PlatformDep,
+    tokens: Tokens,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> Principal:
     """The authenticated caller; 401 `unauthenticated` otherwise."""
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise Unauthenticated("a bearer token is required")
-    identity = await platform.tokens.verify(credentials.credentials)
+    identity = await tokens.verify(credentials.credentials)
     if identity.username is not None:
         where = User.username == identity.username
     else:
@@ -85,7 +85,7 @@ CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
 
 
 async def _deny(
-    platform: PlatformDep,
+    sessions: Sessions,
     request: Request,
     principal: Principal,
     capability: str,
@@ -93,7 +93,7 @@ async def _deny(
 ) -> Forbidden:
     await abandon(request)
     await record_detached(
-        platform.sessions,
+        sessions,
         actor=principal.username,
         action="access.denied",
         target=f"{request.method} {request.url.path}",
@@ -109,11 +109,9 @@ def require(capability: str) -> Any:
     of no org sees nothing: its view is empty)."""
     declare(capability)
 
-    async def check(
-        request: Request, principal: CurrentPrincipal, platform: PlatformDep
-    ) -> Principal:
+    async def check(request: Request, principal: CurrentPrincipal, sessions: Sessions) -> Principal:
         if principal.grants and not principal.can(capability):
-            raise await _deny(platform, request, principal, capability, None)
+            raise await _deny(sessions, request, principal, capability, None)
         return principal.holding(capability)
 
     check.__name__ = f"require_{capability.replace('.', '_')}"
@@ -128,7 +126,7 @@ async def _member_scope(
     request: Request,
     org_id: uuid.UUID,
     principal: Principal,
-    platform: PlatformDep,
+    sessions: Sessions,
     capabilities: tuple[str, ...],
 ) -> OrgScope:
     """The one org-scope check behind every `/orgs/{org_id}` dependency: 404 unless the
@@ -138,7 +136,7 @@ async def _member_scope(
     if org_id not in principal.org_ids:
         await abandon(request)
         await record_detached(
-            platform.sessions,
+            sessions,
             actor=principal.username,
             action="access.denied",
             target=f"{request.method} {request.url.path}",
@@ -147,7 +145,7 @@ async def _member_scope(
         )
         raise NotFound("no such org")
     if not any(principal.can_in(org_id, c) for c in capabilities):
-        raise await _deny(platform, request, principal.in_org(org_id), named, org_id)
+        raise await _deny(sessions, request, principal.in_org(org_id), named, org_id)
     return OrgScope(principal.in_org(org_id), org_id)
 
 
@@ -157,9 +155,9 @@ def _in_org(prefix: str, capabilities: tuple[str, ...]) -> Any:
         declare(capability)
 
     async def check(
-        request: Request, org_id: uuid.UUID, principal: CurrentPrincipal, platform: PlatformDep
+        request: Request, org_id: uuid.UUID, principal: CurrentPrincipal, sessions: Sessions
     ) -> OrgScope:
-        return await _member_scope(request, org_id, principal, platform, capabilities)
+        return await _member_scope(request, org_id, principal, sessions, capabilities)
 
     check.__name__ = _dependency_name(prefix, capabilities)
     return Depends(mark(check, capabilities))
@@ -189,10 +187,10 @@ def require_in_org_or_platform_admin(capability: str) -> Any:
         org_id: uuid.UUID,
         session: Session,
         principal: CurrentPrincipal,
-        platform: PlatformDep,
+        sessions: Sessions,
     ) -> OrgScope:
         if not principal.platform_admin or principal.can_in(org_id, capability):
-            return await _member_scope(request, org_id, principal, platform, (capability,))
+            return await _member_scope(request, org_id, principal, sessions, (capability,))
         if await session.get(Org, org_id) is None:
             raise NotFound("no such org")
         return OrgScope(principal.in_org(org_id), org_id)
@@ -205,12 +203,10 @@ def require_platform_admin() -> Any:
     """A dependency answering the caller when it is a platform administrator; 403
     `platform_admin_required` otherwise (audited)."""
 
-    async def check(
-        request: Request, principal: CurrentPrincipal, platform: PlatformDep
-    ) -> Principal:
+    async def check(request: Request, principal: CurrentPrincipal, sessions: Sessions) -> Principal:
         if not principal.platform_admin:
             await record_detached(
-                platform.sessions,
+                sessions,
                 actor=principal.username,
                 action="access.denied",
                 target=f"{request.method} {request.url.path}",
@@ -225,7 +221,7 @@ def require_platform_admin() -> Any:
 async def ensure_capability(
     request: Request,
     principal: Principal,
-    platform: PlatformDep,
+    sessions: Sessions,
     capability: str,
     org_id: uuid.UUID | None = None,
 ) -> None:
@@ -234,4 +230,4 @@ async def ensure_capability(
     any org in view when None) holds `capability`."""
     allowed = principal.can(capability) if org_id is None else principal.can_in(org_id, capability)
     if not allowed:
-        raise await _deny(platform, request, principal, capability, org_id)
+        raise await _deny(sessions, request, principal, capability, org_id)

@@ -6,8 +6,10 @@ from fastapi import APIRouter, Request
 
 from platform_api.auth import service
 from platform_api.auth.schemas import TokenRequest, TokenResponse
+from platform_api.auth.signin import Logins
+from platform_api.auth.tokens import Tokens
+from platform_api.db import Sessions
 from platform_api.errors import error_responses
-from platform_api.state import PlatformDep
 
 router = APIRouter(prefix="/auth", tags=["auth"])
 
@@ -28,14 +30,16 @@ router = APIRouter(prefix="/auth", tags=["auth"])
         401, 422, 429, codes={429: ("login_throttled", "too many failed logins")}
     ),
 )
-async def issue_token(body: TokenRequest, request: Request, platform: PlatformDep) -> TokenResponse:
+async def issue_token(
+    body: TokenRequest, request: Request, logins: Logins, sessions: Sessions, tokens: Tokens
+) -> TokenResponse:
     # no request session: the sign-in takes one connection at a time (auth.service)
     issued = await service.login(
-        platform.logins,
-        platform.sessions,
-        platform.tokens,
+        logins,
+        sessions,
+        tokens,
         body.username,
         body.password.get_secret_value(),
-        platform.logins.proxies.client_of(request),
+        logins.proxies.client_of(request),
     )
     return TokenResponse(access_token=issued.token, expires_at=issued.expires_at)

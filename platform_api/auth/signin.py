@@ -5,11 +5,15 @@ from the settings."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends
 
 from platform_api.auth.clients import TrustedProxies
 from platform_api.auth.passwords import PasswordChecker
 from platform_api.auth.throttle import Limits, LoginThrottle
 from platform_api.settings import Settings
+from platform_api.slots import Slot
 
 
 @dataclass
@@ -38,3 +42,8 @@ class SignIn:
     def close(self) -> None:
         """Stop the password threads."""
         self.passwords.close()
+
+
+LOGINS: Slot[SignIn] = Slot("logins")
+Logins = Annotated[SignIn, Depends(LOGINS)]
+"""The sign-in's failure throttle, password threads and trusted proxies."""

@@ -17,12 +17,14 @@ import secrets
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Annotated, Any
 
 import jwt
+from fastapi import Depends
 
 from platform_api.errors import Unauthenticated
 from platform_api.settings import Settings
+from platform_api.slots import Slot
 
 log = logging.getLogger(__name__)
 
@@ -135,3 +137,8 @@ class TokenService:
             options={"require": REQUIRED_CLAIMS},
         )
         return claims
+
+
+TOKENS: Slot[TokenService] = Slot("tokens")
+Tokens = Annotated[TokenService, Depends(TOKENS)]
+"""The token service (issues and checks the platform's tokens)."""

@@ -32,13 +32,13 @@ from platform_api.conversations.schemas import (
 from platform_api.conversations.service import MANAGE, PARTICIPATE, READ_ALL
 from platform_api.conversations.stream import ConversationStream
 from platform_api.conversations.taskview import ClientTasks
-from platform_api.db import Session, release
+from platform_api.db import Session, Sessions, release
 from platform_api.deactivation.repository import ensure_active
 from platform_api.errors import NotFound, error_responses
 from platform_api.floor.principal import OrgScope, Principal
 from platform_api.models import Message
 from platform_api.notify.stream import serve
-from platform_api.state import PlatformDep
+from platform_api.state import AppSettings, MaybeKube
 
 router = APIRouter(tags=["conversations"])
 
@@ -159,9 +159,9 @@ async def add_note(
     responses=error_responses(401, 403, 404, 422),
 )
 async def conversation_tasks(
-    session: Session, platform: PlatformDep, scope: Reader, conversation_id: Cid
+    session: Session, kube: MaybeKube, scope: Reader, conversation_id: Cid
 ) -> ClientTasks:
-    return await service.conversation_tasks(session, platform.kube, scope, conversation_id)
+    return await service.conversation_tasks(session, kube, scope, conversation_id)
 
 
 @router.get(
@@ -181,7 +181,9 @@ async def conversation_tasks(
 async def conversation_events(
     request: Request,
     session: Session,
-    platform: PlatformDep,
+    sessions: Sessions,
+    settings: AppSettings,
+    kube: MaybeKube,
     scope: Reader,
     conversation_id: Cid,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=64)] = None,
@@ -189,9 +191,7 @@ async def conversation_events(
     view = await service.visibility(session, scope)
     await service.visible(session, view, conversation_id)
     await release(session)  # the stream reads in sessions of its own: hold none meanwhile
-    stream = ConversationStream(
-        platform.sessions, platform.settings, platform.kube, view, conversation_id
-    )
+    stream = ConversationStream(sessions, settings, kube, view, conversation_id)
     start = await stream.start(last_event_id)
 
     async def body() -> AsyncIterator[bytes]:

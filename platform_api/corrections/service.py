@@ -20,16 +20,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from humanwork_core.resources import AgenticTask, Verdict
 from platform_api.agents.commands import AgentCommands, AgentTarget
 from platform_api.corrections.repository import CorrectionRepository
 from platform_api.errors import PlatformError
 from platform_api.floor.audit.service import record
-from platform_api.kube.client import KubeError
+from platform_api.kube.client import KubeClient, KubeError
 from platform_api.models import ExpertCorrection, Org
-from platform_api.state import Platform
 
 log = logging.getLogger(__name__)
 
@@ -109,17 +108,21 @@ async def chat_payload(session: AsyncSession, org_id: uuid.UUID) -> list[dict[st
     return [to_command(c) for c in rows]
 
 
-async def push(platform: Platform, org: Org, corrections: list[ExpertCorrection]) -> list[str]:
+async def push(
+    commands: AgentCommands,
+    kube: KubeClient | None,
+    org: Org,
+    corrections: list[ExpertCorrection],
+) -> list[str]:
     """Send `corrections` to every agent of `org`; the agents that took them (an agent
     that cannot be reached gets them with its next chat command)."""
-    if not corrections or platform.kube is None:
+    if not corrections or kube is None:
         return []
     try:
-        instances = await platform.kube.list_agent_instances(org.namespace)
+        instances = await kube.list_agent_instances(org.namespace)
     except KubeError as exc:
         log.warning("cannot list the agents of %s: %s", org.namespace, exc.reason)
         return []
-    commands = AgentCommands(platform)
     payload = {"corrections": [to_command(c) for c in corrections]}
     reached = []
     for instance in instances:
@@ -138,24 +141,20 @@ async def push(platform: Platform, org: Org, corrections: list[ExpertCorrection]
 @dataclass
 class CorrectionPusher:
     """Pushes corrections made while deciding a step to the org's agents, in the
-    background (a decision does not wait for its agents); its `platform` is set once the
-    platform is built."""
+    background (a decision does not wait for its agents)."""
 
-    platform: Platform | None = None
+    sessions: async_sessionmaker[AsyncSession]
+    kube: KubeClient | None
+    commands: AgentCommands
     _running: set[asyncio.Task[list[str]]] = field(default_factory=set)
 
     def soon(self, org_id: uuid.UUID, corrections: list[ExpertCorrection]) -> None:
         """Push `corrections` of `org_id` after this moment."""
-        if self.platform is None:
-            return
-        task = asyncio.create_task(self._push(self.platform, org_id, corrections))
+        task = asyncio.create_task(self._push(org_id, corrections))
         self._running.add(task)
         task.add_done_callback(self._running.discard)
 
-    @staticmethod
-    async def _push(
-        platform: Platform, org_id: uuid.UUID, corrections: list[ExpertCorrection]
-    ) -> list[str]:
-        async with platform.sessions() as session:
+    async def _push(self, org_id: uuid.UUID, corrections: list[ExpertCorrection]) -> list[str]:
+        async with self.sessions() as session:
             org = await session.get(Org, org_id)
-        return [] if org is None else await push(platform, org, corrections)
+        return [] if org is None else await push(self.commands, self.kube, org, corrections)

@@ -20,11 +20,13 @@ from typing import Any, TypeVar
 
 from fastapi import Request
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from platform_api.auth.dependencies import bearer, get_principal
+from platform_api.auth.tokens import Tokens, TokenService
+from platform_api.db import Engine, Sessions
 from platform_api.errors import OrgDeactivated, Unauthenticated
 from platform_api.models import Org
-from platform_api.state import Platform, platform_of
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 LIFECYCLE_PATHS = ("/deactivate", "/reactivate")
@@ -43,7 +45,7 @@ def checks_activity_itself(endpoint: Endpoint) -> Endpoint:
 
 
 async def _deactivated_org(
-    platform: Platform, org_id: str | None, namespace: str | None
+    engine: AsyncEngine, org_id: str | None, namespace: str | None
 ) -> uuid.UUID | None:
     """The id of the deactivated org the path names, or None."""
     query = select(Org.id).where(Org.deactivated_at.is_not(None))
@@ -55,26 +57,33 @@ async def _deactivated_org(
     else:
         query = query.where(Org.namespace == namespace)
     # one read outside a transaction: no BEGIN and ROLLBACK round trips around it
-    async with platform.engine.connect() as conn:
+    async with engine.connect() as conn:
         autocommit = await conn.execution_options(isolation_level="AUTOCOMMIT")
         found: uuid.UUID | None = await autocommit.scalar(query)
         return found
 
 
-async def _member(request: Request, platform: Platform, org_id: uuid.UUID) -> bool:
+async def _member(
+    request: Request,
+    sessions: async_sessionmaker[AsyncSession],
+    tokens: TokenService,
+    org_id: uuid.UUID,
+) -> bool:
     """Whether the caller is an authenticated member of `org_id`."""
     credentials = await bearer(request)
     if credentials is None:
         return False
-    async with platform.sessions() as session:
+    async with sessions() as session:
         try:
-            principal = await get_principal(session, platform, credentials)
+            principal = await get_principal(session, tokens, credentials)
         except Unauthenticated:
             return False
     return org_id in principal.org_ids
 
 
-async def refuse_work_of_deactivated_orgs(request: Request) -> None:
+async def refuse_work_of_deactivated_orgs(
+    request: Request, engine: Engine, sessions: Sessions, tokens: Tokens
+) -> None:
     """409 `org_deactivated` for a member's change to a deactivated org (see the module
     docstring)."""
     if request.method in SAFE_METHODS or request.url.path.endswith(LIFECYCLE_PATHS):
@@ -84,11 +93,10 @@ async def refuse_work_of_deactivated_orgs(request: Request) -> None:
     org_id, namespace = request.path_params.get("org_id"), request.path_params.get("namespace")
     if org_id is None and namespace is None:
         return
-    platform = platform_of(request)  # only now: reads need no platform state
     found = await _deactivated_org(
-        platform,
+        engine,
         None if org_id is None else str(org_id),
         None if namespace is None else str(namespace),
     )
-    if found is not None and await _member(request, platform, found):
+    if found is not None and await _member(request, sessions, tokens, found):
         raise OrgDeactivated("the org is deactivated: it takes no new work")

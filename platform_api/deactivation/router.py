@@ -16,12 +16,12 @@ from platform_api.auth.dependencies import (
     require_in_org_or_platform_admin,
     require_platform_admin,
 )
-from platform_api.db import Session, release
+from platform_api.db import Session, Sessions, release
 from platform_api.deactivation import service
 from platform_api.deactivation.schemas import DeactivateBody, OrgLifecycle, ReactivateBody
 from platform_api.errors import error_responses
 from platform_api.floor.principal import OrgScope, Principal
-from platform_api.state import PlatformDep
+from platform_api.state import MaybeKube
 
 router = APIRouter(prefix="/orgs/{org_id}", tags=["orgs"])
 Admin = Annotated[OrgScope, require_in_org_or_platform_admin("orgs.manage")]
@@ -42,17 +42,16 @@ PlatformAdmin = Annotated[Principal, require_platform_admin()]
 )
 async def deactivate(
     session: Session,
-    platform: PlatformDep,
+    sessions: Sessions,
+    maybe_kube: MaybeKube,
     scope: Admin,
     body: DeactivateBody | None = None,
 ) -> OrgLifecycle:
-    kube = require_kube(platform, "deactivating an org")
+    kube = require_kube(maybe_kube, "deactivating an org")
     org = await org_of(session, scope.org_id)
     reason = (body or DeactivateBody()).reason
     await release(session)  # the mark takes a transaction of its own: hold none meanwhile
-    return await service.deactivate(
-        session, platform.sessions, kube, org, scope.principal.username, reason
-    )
+    return await service.deactivate(session, sessions, kube, org, scope.principal.username, reason)
 
 
 @router.post(
@@ -69,10 +68,10 @@ async def deactivate(
 async def reactivate(
     org_id: uuid.UUID,
     session: Session,
-    platform: PlatformDep,
+    maybe_kube: MaybeKube,
     admin: PlatformAdmin,
     body: ReactivateBody | None = None,
 ) -> OrgLifecycle:
     org = await org_of(session, org_id)
     restore = (body or ReactivateBody()).restoreAgents
-    return await service.reactivate(session, platform.kube, org, admin.username, restore)
+    return await service.reactivate(session, maybe_kube, org, admin.username, restore)

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from sqlalchemy.ext.asyncio import AsyncSession
+import httpx
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from platform_api.agents.commands import AgentCommands, AgentTarget, org_agent, require_kube
-from platform_api.agents.planning import bind_requester
+from platform_api.agents.planning import ConfirmationsOf, bind_requester
+from platform_api.kube.client import KubeClient
 from platform_api.models import Org
 from platform_api.routing.llm import LlmRouter
 from platform_api.routing.service import choose, org_candidates
-from platform_api.state import Platform
+from platform_api.settings import Settings
 
 
 class AgentPort(Protocol):
@@ -45,12 +47,21 @@ class AgentPort(Protocol):
 class KubeAgents:
     """The org's agents as the platform reaches them."""
 
-    def __init__(self, platform: Platform) -> None:
-        self._platform = platform
+    def __init__(
+        self,
+        settings: Settings,
+        kube: KubeClient | None,
+        sessions: async_sessionmaker[AsyncSession],
+        commands: AgentCommands,
+        http: httpx.AsyncClient | None,
+        confirmations_of: ConfirmationsOf | None,
+    ) -> None:
+        self._settings, self._kube, self._sessions = settings, kube, sessions
+        self._commands, self._http, self._confirmations_of = commands, http, confirmations_of
 
     async def target(self, session: AsyncSession, org: Org, request: str) -> AgentTarget:
-        kube = require_kube(self._platform, "dispatching a client message")
-        settings, http = self._platform.settings, self._platform.http
+        kube = require_kube(self._kube, "dispatching a client message")
+        settings, http = self._settings, self._http
         llm = LlmRouter(settings, http) if settings.router_llm_base_url and http else None
         choice = await choose(request, await org_candidates(kube, org), llm)
         return await org_agent(session, kube, org.id, choice.agent)
@@ -62,17 +73,17 @@ class KubeAgents:
         payload: dict[str, Any],
         idempotency_key: str | None = None,
     ) -> dict[str, Any]:
-        return await AgentCommands(self._platform).send(target, path, payload, idempotency_key)
+        return await self._commands.send(target, path, payload, idempotency_key)
 
     async def bind(self, target: AgentTarget, task: str, request_id: str, requester: str) -> bool:
         """Bind the client, then record the steps it must confirm (as a plan request
         through `agents.planning` does); the proxy refuses them unconfirmed either way."""
-        kube = require_kube(self._platform, "binding a requester")
+        kube = require_kube(self._kube, "binding a requester")
         bound = await bind_requester(
             kube, target.org.namespace, task, target.name, request_id, requester
         )
-        confirmations = self._platform.require_confirmations
+        confirmations = self._confirmations_of
         if bound and confirmations is not None:
-            async with self._platform.sessions() as session, session.begin():
+            async with self._sessions() as session, session.begin():
                 await confirmations(session, kube, target.org.id, target.org.namespace, task)
         return bound

@@ -13,8 +13,9 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from platform_api.backup.marker import last_restore
+from platform_api.db import Engine, Sessions
 from platform_api.errors import Unavailable, error_responses
-from platform_api.state import PlatformDep
+from platform_api.state import Metrics
 
 router = APIRouter(tags=["health"])
 
@@ -52,11 +53,11 @@ class Health(BaseModel):
     description="No authentication. 503 `unavailable` when the database does not answer.",
     responses=error_responses(503),
 )
-async def healthz(platform: PlatformDep) -> Health:
+async def healthz(engine: Engine, sessions: Sessions, metrics: Metrics) -> Health:
     try:
-        async with platform.engine.connect() as conn:
+        async with engine.connect() as conn:
             await conn.execute(text("SELECT 1"))
-        async with platform.sessions() as session:
+        async with sessions() as session:
             restored = await last_restore(session)
     except (SQLAlchemyError, OSError):
         raise Unavailable("database unreachable") from None
@@ -68,5 +69,5 @@ async def healthz(platform: PlatformDep) -> Health:
             behind=bool(restored.get("behind")),
             chains_behind=dict(restored.get("chains_behind") or {}),
         )
-    platform.metrics.restored_behind.set(1 if restore is not None and restore.behind else 0)
+    metrics.restored_behind.set(1 if restore is not None and restore.behind else 0)
     return Health(status="ok", database="ok", restore=restore)

@@ -32,7 +32,9 @@ import uuid
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Annotated
 
+from fastapi import Depends
 from pydantic import ValidationError
 
 from humanwork_core import taskflow
@@ -41,6 +43,7 @@ from humanwork_core.requester import requester_of
 from humanwork_core.resources import AgenticTask, ExecutionState, Step, StepState, TaskPhase
 from platform_api.human_tasks.schemas import HumanTask
 from platform_api.kube.client import KubeClient, KubeError
+from platform_api.slots import Slot
 from platform_api.tasks.orgs import OrgDirectory
 
 log = logging.getLogger(__name__)
@@ -377,3 +380,8 @@ class DecisionIndex:
                 if exc.status != 410:
                     log.warning("the task watch failed (%s); listing again", exc.reason)
                     await asyncio.sleep(RETRY_SECONDS)
+
+
+DECISIONS: Slot[DecisionIndex | None] = Slot("decisions")
+Decisions = Annotated[DecisionIndex | None, Depends(DECISIONS)]
+"""The decision index fed by the watch, None without Kubernetes."""

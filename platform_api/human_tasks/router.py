@@ -25,14 +25,14 @@ from fastapi.responses import JSONResponse, Response
 from humanwork_core.resources import Verdict
 from platform_api.auth.dependencies import require
 from platform_api.bounds import Limit, Offset
-from platform_api.db import Session, release
+from platform_api.db import Session, Sessions, release
 from platform_api.deactivation.guard import checks_activity_itself
 from platform_api.errors import KubernetesUnavailable, NotFound, error_responses
 from platform_api.floor.capabilities import DECIDE
 from platform_api.floor.principal import Principal
 from platform_api.human_tasks import reply_items
 from platform_api.human_tasks import service as human_tasks
-from platform_api.human_tasks.index import DecisionIndex
+from platform_api.human_tasks.index import DecisionIndex, Decisions
 from platform_api.human_tasks.moves import StepAt
 from platform_api.human_tasks.reopen import ReopenBody, ReopenRead, reopen_expired
 from platform_api.human_tasks.resolve import ResolveBody, ResolveRead, resolve_unknown
@@ -45,7 +45,7 @@ from platform_api.human_tasks.schemas import (
     ResumeBody,
     ResumeRead,
 )
-from platform_api.state import Kube, PlatformDep
+from platform_api.state import AppSettings, Kube
 from platform_api.steps.http import (
     DECIDE_CODES,
     DECIDE_DESCRIPTION,
@@ -53,7 +53,7 @@ from platform_api.steps.http import (
     Name,
     Namespace,
 )
-from platform_api.tasks.decisions import Ballot
+from platform_api.tasks.decisions import Ballot, Decider
 
 router = APIRouter(prefix="/human-tasks", tags=["review queue"])
 
@@ -76,8 +76,7 @@ async def _expert_at(
 ExpertAt = Annotated[StepAt, Depends(_expert_at)]
 
 
-async def _synced(platform: PlatformDep) -> DecisionIndex:
-    index = platform.decisions
+async def _synced(index: DecisionIndex | None) -> DecisionIndex:
     if index is None:
         raise KubernetesUnavailable("no Kubernetes API is configured")
     try:
@@ -102,7 +101,8 @@ async def _synced(platform: PlatformDep) -> DecisionIndex:
     ),
 )
 async def list_human_tasks(
-    platform: PlatformDep,
+    decisions: Decisions,
+    settings: AppSettings,
     session: Session,
     principal: Annotated[Principal, require("tasks.read")],
     org_id: Annotated[uuid.UUID | None, Query(description="one of the caller's orgs")] = None,
@@ -111,10 +111,10 @@ async def list_human_tasks(
 ) -> Response:
     if org_id is not None and org_id not in principal.org_ids:
         raise NotFound("no such org")
-    index = await _synced(platform)
+    index = await _synced(decisions)
     now = datetime.now(UTC)
     chosen = principal.org_ids if org_id is None else {org_id}
-    near = timedelta(seconds=platform.settings.queue_near_deadline_seconds)
+    near = timedelta(seconds=settings.queue_near_deadline_seconds)
     items = index.page_json(chosen, now, offset=offset, limit=limit, near=near)
     pending = index.count(principal.org_ids, now)
     total = pending if org_id is None else index.count(chosen, now)
@@ -166,7 +166,8 @@ async def list_human_tasks(
 async def bulk_resume(
     body: BulkResumeBody,
     session: Session,
-    platform: PlatformDep,
+    sessions: Sessions,
+    decider: Decider,
     principal: Annotated[Principal, require(DECIDE)],
     kube: Kube,
     idempotency_key: Annotated[
@@ -174,7 +175,9 @@ async def bulk_resume(
     ] = None,
 ) -> JSONResponse:
     await release(session)  # each item takes a session of its own: hold none meanwhile
-    answer = await human_tasks.bulk_resume(platform, kube, principal, body, idempotency_key)
+    answer = await human_tasks.bulk_resume(
+        sessions, decider, kube, principal, body, idempotency_key
+    )
     return JSONResponse(answer)
 
 
@@ -198,7 +201,8 @@ async def get_human_task(
     name: Name,
     step_id: Annotated[str, Path(max_length=63)],
     session: Session,
-    platform: PlatformDep,
+    decisions: Decisions,
+    settings: AppSettings,
     principal: Annotated[Principal, require("tasks.read")],
     kube: Kube,
 ) -> HumanTaskDetail:
@@ -206,12 +210,12 @@ async def get_human_task(
         session,
         kube,
         principal,
-        platform.decisions,
+        decisions,
         namespace=namespace,
         name=name,
         step_id=step_id,
-        near=timedelta(seconds=platform.settings.queue_near_deadline_seconds),
-        claim_lease_seconds=platform.settings.tool_claim_lease_seconds,
+        near=timedelta(seconds=settings.queue_near_deadline_seconds),
+        claim_lease_seconds=settings.tool_claim_lease_seconds,
     )
 
 
@@ -234,7 +238,7 @@ async def resume(
     step_id: Annotated[str, Path(max_length=63)],
     body: ResumeBody,
     session: Session,
-    platform: PlatformDep,
+    decider: Decider,
     principal: Annotated[Principal, require(DECIDE)],
     kube: Kube,
     idempotency_key: Annotated[
@@ -254,7 +258,7 @@ async def resume(
         provided=body.content,
         selection=body.selection,
     )
-    outcome = await platform.decider.decide(session, kube, principal, ballot)
+    outcome = await decider.decide(session, kube, principal, ballot)
     assert outcome.recorded is not None  # decide recorded (or found) this key's decision
     return ResumeRead(
         id=f"{namespace}/{name}/{step_id}",
@@ -282,8 +286,8 @@ async def resume(
     "resolve its steps (403 `self_approval_forbidden`).",
     responses=error_responses(401, 403, 404, 409, 422, 503, codes=UNAVAILABLE),
 )
-async def resolve(at: ExpertAt, body: ResolveBody, platform: PlatformDep) -> ResolveRead:
-    return await resolve_unknown(at, body, platform.settings.tool_claim_lease_seconds)
+async def resolve(at: ExpertAt, body: ResolveBody, settings: AppSettings) -> ResolveRead:
+    return await resolve_unknown(at, body, settings.tool_claim_lease_seconds)
 
 
 # --- an expert retries a failed step ----------------------------------------------------

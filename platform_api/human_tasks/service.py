@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from humanwork_core import catalog, taskflow
 from humanwork_core.plandiff import plan_diff
@@ -50,8 +50,7 @@ from platform_api.human_tasks.unknown import unknown_outcome
 from platform_api.kube.client import KubeClient, KubeError
 from platform_api.models import AuditRecord
 from platform_api.orgs.repository import OrgRepository
-from platform_api.state import Platform
-from platform_api.tasks.decisions import Ballot
+from platform_api.tasks.decisions import Ballot, DecisionService
 from platform_api.tasks.orgs import OrgRef
 from platform_api.tasks.service import org_of_namespace, phase_of, read_or_archived
 
@@ -275,8 +274,10 @@ def item_key(username: str, batch_key: str, item_id: str) -> str:
     return f"bulk-{digest[:40]}"
 
 
-async def _stored(platform: Platform, username: str, key: str) -> AuditRecord | None:
-    async with platform.sessions() as session:
+async def _stored(
+    sessions: async_sessionmaker[AsyncSession], username: str, key: str
+) -> AuditRecord | None:
+    async with sessions() as session:
         found = await session.execute(
             select(AuditRecord)
             .where(
@@ -291,7 +292,8 @@ async def _stored(platform: Platform, username: str, key: str) -> AuditRecord | 
 
 
 async def _one(
-    platform: Platform,
+    sessions: async_sessionmaker[AsyncSession],
+    decider: DecisionService,
     kube: KubeClient,
     principal: Principal,
     body: BulkResumeBody,
@@ -301,19 +303,38 @@ async def _one(
 ) -> BulkItem:
     namespace, name, step_id = item_id.split("/", 2)
     try:
-        async with gate, platform.sessions() as session, session.begin():
+        async with gate, sessions() as session, session.begin():
             ballot = Ballot(
                 namespace, name, step_id, Verdict(body.action), body.feedback, None, key
             )
-            await platform.decider.decide(session, kube, principal, ballot)
+            await decider.decide(session, kube, principal, ballot)
     except (PlatformError, KubeError) as exc:
         error = from_core(exc)
         return BulkItem(id=item_id, ok=False, code=error.code, message=error.message)
     return BulkItem(id=item_id, ok=True)
 
 
+def _answer(results: list[BulkItem], idempotency_key: str | None) -> dict[str, Any]:
+    """The batch's answer (JSON): each item's result, the counts and the failures by code."""
+    failures: dict[str, list[str]] = {}
+    for item in results:
+        if not item.ok:
+            failures.setdefault(item.code or "error", []).append(item.id)
+    succeeded = sum(item.ok for item in results)
+    failed = len(results) - succeeded
+    return BulkResumeRead(
+        results=list(results),
+        succeeded=succeeded,
+        failed=failed,
+        summary=f"{succeeded} succeeded / {failed} failed",
+        failures=failures,
+        idempotency_key=idempotency_key,
+    ).model_dump(mode="json")
+
+
 async def bulk_resume(
-    platform: Platform,
+    sessions: async_sessionmaker[AsyncSession],
+    decider: DecisionService,
     kube: KubeClient,
     principal: Principal,
     body: BulkResumeBody,
@@ -322,7 +343,7 @@ async def bulk_resume(
     """Decide every item of `body` (see the module docstring); the answer's JSON."""
     digest = request_hash(body)
     if idempotency_key is not None:
-        stored = await _stored(platform, principal.username, idempotency_key)
+        stored = await _stored(sessions, principal.username, idempotency_key)
         if stored is not None:
             if stored.details.get("request_hash") != digest:
                 raise IdempotencyConflict(
@@ -338,23 +359,13 @@ async def bulk_resume(
         for item in body.ids
     }
     results = await asyncio.gather(
-        *(_one(platform, kube, principal, body, item, keys[item], gate) for item in body.ids)
+        *(
+            _one(sessions, decider, kube, principal, body, item, keys[item], gate)
+            for item in body.ids
+        )
     )
-    failures: dict[str, list[str]] = {}
-    for item in results:
-        if not item.ok:
-            failures.setdefault(item.code or "error", []).append(item.id)
-    succeeded = sum(item.ok for item in results)
-    failed = len(results) - succeeded
-    response = BulkResumeRead(
-        results=list(results),
-        succeeded=succeeded,
-        failed=failed,
-        summary=f"{succeeded} succeeded / {failed} failed",
-        failures=failures,
-        idempotency_key=idempotency_key,
-    ).model_dump(mode="json")
-    async with platform.sessions() as session, session.begin():
+    response = _answer(results, idempotency_key)
+    async with sessions() as session, session.begin():
         await record(
             session,
             actor=principal.username,

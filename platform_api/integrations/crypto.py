@@ -13,10 +13,13 @@ import binascii
 import os
 import uuid
 from dataclasses import dataclass
+from typing import Annotated
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from fastapi import Depends
 
 from platform_api.settings import Settings
+from platform_api.slots import Slot
 
 NONCE_LENGTH = 12
 
@@ -72,3 +75,8 @@ class CredentialCipher:
         return aead.decrypt(
             sealed.nonce, sealed.ciphertext, associated_data(org_id, integration_type)
         )
+
+
+CIPHER: Slot[CredentialCipher | None] = Slot("cipher")
+Cipher = Annotated[CredentialCipher | None, Depends(CIPHER)]
+"""The credential cipher, None when no key is configured."""

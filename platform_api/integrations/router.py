@@ -12,12 +12,13 @@ from platform_api.db import Session
 from platform_api.errors import error_responses
 from platform_api.floor.principal import OrgScope
 from platform_api.integrations import service
+from platform_api.integrations.crypto import Cipher
 from platform_api.integrations.schemas import (
     INTEGRATION_TYPE_PATTERN,
     IntegrationPut,
     IntegrationRead,
 )
-from platform_api.state import PlatformDep
+from platform_api.tools.upstreams.egress import EgressDep
 
 router = APIRouter(prefix="/orgs/{org_id}/integrations", tags=["integrations"])
 
@@ -64,13 +65,12 @@ async def list_integrations(
 async def put_integration(
     body: IntegrationPut,
     session: Session,
-    platform: PlatformDep,
+    cipher: Cipher,
+    egress: EgressDep,
     scope: Annotated[OrgScope, require_in_org("tools.manage")],
     integration_type: IntegrationType,
 ) -> IntegrationRead:
-    row = await service.put_credentials(
-        session, platform.cipher, scope, integration_type, body, platform.egress
-    )
+    row = await service.put_credentials(session, cipher, scope, integration_type, body, egress)
     return _read(row)
 
 

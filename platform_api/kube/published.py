@@ -1,7 +1,8 @@
 """What the operator publishes in the platform's namespace and the platform reads back,
 cached briefly: the agents' token verification keys (ConfigMap `humanwork-agent-jwks`) and
 the installation's callback master key (Secret `humanwork-callback-key`). One instance of
-each lives on the `Platform` object, never in a module global."""
+each is built once by the app and handed out by its slot (`AGENT_KEYS`, `CALLBACK_KEYS`),
+never held in a module global."""
 
 from __future__ import annotations
 
@@ -9,9 +10,13 @@ import asyncio
 import json
 import time
 from collections.abc import Callable
+from typing import Annotated
+
+from fastapi import Depends
 
 from humanwork_core import tokens
 from platform_api.kube.client import KubeClient, KubeNotFound
+from platform_api.slots import Slot
 
 PLATFORM_NAMESPACE = "humanwork-system"
 JWKS_CONFIG_MAP = "humanwork-agent-jwks"
@@ -80,3 +85,12 @@ class CallbackKey:
                 self._key = None
             self._read_at = time.monotonic()
         return self._key
+
+
+AGENT_KEYS: Slot[AgentKeys] = Slot("agent_keys")
+AgentKeysDep = Annotated[AgentKeys, Depends(AGENT_KEYS)]
+"""The operator's published token verification keys, cached briefly."""
+
+CALLBACK_KEYS: Slot[CallbackKey] = Slot("callback_key")
+CallbackKeyDep = Annotated[CallbackKey, Depends(CALLBACK_KEYS)]
+"""The installation's callback master key, cached briefly."""

@@ -12,10 +12,11 @@ from platform_api.auth.dependencies import require_in_org
 from platform_api.db import Session
 from platform_api.errors import error_responses
 from platform_api.floor.principal import OrgScope
+from platform_api.integrations.crypto import Cipher
 from platform_api.mcp_servers import service
 from platform_api.mcp_servers.definitions import SERVER_NAME_PATTERN
 from platform_api.mcp_servers.schemas import TOOL_NAME_PATTERN, McpServerIn, McpServerRead, RiskPut
-from platform_api.state import PlatformDep
+from platform_api.tools.upstreams.egress import EgressDep
 
 router = APIRouter(prefix="/orgs/{org_id}/mcp-servers", tags=["mcp servers"])
 
@@ -54,9 +55,9 @@ UNREACHABLE = {502: ("mcp_server_unreachable", "the MCP server failed (ConnectEr
     ),
 )
 async def register(
-    body: McpServerIn, session: Session, platform: PlatformDep, scope: Admin
+    body: McpServerIn, session: Session, cipher: Cipher, egress: EgressDep, scope: Admin
 ) -> McpServerRead:
-    return await service.register(session, platform.cipher, platform.egress, scope, body)
+    return await service.register(session, cipher, egress, scope, body)
 
 
 @router.get(
@@ -92,9 +93,9 @@ async def get_server(session: Session, scope: Admin, name: ServerName) -> McpSer
     responses=error_responses(401, 403, 404, 422, 502, 503, codes=UNREACHABLE),
 )
 async def refresh(
-    session: Session, platform: PlatformDep, scope: Admin, name: ServerName
+    session: Session, cipher: Cipher, egress: EgressDep, scope: Admin, name: ServerName
 ) -> McpServerRead:
-    return await service.refresh(session, platform.cipher, platform.egress, scope, name)
+    return await service.refresh(session, cipher, egress, scope, name)
 
 
 @router.put(

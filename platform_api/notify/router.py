@@ -13,14 +13,16 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from platform_api.auth.dependencies import require, require_in_org
 from platform_api.bounds import Limit, Offset
-from platform_api.db import Session, release
+from platform_api.db import Session, Sessions, release
 from platform_api.errors import error_responses
 from platform_api.floor.accounts import UserRepository
 from platform_api.floor.principal import OrgScope, Principal
+from platform_api.integrations.crypto import Cipher
 from platform_api.notify import service
 from platform_api.notify.schemas import DeliveryPage, WebhookPut, WebhookRead, WebhookSet
 from platform_api.notify.stream import EventStream
-from platform_api.state import PlatformDep
+from platform_api.state import AppSettings
+from platform_api.tools.upstreams.egress import EgressDep
 
 router = APIRouter(prefix="/orgs/{org_id}/webhooks", tags=["notifications"])
 events_router = APIRouter(prefix="/human-tasks", tags=["notifications"])
@@ -58,10 +60,11 @@ async def get_webhook(
 async def put_webhook(
     body: WebhookPut,
     session: Session,
-    platform: PlatformDep,
+    egress: EgressDep,
+    cipher: Cipher,
     scope: Annotated[OrgScope, require_in_org(MANAGE)],
 ) -> WebhookSet:
-    return await service.put_webhook(session, scope, body, platform.egress, platform.cipher)
+    return await service.put_webhook(session, scope, body, egress, cipher)
 
 
 @router.delete(
@@ -113,7 +116,8 @@ async def list_deliveries(
 async def event_stream(
     request: Request,
     session: Session,
-    platform: PlatformDep,
+    sessions: Sessions,
+    settings: AppSettings,
     principal: Annotated[Principal, require("tasks.read")],
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=64)] = None,
 ) -> StreamingResponse:
@@ -121,7 +125,7 @@ async def event_stream(
         return await UserRepository(session).orgs_holding(principal.user_id, "tasks.read")
 
     await release(session)  # the stream reads in sessions of its own: hold none meanwhile
-    stream = EventStream(platform.sessions, platform.settings, principal.org_ids, access)
+    stream = EventStream(sessions, settings, principal.org_ids, access)
     start = await stream.start(last_event_id)
 
     async def body() -> AsyncIterator[bytes]:

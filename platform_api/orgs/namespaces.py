@@ -10,9 +10,12 @@ failed database commit after `ensure` leaves the namespace in place for a retry)
 from __future__ import annotations
 
 import uuid
-from typing import Protocol
+from typing import Annotated, Protocol
+
+from fastapi import Depends
 
 from humanwork_core import keys
+from platform_api.slots import Slot
 
 NAMESPACE_PREFIX = "org-"
 ORG_ID_LABEL = keys.ORG_ID_LABEL
@@ -39,3 +42,8 @@ class NoopOrgNamespaces:
 
     async def ensure(self, namespace: str, org_id: uuid.UUID) -> None:
         self.requested[namespace] = org_id
+
+
+NAMESPACES: Slot[OrgNamespaces] = Slot("namespaces")
+Namespaces = Annotated[OrgNamespaces, Depends(NAMESPACES)]
+"""The org namespace seam."""

@@ -13,9 +13,10 @@ from platform_api.db import Session
 from platform_api.errors import error_responses
 from platform_api.floor.principal import OrgScope, Principal
 from platform_api.orgs import service
+from platform_api.orgs.namespaces import Namespaces
 from platform_api.orgs.repository import OrgRepository
 from platform_api.orgs.schemas import OrgCreate, OrgRead
-from platform_api.state import PlatformDep
+from platform_api.state import MaybeKube
 
 router = APIRouter(prefix="/orgs", tags=["orgs"])
 
@@ -39,10 +40,11 @@ router = APIRouter(prefix="/orgs", tags=["orgs"])
 async def create_org(
     body: OrgCreate,
     session: Session,
-    platform: PlatformDep,
+    namespaces: Namespaces,
+    kube: MaybeKube,
     principal: Annotated[Principal, require_platform_admin()],
 ) -> OrgRead:
-    org = await service.create_org(session, platform.namespaces, principal, body, platform.kube)
+    org = await service.create_org(session, namespaces, principal, body, kube)
     read = OrgRead.model_validate(org)
     if body.agent is not None:
         read.agent = f"{org.namespace}/{body.agent.name}"

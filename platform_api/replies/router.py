@@ -13,11 +13,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, status
 from fastapi.responses import JSONResponse, StreamingResponse
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from platform_api.agents.commands import AgentCommands
+from platform_api.agents.commands import AgentCommands, Commands
 from platform_api.auth.dependencies import require, require_in_org
 from platform_api.corrections import service as corrections
-from platform_api.db import Session
+from platform_api.db import Session, Sessions
 from platform_api.errors import NotFound, PlatformError, error_responses
 from platform_api.floor.principal import OrgScope, Principal
 from platform_api.human_tasks.redact import redact
@@ -26,7 +27,7 @@ from platform_api.models import Org
 from platform_api.replies import service as replies
 from platform_api.replies.repository import ReplyRepository
 from platform_api.replies.schemas import ReplyCreate, ReplyDecision, ReplyDetail, ReplyRead
-from platform_api.state import Platform, PlatformDep
+from platform_api.state import MaybeKube
 
 log = logging.getLogger(__name__)
 
@@ -59,19 +60,21 @@ async def draft_reply(
     conversation_id: uuid.UUID,
     body: ReplyCreate,
     session: Session,
-    platform: PlatformDep,
+    sessions: Sessions,
+    kube: MaybeKube,
+    commands: Commands,
     scope: Annotated[OrgScope, require_in_org("run.control")],
     accept: Annotated[str | None, Header(max_length=1000)] = None,
 ) -> Any:
-    prepared = await replies.prepare(session, platform, scope.org_id, conversation_id, body.agent)
+    prepared = await replies.prepare(session, kube, scope.org_id, conversation_id, body.agent)
     requested_by = scope.principal.username
     if accept and "text/event-stream" in accept:
         return StreamingResponse(
-            _stream(platform, prepared, requested_by),
+            _stream(commands, sessions, prepared, requested_by),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
-    answer = await AgentCommands(platform).send(prepared.target, "/v1/chat", prepared.command)
+    answer = await commands.send(prepared.target, "/v1/chat", prepared.command)
     draft = await replies.settle(session, prepared, answer, requested_by)
     return JSONResponse(
         replies.read(draft, prepared.threshold).model_dump(mode="json"), status_code=201
@@ -79,14 +82,15 @@ async def draft_reply(
 
 
 async def _stream(
-    platform: Platform, prepared: replies.Prepared, requested_by: str
+    commands: AgentCommands,
+    sessions: async_sessionmaker[AsyncSession],
+    prepared: replies.Prepared,
+    requested_by: str,
 ) -> AsyncIterator[bytes]:
     """The agent's SSE lines as they come, then the platform's `decision` event."""
     event, final = "", None
     try:
-        async for line in AgentCommands(platform).stream(
-            prepared.target, "/v1/chat/stream", prepared.command
-        ):
+        async for line in commands.stream(prepared.target, "/v1/chat/stream", prepared.command):
             yield f"{line}\n".encode()
             if line.startswith("event:"):
                 event = line[6:].strip()
@@ -94,7 +98,7 @@ async def _stream(
                 final = json.loads(line[5:].strip())
         if final is None:
             return  # the agent reported its error in the stream
-        async with platform.sessions() as session, session.begin():
+        async with sessions() as session, session.begin():
             draft = await replies.settle(session, prepared, final, requested_by)
             decided = replies.read(draft, prepared.threshold).model_dump(mode="json")
         yield _sse("decision", decided)
@@ -159,12 +163,13 @@ async def decide_reply(
     reply_id: uuid.UUID,
     body: ReplyDecision,
     session: Session,
-    platform: PlatformDep,
+    kube: MaybeKube,
+    commands: Commands,
     principal: Annotated[Principal, require("run.control")],
 ) -> ReplyRead:
     draft, correction = await replies.decide(session, principal, reply_id, body)
     if correction is not None:
         org = await session.get(Org, draft.org_id)
         if org is not None:
-            await corrections.push(platform, org, [correction])
+            await corrections.push(commands, kube, org, [correction])
     return replies.read(draft)

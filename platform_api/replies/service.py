@@ -43,11 +43,11 @@ from platform_api.errors import (
 from platform_api.floor.audit.service import record
 from platform_api.floor.principal import Principal
 from platform_api.human_tasks.redact import redact
+from platform_api.kube.client import KubeClient
 from platform_api.models import ExpertCorrection, Message, Org, ReplyDraft
 from platform_api.notify.emitter import emit
 from platform_api.replies.repository import ReplyRepository
 from platform_api.replies.schemas import ReplyDecision, ReplyRead
-from platform_api.state import Platform
 
 HISTORY = 200
 DEFAULT_THRESHOLD = 70
@@ -129,18 +129,18 @@ def checked_answer(target: AgentTarget, answer: dict[str, Any]) -> dict[str, Any
 
 async def prepare(
     session: AsyncSession,
-    platform: Platform,
+    kube: KubeClient | None,
     org_id: uuid.UUID,
     conversation_id: uuid.UUID,
     agent: str,
 ) -> Prepared:
     """The chat command for the conversation's last client message (NotFound for a
     conversation or agent the org does not have; 422 when no client wrote yet)."""
-    kube = require_kube(platform, "drafting a reply")
+    found = require_kube(kube, "drafting a reply")
     repo = ConversationRepository(session)
     if await repo.get_in(conversation_id, {org_id}) is None:
         raise NotFound("no such conversation")
-    target = await org_agent(session, kube, org_id, agent)
+    target = await org_agent(session, found, org_id, agent)
     thread = await repo.messages(conversation_id, HISTORY)
     at = next((i for i in range(len(thread) - 1, -1, -1) if thread[i].role == "customer"), None)
     if at is None:

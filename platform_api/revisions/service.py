@@ -21,7 +21,7 @@ import uuid
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from humanwork_core import taskflow
 from humanwork_core.plandiff import PlanDiff, plan_diff
@@ -33,7 +33,7 @@ from platform_api.agents.planning import bind_requester
 from platform_api.archive.repository import ArchiveRepository, task_of
 from platform_api.floor.audit.service import record
 from platform_api.kube.client import KubeClient, KubeNotFound
-from platform_api.state import Platform
+from platform_api.settings import Settings
 from platform_api.tasks.requester import bound_requester
 
 log = logging.getLogger(__name__)
@@ -108,18 +108,25 @@ def _command(task: AgenticTask, feedback: str, requester: str, request_id: str) 
 class Reviser:
     """Asks the agent of a rejected task for a revised plan (see the module docstring)."""
 
-    def __init__(self, platform: Platform) -> None:
-        self._platform = platform
+    def __init__(
+        self,
+        settings: Settings,
+        sessions: async_sessionmaker[AsyncSession],
+        kube: KubeClient | None,
+        commands: AgentCommands,
+    ) -> None:
+        self._settings, self._sessions, self._kube = settings, sessions, kube
+        self._commands = commands
 
     async def __call__(self, task: AgenticTask) -> Revised:
-        platform, kube = self._platform, self._platform.kube
+        kube = self._kube
         feedback = rejection_feedback(task)
         if feedback is None or kube is None:
             return Revised.NO_FEEDBACK
         org_id = uuid.UUID(task.spec.org_id)
-        async with platform.sessions() as session, session.begin():
+        async with self._sessions() as session, session.begin():
             made = await revisions_made(session, kube, task)
-            if made >= platform.settings.revision_limit:
+            if made >= self._settings.revision_limit:
                 await self._audit(session, task, "task.revision_limit", {"revisions": made})
                 return Revised.LIMIT
             target = await org_agent(session, kube, org_id, task.spec.agent_ref.name)
@@ -127,16 +134,16 @@ class Reviser:
         key = f"revision-{task.metadata.uid}"
         request_id = plan_request_id(str(org_id), target.name, requester, key)
         await bind_before_asking(
-            platform.sessions, org_id, target.name, requester, request_id, "revision"
+            self._sessions, org_id, target.name, requester, request_id, "revision"
         )
-        planned = await AgentCommands(platform).send(
+        planned = await self._commands.send(
             target, "/v1/tasks", _command(task, feedback, requester, request_id), key
         )
         name = str(planned.get("name") or "")
         bound = await bind_requester(
             kube, target.org.namespace, name, target.name, request_id, requester
         )
-        async with platform.sessions() as session, session.begin():
+        async with self._sessions() as session, session.begin():
             if bound:
                 await mark_bound(session, request_id, name)
             details = {"revision": name, "revisions": made + 1, "requesterBound": bound}

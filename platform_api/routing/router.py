@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import httpx
 from fastapi import APIRouter, Header
 
 from humanwork_core import keys
 from platform_api.agents.commands import org_agent, require_kube
-from platform_api.agents.planning import PlannedTask, PlanRequest, request_plan
+from platform_api.agents.planning import PlannedTask, PlannerDep, PlanRequest, request_plan
 from platform_api.auth.dependencies import require_in_org
 from platform_api.db import Session
 from platform_api.errors import NotFound, error_responses
@@ -25,7 +26,8 @@ from platform_api.floor.principal import OrgScope
 from platform_api.models import Org
 from platform_api.routing.llm import LlmRouter
 from platform_api.routing.service import choose, org_candidates
-from platform_api.state import Platform, PlatformDep
+from platform_api.settings import Settings
+from platform_api.state import AgentHttp, AppSettings, MaybeKube
 
 router = APIRouter(prefix="/orgs/{org_id}", tags=["agents"])
 
@@ -38,11 +40,10 @@ class RoutedTask(PlannedTask):
     routingReason: str
 
 
-def _llm(platform: Platform) -> LlmRouter | None:
-    settings = platform.settings
-    if not settings.router_llm_base_url or platform.http is None:
+def _llm(settings: Settings, http: httpx.AsyncClient) -> LlmRouter | None:
+    if not settings.router_llm_base_url:
         return None
-    return LlmRouter(settings, platform.http)
+    return LlmRouter(settings, http)
 
 
 @router.post(
@@ -75,21 +76,24 @@ def _llm(platform: Platform) -> LlmRouter | None:
 async def route_task(
     body: PlanRequest,
     session: Session,
-    platform: PlatformDep,
+    maybe_kube: MaybeKube,
+    settings: AppSettings,
+    http: AgentHttp,
+    planner: PlannerDep,
     scope: Annotated[OrgScope, require_in_org("run.control")],
     idempotency_key: Annotated[
         str | None, Header(alias="Idempotency-Key", min_length=1, max_length=128)
     ] = None,
 ) -> RoutedTask:
-    kube = require_kube(platform, "routing a request")
+    kube = require_kube(maybe_kube, "routing a request")
     org = await session.get(Org, scope.org_id)
     if org is None:
         raise NotFound("no such org")
-    choice = await choose(body.request, await org_candidates(kube, org), _llm(platform))
+    choice = await choose(body.request, await org_candidates(kube, org), _llm(settings, http))
     target = await org_agent(session, kube, scope.org_id, choice.agent)
     planned = await request_plan(
         session,
-        platform,
+        planner,
         scope,
         target,
         body,

@@ -9,7 +9,7 @@ same step at once, one records the decision and the other is told `run_state_con
 nothing is ever overwritten. Each decision
 written is audited in the org's chain (who, what, when, idempotency key).
 
-One `DecisionService` is built with the platform (`Platform.decider`) and holds what every
+One `DecisionService` is built by the app (`Decider` hands it to a route) and holds what every
 decision needs: the session factory (a refused self-approval is audited in a transaction of
 its own), the retry budget and the watch's decision index.
 """
@@ -20,8 +20,9 @@ import contextlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
+from fastapi import Depends
 from pydantic import JsonValue
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -41,6 +42,7 @@ from platform_api.floor.principal import Principal
 from platform_api.kube.client import KubeClient
 from platform_api.mcp_servers.pins import require_known_definition
 from platform_api.orgs.repository import OrgRepository
+from platform_api.slots import Slot
 from platform_api.steps.audit import MoveRecord, audit, audit_refusal
 from platform_api.steps.refusals import Answer
 from platform_api.steps.write import StepWrite, write_move
@@ -401,3 +403,8 @@ def _carrying(entry: StepStatus, idempotency_key: str) -> Decision | None:
         if decision is not None and decision.idempotency_key == idempotency_key:
             return decision
     return None
+
+
+DECIDER: Slot[DecisionService] = Slot("decider")
+Decider = Annotated[DecisionService, Depends(DECIDER)]
+"""The decision service (built once, with the sessions, retries and decision index)."""

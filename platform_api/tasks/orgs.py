@@ -11,11 +11,14 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Annotated
 
+from fastapi import Depends
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from platform_api.models import Org
+from platform_api.slots import Slot
 
 MISS_SECONDS = 2.0
 
@@ -70,3 +73,8 @@ class OrgDirectory:
             self._miss(("id", org_id))
             return None
         return self._keep(org)
+
+
+ORG_DIRECTORY: Slot[OrgDirectory | None] = Slot("org_directory")
+Directory = Annotated[OrgDirectory | None, Depends(ORG_DIRECTORY)]
+"""The watch's org directory (the decision index's), None without Kubernetes."""

@@ -19,7 +19,7 @@ from fastapi import APIRouter, Header, Path, Query, Request, status
 from humanwork_core.resources import Verdict
 from platform_api.auth.dependencies import CurrentPrincipal, ensure_capability, require
 from platform_api.bounds import Limit, Offset
-from platform_api.db import Session
+from platform_api.db import Session, Sessions
 from platform_api.deactivation.guard import checks_activity_itself
 from platform_api.deactivation.repository import ensure_active
 from platform_api.errors import NotFound, error_responses
@@ -27,7 +27,7 @@ from platform_api.floor.capabilities import DECIDE
 from platform_api.floor.principal import Principal
 from platform_api.kube.client import KubeClient
 from platform_api.openapi import EXTENSION
-from platform_api.state import Kube, PlatformDep
+from platform_api.state import Kube
 from platform_api.steps.http import (
     DECIDE_CODES,
     DECIDE_DESCRIPTION,
@@ -36,7 +36,8 @@ from platform_api.steps.http import (
     Namespace,
 )
 from platform_api.tasks import lookup, service
-from platform_api.tasks.decisions import Ballot
+from platform_api.tasks.decisions import Ballot, Decider, DecisionService
+from platform_api.tasks.orgs import Directory
 from platform_api.tasks.schemas import (
     ApproveBody,
     DecisionRead,
@@ -80,13 +81,13 @@ async def create_task(
     body: TaskCreate,
     request: Request,
     session: Session,
-    platform: PlatformDep,
+    sessions: Sessions,
     principal: CurrentPrincipal,
     kube: Kube,
 ) -> TaskRead:
     if body.org_id not in principal.org_ids:
         raise NotFound("no such org")
-    await ensure_capability(request, principal, platform, "run.control", body.org_id)
+    await ensure_capability(request, principal, sessions, "run.control", body.org_id)
     await ensure_active(session, body.org_id)  # no new work
     return await service.create_task(session, kube, principal, body)
 
@@ -132,11 +133,10 @@ async def get_task(
     namespace: Namespace,
     name: Name,
     session: Session,
-    platform: PlatformDep,
+    orgs: Directory,
     principal: Annotated[Principal, require("tasks.read")],
     kube: Kube,
 ) -> TaskRead:
-    orgs = platform.decisions.orgs if platform.decisions is not None else None
     return await service.get_task(session, kube, principal, namespace, name, orgs)
 
 
@@ -144,7 +144,7 @@ async def _decide(
     session: Session,
     kube: KubeClient,
     principal: Principal,
-    platform: PlatformDep,
+    decider: DecisionService,
     namespace: str,
     name: str,
     step_id: str,
@@ -154,7 +154,7 @@ async def _decide(
 ) -> DecisionRead:
     key = idempotency_key or uuid.uuid4().hex
     ballot = Ballot(namespace, name, step_id, verdict, body.feedback, body.step_hash, key)
-    outcome = await platform.decider.decide(session, kube, principal, ballot)
+    outcome = await decider.decide(session, kube, principal, ballot)
     return DecisionRead(
         step_id=step_id,
         verdict=verdict.value,
@@ -182,7 +182,7 @@ async def approve_step(
     name: Name,
     step_id: StepId,
     session: Session,
-    platform: PlatformDep,
+    decider: Decider,
     principal: Annotated[Principal, require(DECIDE)],
     kube: Kube,
     idempotency_key: IdempotencyKey = None,
@@ -192,7 +192,7 @@ async def approve_step(
         session,
         kube,
         principal,
-        platform,
+        decider,
         namespace,
         name,
         step_id,
@@ -217,7 +217,7 @@ async def reject_step(
     step_id: StepId,
     body: RejectBody,
     session: Session,
-    platform: PlatformDep,
+    decider: Decider,
     principal: Annotated[Principal, require(DECIDE)],
     kube: Kube,
     idempotency_key: IdempotencyKey = None,
@@ -226,7 +226,7 @@ async def reject_step(
         session,
         kube,
         principal,
-        platform,
+        decider,
         namespace,
         name,
         step_id,
@@ -274,7 +274,7 @@ async def approve_step_by_uid(
     task_uid: TaskUid,
     step_id: StepId,
     session: Session,
-    platform: PlatformDep,
+    decider: Decider,
     principal: Annotated[Principal, require(DECIDE)],
     kube: Kube,
     idempotency_key: IdempotencyKey = None,
@@ -282,7 +282,7 @@ async def approve_step_by_uid(
 ) -> DecisionRead:
     namespace, name = await lookup.name_of_uid(session, kube, principal, task_uid)
     return await approve_step(
-        namespace, name, step_id, session, platform, principal, kube, idempotency_key, body
+        namespace, name, step_id, session, decider, principal, kube, idempotency_key, body
     )
 
 
@@ -300,12 +300,12 @@ async def reject_step_by_uid(
     step_id: StepId,
     body: RejectBody,
     session: Session,
-    platform: PlatformDep,
+    decider: Decider,
     principal: Annotated[Principal, require(DECIDE)],
     kube: Kube,
     idempotency_key: IdempotencyKey = None,
 ) -> DecisionRead:
     namespace, name = await lookup.name_of_uid(session, kube, principal, task_uid)
     return await reject_step(
-        namespace, name, step_id, body, session, platform, principal, kube, idempotency_key
+        namespace, name, step_id, body, session, decider, principal, kube, idempotency_key
     )

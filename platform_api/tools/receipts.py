@@ -17,8 +17,9 @@ import json
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+from fastapi import Depends
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -27,6 +28,7 @@ from humanwork_core.tokens import KeySet, SigningKey, jwks
 from platform_api.errors import NotFound
 from platform_api.floor.principal import Principal
 from platform_api.models import Org, ToolCall
+from platform_api.slots import Slot
 
 
 @dataclass(frozen=True)
@@ -71,3 +73,8 @@ async def task_receipts(
         .order_by(ToolCall.finished_at, ToolCall.step)
     )
     return [dict(receipt) for receipt in rows.scalars() if receipt]
+
+
+RECEIPTS: Slot[ReceiptSigner | None] = Slot("receipts")
+Receipts = Annotated[ReceiptSigner | None, Depends(RECEIPTS)]
+"""The tool proxy's receipt signer, None when no receipt key is configured."""

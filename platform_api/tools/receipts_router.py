@@ -12,8 +12,8 @@ from platform_api.auth.dependencies import require
 from platform_api.db import Session
 from platform_api.errors import error_responses
 from platform_api.floor.principal import Principal
-from platform_api.state import PlatformDep
 from platform_api.tools import receipts
+from platform_api.tools.receipts import Receipts
 
 router = APIRouter(tags=["receipts"])
 
@@ -48,6 +48,5 @@ async def list_receipts(
     "still verify; an empty set when no receipt key is configured (calls then get no "
     "receipt).",
 )
-async def receipt_keys(platform: PlatformDep) -> dict[str, list[dict[str, str]]]:
-    signer = platform.tools.receipts
+async def receipt_keys(signer: Receipts) -> dict[str, list[dict[str, str]]]:
     return {"keys": []} if signer is None else signer.published()

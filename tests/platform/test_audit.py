@@ -18,9 +18,9 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from platform_api.audit.cli import verify_database
+from platform_api.db import SESSIONS
 from platform_api.floor.audit.chain import GENESIS, content_of, row_hash
 from platform_api.floor.audit.service import record
-from platform_api.state import Platform
 from tests.platform.conftest import Api, TwoOrgs
 
 
@@ -261,18 +261,18 @@ async def test_concurrent_appends_keep_one_unbroken_chain(
 ) -> None:
     admin = await api.admin()
     org = await api.org(admin, "busy")
-    platform: Platform = app.state.platform
+    sessions = SESSIONS.of(app.state)
     import uuid
 
     async def append(i: int) -> None:
-        async with platform.sessions() as session, session.begin():
+        async with sessions() as session, session.begin():
             await record(
                 session, actor=f"a{i}", action="test.event", target=f"t{i}", org_id=uuid.UUID(org)
             )
 
     await asyncio.gather(*(append(i) for i in range(20)))
     assert await verify_database(database_url) == []
-    async with platform.sessions() as session:
+    async with sessions() as session:
         seqs = (
             await session.execute(
                 text("SELECT seq FROM audit_log WHERE chain = :c ORDER BY seq"), {"c": org}

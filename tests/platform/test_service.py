@@ -19,7 +19,7 @@ from sqlalchemy import Connection, inspect, text
 from humanwork_dev.postgres import PostgresServer
 from platform_api.app import create_app
 from platform_api.auth.passwords import hash_password, verify_password
-from platform_api.db import alembic_config, downgrade, make_engine, migrate
+from platform_api.db import SESSIONS, alembic_config, downgrade, make_engine, migrate
 from platform_api.models import Base
 from platform_api.settings import DEFAULT_DATABASE_URL, Settings
 
@@ -86,7 +86,7 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_building_the_app_has_no_side_effects(tmp_path: Path) -> None:
     db_file = tmp_path / "never.db"
     app = create_app(Settings(database_url=f"sqlite+aiosqlite:///{db_file}"))
-    assert app.title and not hasattr(app.state, "platform")
+    assert app.title and not hasattr(app.state, SESSIONS.name)
     assert not db_file.exists()
 
 

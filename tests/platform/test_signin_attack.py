@@ -25,6 +25,8 @@ from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from platform_api.app import create_app
+from platform_api.auth.signin import LOGINS
+from platform_api.db import ENGINE
 from platform_api.settings import Settings
 from tests.fuzz.serve import served
 from tests.platform.conftest import ADMIN_PASSWORD, TwoOrgs, make_settings
@@ -93,7 +95,7 @@ def settings(database_url: str, pool_size: int) -> Settings:
 
 @pytest.fixture
 def watch(app: FastAPI) -> Iterator[PoolWatch]:
-    w = PoolWatch(app.state.platform.engine)
+    w = PoolWatch(ENGINE.of(app.state))
     yield w
     w.close()
 
@@ -205,7 +207,7 @@ async def test_the_owner_signs_in_from_elsewhere_while_the_guesser_backs_off(
         assert (await _login(home, victim.username, victim.password)).status_code == 200
     # ... while the guesser is held back, even with the right password
     now = [datetime.now(UTC)]
-    app.state.platform.logins.throttle.clock = lambda: now[0]
+    LOGINS.of(app.state).throttle.clock = lambda: now[0]
     wait = _throttled(await _login(attacker, victim.username, victim.password), "pair")
     assert BACKOFF - 60 <= wait <= BACKOFF
     # a back-off, not a lock: one more guess after the wait, then twice the wait
@@ -280,7 +282,7 @@ async def test_open_event_streams_leave_the_pool_answering(
     served_app = create_app(settings.model_copy(update={"events_heartbeat_seconds": 0.2}))
     headers = two_orgs.viewer_a.headers
     with served(served_app) as url:
-        watch = PoolWatch(served_app.state.platform.engine)
+        watch = PoolWatch(ENGINE.of(served_app.state))
         try:
             async with (
                 httpx.AsyncClient(base_url=url, timeout=60) as http,

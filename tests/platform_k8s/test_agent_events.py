@@ -19,8 +19,8 @@ import pytest
 
 from humanwork_core import signing
 from humanwork_core.signing import SIGNATURE_HEADER
+from platform_api.db import SESSIONS
 from platform_api.models import Conversation, Message
-from platform_api.state import Platform
 from tests.agents import agent_credentials, condition, get_instance, provision_agent
 from tests.conftest import Cluster
 from tests.platform.conftest import Caller
@@ -195,8 +195,7 @@ async def test_the_agent_reads_only_its_orgs_conversations_and_knowledge(
     nothing = await client.get("/v1/agent-api/context", params={"query": "zebra"}, headers=bearer)
     assert nothing.json()["hits"] == []
 
-    platform: Platform = app.state.platform
-    async with platform.sessions() as session, session.begin():
+    async with SESSIONS.of(app.state)() as session, session.begin():
         mine = Conversation(org_id=uuid.UUID(orgs.org_a), subject="Order 1001")
         theirs = Conversation(org_id=uuid.UUID(orgs.org_b), subject="Order 2002")
         session.add_all([mine, theirs])

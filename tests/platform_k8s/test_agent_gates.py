@@ -25,9 +25,10 @@ from sqlalchemy import func, select
 
 from humanwork_core import tokens
 from platform_api.agent_api.events import MAX_EVENT_BYTES
+from platform_api.db import SESSIONS
 from platform_api.kube import published
 from platform_api.models import AgentEvent
-from platform_api.state import Platform
+from platform_api.state import KUBE
 from tests.agents import agent_credentials, provision_agent
 from tests.conftest import Cluster
 from tests.platform.conftest import Api
@@ -108,14 +109,14 @@ async def test_invented_key_ids_do_not_make_the_platform_reread_the_keys(
     agent_a: tuple[str, str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    platform: Platform = app.state.platform
-    assert platform.kube is not None
-    counter = CountingReads(platform.kube.config_map_data)
-    monkeypatch.setattr(platform.kube, "config_map_data", counter)
+    kube = KUBE.of(app.state)
+    assert kube is not None
+    counter = CountingReads(kube.config_map_data)
+    monkeypatch.setattr(kube, "config_map_data", counter)
     # a window longer than the test: any read past the first is one the attacker caused
     monkeypatch.setattr(published, "KEYS_TTL_SECONDS", 3600.0)
     monkeypatch.setattr(published, "KEYS_REFRESH_SECONDS", 3600.0, raising=False)
-    platform.agent_keys = published.AgentKeys()
+    published.AGENT_KEYS.put(app.state, published.AgentKeys())
     token, _ = agent_a
     ok = await client.get(WHOAMI, headers={"Authorization": f"Bearer {token}"})
     assert ok.status_code == 200, ok.text  # the positive control: keys read once
@@ -142,8 +143,8 @@ async def test_invented_key_ids_do_not_make_the_platform_reread_the_keys(
     assert again.status_code == 200, again.text
 
 
-async def stored_events(platform: Platform, org_id: str) -> int:
-    async with platform.sessions() as session:
+async def stored_events(app: FastAPI, org_id: str) -> int:
+    async with SESSIONS.of(app.state)() as session:
         count = await session.scalar(
             select(func.count())
             .select_from(AgentEvent)
@@ -155,7 +156,6 @@ async def stored_events(platform: Platform, org_id: str) -> int:
 async def test_an_oversized_event_is_refused_before_it_is_read_whole(
     app: FastAPI, client: httpx.AsyncClient, orgs: Orgs, agent_a: tuple[str, str]
 ) -> None:
-    platform: Platform = app.state.platform
     _, secret = agent_a
     chunk, sent = b" " * 65536, 0
 
@@ -183,18 +183,17 @@ async def test_an_oversized_event_is_refused_before_it_is_read_whole(
     padded = event(orgs.ns_a, orgs.org_a, payload={"text": "x" * MAX_EVENT_BYTES})
     signed = await post_event(client, secret, padded)  # signed, and still too large
     assert signed.status_code == 413 and signed.json()["code"] == "payload_too_large"
-    assert await stored_events(platform, orgs.org_a) == 0
+    assert await stored_events(app, orgs.org_a) == 0
 
     # the positive control: a signed event under the limit is stored
     fits = await post_event(client, secret, event(orgs.ns_a, orgs.org_a))
     assert fits.status_code == 200, fits.text
-    assert await stored_events(platform, orgs.org_a) == 1
+    assert await stored_events(app, orgs.org_a) == 1
 
 
 async def test_an_event_nested_past_the_parsers_depth_is_a_clean_422(
     app: FastAPI, client: httpx.AsyncClient, orgs: Orgs, agent_a: tuple[str, str]
 ) -> None:
-    platform: Platform = app.state.platform
     _, secret = agent_a
     depth = 50_000
     raw = (
@@ -209,6 +208,6 @@ async def test_an_event_nested_past_the_parsers_depth_is_a_clean_422(
     r = await post_event(client, secret, raw)
     assert r.status_code == 422, r.text
     assert r.json()["code"] == "validation_failed"
-    assert await stored_events(platform, orgs.org_a) == 0
+    assert await stored_events(app, orgs.org_a) == 0
     fits = await post_event(client, secret, event(orgs.ns_a, orgs.org_a))
     assert fits.status_code == 200, fits.text

@@ -9,7 +9,7 @@ task like a rejection.
 
 The task is one the platform bound to the client (annotation `humanwork.io/requester`, as
 the platform writes it when a client's message becomes a plan) and for which it recorded
-the confirmations needed (`Platform.require_confirmations`, as when it binds a plan).
+the confirmations needed (the planner's `confirmations_of`, as when it binds a plan).
 """
 
 from __future__ import annotations
@@ -23,29 +23,31 @@ from fastapi import FastAPI
 from humanwork_core import taskflow
 from humanwork_core.requester import REQUESTER_ANNOTATION
 from humanwork_core.resources import AgenticTask
-from platform_api.state import Platform
+from platform_api.agents.planning import PLANNER
+from platform_api.kube.client import KubeClient
+from platform_api.state import KUBE
 from tests.platform.conftest import Api, Caller
 from tests.platform_k8s.conftest import Orgs, TaskApi
 
 READ = "read"
 
 
-def _platform(app: FastAPI) -> Platform:
-    platform = app.state.platform
-    assert isinstance(platform, Platform) and platform.kube is not None
-    return platform
+def _kube(app: FastAPI) -> KubeClient:
+    kube = KUBE.of(app.state)
+    assert kube is not None
+    return kube
 
 
 async def _client_task(app: FastAPI, tasks: TaskApi, orgs: Orgs, client: Caller) -> str:
     """A task the platform bound to `client`, with its confirmations recorded."""
     made = await tasks.create(orgs.requester, orgs.org_a)
     namespace, name = made["id"].split("/")
-    platform = _platform(app)
-    assert platform.kube is not None and platform.require_confirmations is not None
-    await platform.kube.annotate_task(namespace, name, {REQUESTER_ANNOTATION: client.username})
-    async with platform.sessions() as session:
-        written = await platform.require_confirmations(
-            session, platform.kube, uuid.UUID(orgs.org_a), namespace, name
+    kube, planner = _kube(app), PLANNER.of(app.state)
+    assert planner.confirmations_of is not None
+    await kube.annotate_task(namespace, name, {REQUESTER_ANNOTATION: client.username})
+    async with planner.sessions() as session:
+        written = await planner.confirmations_of(
+            session, kube, uuid.UUID(orgs.org_a), namespace, name
         )
         await session.commit()
     assert written
@@ -54,8 +56,7 @@ async def _client_task(app: FastAPI, tasks: TaskApi, orgs: Orgs, client: Caller)
 
 async def _task(app: FastAPI, task_id: str) -> AgenticTask:
     namespace, name = task_id.split("/")
-    kube = _platform(app).kube
-    assert kube is not None
+    kube = _kube(app)
     return AgenticTask.from_wire(await kube.get_task(namespace, name))
 
 

@@ -15,7 +15,7 @@ from humanwork_core import taskflow
 from humanwork_core.requester import REQUESTER_ANNOTATION
 from humanwork_core.resources import AgenticTask
 from humanwork_dev.fakes.shopify import FakeShopify
-from platform_api.state import Platform
+from platform_api.state import KUBE
 from tests.platform.conftest import Api
 from tests.platform_k8s.conftest import Orgs, TaskApi
 from tests.platform_k8s.test_tool_proxy import FIX, MUG, agent, call, shop, write_plan
@@ -32,8 +32,8 @@ async def test_the_proxy_refuses_an_unconfirmed_step_then_writes_once(
     agent: dict[str, str],
     shop: FakeShopify,
 ) -> None:
-    platform = app.state.platform
-    assert isinstance(platform, Platform) and platform.kube is not None
+    kube = KUBE.of(app.state)
+    assert kube is not None
     mine = await api.user(
         await api.admin(), f"client-{uuid.uuid4().hex[:6]}", "client", [orgs.org_a]
     )
@@ -41,7 +41,7 @@ async def test_the_proxy_refuses_an_unconfirmed_step_then_writes_once(
     task = await tasks.create(orgs.requester, orgs.org_a, **write_plan(FIX))
     namespace, name = task["id"].split("/")
     # bound to the client by the platform, but no confirmation recorded in the status
-    await platform.kube.annotate_task(namespace, name, {REQUESTER_ANNOTATION: mine.username})
+    await kube.annotate_task(namespace, name, {REQUESTER_ANNOTATION: mine.username})
     decided = await tasks.decide(orgs.expert, task["id"], "fix")
     assert decided.status_code == 200, decided.text
 
@@ -53,7 +53,7 @@ async def test_the_proxy_refuses_an_unconfirmed_step_then_writes_once(
     assert refused.json()["details"]["reason"] == "not_confirmed"
     assert shop.side_effects == [] and shop.inventory(MUG) == before
 
-    current = AgenticTask.from_wire(await platform.kube.get_task(namespace, name))
+    current = AgenticTask.from_wire(await kube.get_task(namespace, name))
     step = current.step("fix")
     assert step is not None
     digest = taskflow.confirmation_hash(step, current.current_status().step("fix"))

@@ -25,8 +25,9 @@ import pytest
 from fastapi import FastAPI
 
 from humanwork_dev.fakes.shopify import FakeShopify
+from platform_api.db import SESSIONS
+from platform_api.integrations.crypto import CIPHER
 from platform_api.models import IntegrationCredential, utcnow
-from platform_api.state import Platform
 from tests.agents import agent_credentials, provision_agent
 from tests.conftest import Cluster
 from tests.platform.conftest import StaticResolver
@@ -122,11 +123,11 @@ async def test_a_stored_internal_endpoint_is_refused_when_the_agent_calls(
     agent: dict[str, str],
     internal: FakeShopify,
 ) -> None:
-    platform: Platform = app.state.platform
-    assert platform.cipher is not None
+    cipher = CIPHER.of(app.state)
+    assert cipher is not None
     org = uuid.UUID(orgs.org_a)
-    sealed = platform.cipher.seal(org, "shopify", json.dumps(internal.credentials()).encode())
-    async with platform.sessions() as session, session.begin():  # as before the URL rules
+    sealed = cipher.seal(org, "shopify", json.dumps(internal.credentials()).encode())
+    async with SESSIONS.of(app.state)() as session, session.begin():  # as before the URL rules
         session.add(
             IntegrationCredential(
                 org_id=org,

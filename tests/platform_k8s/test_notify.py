@@ -23,6 +23,7 @@ from sqlalchemy import select
 from humanwork_core import signing
 from humanwork_dev.processes import free_port
 from platform_api.app import create_app
+from platform_api.db import SESSIONS
 from platform_api.models import Message
 from platform_api.settings import Settings
 from tests.browser.support import record_execution as write_execution
@@ -176,7 +177,7 @@ async def test_the_webhook_receives_every_event_once_signed_and_retried(
 
     # the client's conversation is told once that its request was rejected (beside the
     # step's own rejection, which the conversation follows too)
-    async with app.state.platform.sessions() as session:
+    async with SESSIONS.of(app.state)() as session:
         said = (
             await session.scalars(
                 select(Message.content).where(Message.conversation_id == uuid.UUID(conversation))

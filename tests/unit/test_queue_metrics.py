@@ -30,8 +30,7 @@ def stamp(text: str) -> float:
 
 def test_the_oldest_open_decision_moves_with_the_queue() -> None:
     index = DecisionIndex()
-    metrics = PlatformMetrics()
-    metrics.queue.source = index.summary
+    metrics = PlatformMetrics(queue_source=index.summary)
     samples = parse(generate_latest(metrics.registry).decode())
     assert value(samples, OPEN) == 0
     assert not [key for key in samples if key[0] == OLDEST]  # nothing open: no sample

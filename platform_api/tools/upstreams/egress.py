@@ -37,12 +37,14 @@ import ssl
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from http.cookiejar import Cookie, CookieJar
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import SplitResult, urlsplit
 
 import httpcore
 import httpx
+from fastapi import Depends
 
+from platform_api.slots import Slot
 from platform_api.tools.upstreams.errors import EgressRefused
 
 log = logging.getLogger(__name__)
@@ -462,3 +464,8 @@ class EgressClient(httpx.AsyncClient):
             cookies=NoCookieJar(),
         )
         self.egress = egress
+
+
+EGRESS: Slot[Egress] = Slot("egress")
+EgressDep = Annotated[Egress, Depends(EGRESS)]
+"""Where integrations may point (checked when credentials are stored)."""
