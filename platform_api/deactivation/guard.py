@@ -23,8 +23,8 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from platform_api.auth.dependencies import bearer, get_principal
-from platform_api.auth.tokens import Tokens, TokenService
-from platform_api.db import Engine, Sessions
+from platform_api.auth.tokens import TOKENS, TokenService
+from platform_api.db import ENGINE, SESSIONS
 from platform_api.errors import OrgDeactivated, Unauthenticated
 from platform_api.models import Org
 
@@ -81,11 +81,11 @@ async def _member(
     return org_id in principal.org_ids
 
 
-async def refuse_work_of_deactivated_orgs(
-    request: Request, engine: Engine, sessions: Sessions, tokens: Tokens
-) -> None:
+async def refuse_work_of_deactivated_orgs(request: Request) -> None:
     """409 `org_deactivated` for a member's change to a deactivated org (see the module
-    docstring)."""
+    docstring). Its shared objects are read from their slots only once a request may need
+    them: every request of the app passes here, the pages and reads that use no database
+    among them."""
     if request.method in SAFE_METHODS or request.url.path.endswith(LIFECYCLE_PATHS):
         return
     if getattr(request.scope.get("route"), "endpoint", None) in _CHECKING_THEMSELVES:
@@ -93,10 +93,11 @@ async def refuse_work_of_deactivated_orgs(
     org_id, namespace = request.path_params.get("org_id"), request.path_params.get("namespace")
     if org_id is None and namespace is None:
         return
+    state = request.app.state
     found = await _deactivated_org(
-        engine,
+        ENGINE.of(state),
         None if org_id is None else str(org_id),
         None if namespace is None else str(namespace),
     )
-    if found is not None and await _member(request, sessions, tokens, found):
+    if found is not None and await _member(request, SESSIONS.of(state), TOKENS.of(state), found):
         raise OrgDeactivated("the org is deactivated: it takes no new work")
