@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import argparse
 import ast
 import dataclasses
 import inspect
@@ -29,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from humanwork_dev import locks
+from humanwork_dev import generated, locks
 
 REPO = Path(__file__).resolve().parents[1]
 OPENAPI = Path("docs/openapi.json")
@@ -433,22 +432,9 @@ def stale(repo: Path = REPO, only: Callable[[Path], bool] = lambda _: True) -> l
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m humanwork_dev.deployables", description=__doc__
+    return generated.write_or_check(
+        "python -m humanwork_dev.deployables", __doc__, rendered, REPO, argv
     )
-    parser.add_argument("--check", action="store_true", help="list stale files, exit 1 if any")
-    args = parser.parse_args(argv)
-    if args.check:
-        late = stale()
-        for path in late:
-            print(f"stale: {path}")
-        return 1 if late else 0
-    for path, text in rendered().items():
-        target = REPO / path
-        if not target.exists() or target.read_text() != text:
-            target.write_text(text)
-            print(f"wrote {path}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ files; `tests/unit/test_images.py` checks each lock against what its component i
 
 from __future__ import annotations
 
-import argparse
 import importlib.metadata
 import sys
 import textwrap
@@ -27,6 +26,8 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+
+from humanwork_dev import generated
 
 REPO = Path(__file__).resolve().parents[1]
 DISTRIBUTION = "humanwork-operator"
@@ -101,29 +102,8 @@ def rendered() -> dict[Path, str]:
     return files
 
 
-def stale(repo: Path = REPO) -> list[Path]:
-    return [
-        path
-        for path, text in rendered().items()
-        if not (repo / path).exists() or (repo / path).read_text() != text
-    ]
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m humanwork_dev.locks", description=__doc__)
-    parser.add_argument("--check", action="store_true", help="list stale locks, exit 1 if any")
-    args = parser.parse_args(argv)
-    if args.check:
-        late = stale()
-        for path in late:
-            print(f"stale: {path}")
-        return 1 if late else 0
-    for path, text in rendered().items():
-        target = REPO / path
-        if not target.exists() or target.read_text() != text:
-            target.write_text(text)
-            print(f"wrote {path}")
-    return 0
+    return generated.write_or_check("python -m humanwork_dev.locks", __doc__, rendered, REPO, argv)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
 SEEN_LIMIT = 100_000
+"""Tasks whose recorded events are remembered at most (the oldest forgotten first); the
+event log ignores an event logged already, so forgetting costs a no-op insert, never a
+second event."""
 BATCHES_PER_TRANSACTION = 200
 """Tasks' events recorded in one transaction at most (what queued while one was written)."""
 
@@ -82,7 +85,9 @@ class TaskNotifier:
         """The events waiting to be recorded, one batch per task (its key queued once): a
         task seen again before they were recorded adds its new events to its batch, so a
         notifier behind the watch holds each task's events once, not once per change."""
-        self._seen: dict[str, None] = {}
+        self._seen: dict[Key, set[str]] = {}
+        """The recorded events of each task not yet ended, by id: a task that ended (or was
+        deleted) is forgotten, so what is kept follows the open tasks, not the history."""
         # the deadlines of the open decisions, and where to read their tasks when due
         # (the `DecisionIndex`): no parsed task is held per open decision
         self._open = Deadlines()
@@ -107,6 +112,12 @@ class TaskNotifier:
 
     def forget(self, key: Key) -> None:
         self._open.drop(key)
+        self._seen.pop(key, None)
+
+    @property
+    def remembered(self) -> int:
+        """How many recorded events are remembered (of tasks not yet ended)."""
+        return sum(len(ids) for ids in self._seen.values())
 
     @property
     def backlog(self) -> int:
@@ -114,12 +125,13 @@ class TaskNotifier:
         return len(self._waiting)
 
     def _enqueue(self, found: Iterable[events.Event], task: AgenticTask) -> None:
-        fresh = [e for e in found if e.event_id not in self._seen]
+        key = (task.metadata.namespace or "", task.metadata.name)
+        seen = self._seen.get(key, ())
+        fresh = [e for e in found if e.event_id not in seen]
         if fresh:
             # the task itself only when it may end the request (`_conclude`
             # needs it); on a start every open decision's event is queued at once
             ending = any(e.event in ENDING_TEXT for e in fresh)
-            key = (task.metadata.namespace or "", task.metadata.name)
             org, namespace = task.spec.org_id, task.metadata.namespace
             self._put(_Batch(key, org, namespace, fresh, task if ending else None))
 
@@ -204,8 +216,7 @@ class TaskNotifier:
                 if ended is not None and batch.task is not None:
                     endings.append((batch.task, org_id, ended))
         for batch in recorded:
-            for event in batch.events:
-                self._remember(event.event_id)
+            self._remember(batch)
         for task, org_id, ended in endings:
             ending = asyncio.create_task(self._conclude(task, org_id, ended))
             self._endings.add(ending)
@@ -236,8 +247,13 @@ class TaskNotifier:
             if await emit(session, org_id, events.REQUEST_ENDED, payload):
                 await _tell(session, task, org_id, text, ended.event)
 
-    def _remember(self, event_id: str) -> None:
-        self._seen[event_id] = None
+    def _remember(self, batch: _Batch) -> None:
+        """Remember a recorded batch's events; forget its task once it ended (seen again,
+        its events are no-op inserts)."""
+        if any(e.event in ENDING_TEXT for e in batch.events):
+            self._seen.pop(batch.key, None)
+            return
+        self._seen.setdefault(batch.key, set()).update(e.event_id for e in batch.events)
         if len(self._seen) > SEEN_LIMIT:
             for old in list(self._seen)[: SEEN_LIMIT // 10]:
                 del self._seen[old]

@@ -172,3 +172,45 @@ async def test_a_task_changing_while_its_events_wait_is_held_once(
     busy = sorted(e.event for e in found if e.event_id.startswith(uid))
     assert busy == ["decided", "decision_needed"]  # both versions' events, each once
     assert len(found) == 22
+
+
+def _ended(org: Org, name: str, uid: str) -> AgenticTask:
+    """The task of `_task(org, name, uid, decided=2)`, completed."""
+    wire = _task(org, name, uid, decided=2).to_wire()
+    wire["metadata"]["resourceVersion"] = "3"
+    wire["status"]["phase"] = "Completed"
+    return AgenticTask.from_wire(wire)
+
+
+async def test_an_ended_task_is_forgotten_and_seen_again_records_nothing_twice(
+    database_url: str, sessions: async_sessionmaker[AsyncSession]
+) -> None:
+    """What the notifier remembers follows the open tasks: the soak's platform kept every
+    recorded event's id (up to 100,000) for ever."""
+    (org,) = await _orgs(sessions, 1)
+    settings = make_settings(database_url, notify_interval_seconds=3600)
+    notifier = TaskNotifier(sessions, settings, deliverer=None)
+    uid = str(uuid.uuid4())
+    async with _running(notifier):
+        notifier.observe(_task(org, "open", uid))
+        await _until(_remembers(notifier, 1))  # its decision_needed, while it is open
+        notifier.observe(_ended(org, "open", uid))
+        await _until(lambda: _at_least(sessions, org, 4))  # decided, completed, request_ended
+        recorded = await _events(sessions, org)
+        for _ in range(3):
+            notifier.observe(_ended(org, "open", uid))  # seen again (a change, a relist)
+        notifier.observe(_task(org, "control"))  # queued after them: recorded after them
+        await _until(lambda: _at_least(sessions, org, recorded + 1))
+        # the control's; the ended task's ids are gone (the control is remembered after its
+        # transaction, which came after the ended task's sightings)
+        await _until(_remembers(notifier, 1))
+    assert await _events(sessions, org) == recorded + 1  # the control's event only
+    notifier.forget((org.namespace, "control"))  # deleted from the cluster
+    assert notifier.remembered == 0
+
+
+def _remembers(notifier: TaskNotifier, count: int) -> Any:
+    async def check() -> bool:
+        return notifier.remembered == count
+
+    return check
