@@ -39,7 +39,7 @@ from platform_api.floor.accounts import UserRepository
 from platform_api.floor.audit.service import record_detached
 from platform_api.floor.capabilities import declare
 from platform_api.floor.principal import OrgScope, Principal
-from platform_api.models import Org, User
+from platform_api.models import Org
 from platform_api.openapi import PLATFORM_ADMIN, mark
 
 bearer = HTTPBearer(auto_error=False, description="a JWT from POST /auth/token or the OIDC issuer")
@@ -67,12 +67,12 @@ async def get_principal(
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise Unauthenticated("a bearer token is required")
     identity = await tokens.verify(credentials.credentials)
+    users = UserRepository(session)
     if identity.username is not None:
-        where = User.username == identity.username
+        found = await users.principal_of(username=identity.username)
     else:
         assert identity.issuer is not None and identity.subject is not None
-        where = (User.oidc_issuer == identity.issuer) & (User.oidc_subject == identity.subject)
-    found = await UserRepository(session).principal_of(where)
+        found = await users.principal_of(issuer=identity.issuer, subject=identity.subject)
     if found is None:
         raise Unauthenticated("the token's user does not exist")
     user, grants = found

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
-from sqlalchemy import ColumnElement, String, cast, delete, func, select
+from sqlalchemy import ColumnElement, Select, String, bindparam, cast, delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -34,6 +37,46 @@ def _grants(joined: str | None) -> dict[uuid.UUID, Grant]:
     return out
 
 
+@dataclass(frozen=True)
+class Caller:
+    """What a request needs of its user: who, whether a platform administrator, whether
+    deactivated."""
+
+    id: uuid.UUID
+    username: str
+    platform_admin: bool
+    deactivated_at: datetime | None
+
+
+def _principal_query(where: ColumnElement[bool]) -> Select[Any]:
+    """The caller's row and its memberships as `org role cap,cap` lines, in Core (no ORM
+    entity to load on every request's hot path)."""
+    users, members, grants = User.__table__.c, Membership.__table__.c, AccessGrant.__table__.c
+    capabilities = (
+        select(func.aggregate_strings(grants.capability, CAPABILITY))
+        .where(grants.role == members.role)
+        .scalar_subquery()
+    )
+    line = cast(members.org_id, String) + FIELD + members.role + FIELD
+    line = line + func.coalesce(capabilities, "")
+    joined = (
+        select(func.aggregate_strings(line, SEPARATOR))
+        .where(members.user_id == users.id)
+        .scalar_subquery()
+    )
+    return select(
+        users.id, users.username, users.platform_admin, users.deactivated_at, joined
+    ).where(where)
+
+
+_USERS = User.__table__.c
+_BY_USERNAME = _principal_query(_USERS.username == bindparam("username"))
+_BY_OIDC = _principal_query(
+    (_USERS.oidc_issuer == bindparam("issuer")) & (_USERS.oidc_subject == bindparam("subject"))
+)
+"""Built once: SQLAlchemy keeps a statement's cache key, so each request only binds."""
+
+
 class UserRepository:
     """Reads and writes users and their memberships."""
 
@@ -55,33 +98,21 @@ class UserRepository:
         return result.scalar_one_or_none()
 
     async def principal_of(
-        self, where: ColumnElement[bool]
-    ) -> tuple[User, dict[uuid.UUID, Grant]] | None:
-        """The user `where` selects and, per membership, its role and that role's
-        capabilities, in one query (correlated aggregates), or None when there is no
-        such user."""
-        capabilities = (
-            select(func.aggregate_strings(AccessGrant.capability, CAPABILITY))
-            .where(AccessGrant.role == Membership.role)
-            .scalar_subquery()
-        )
-        line = (
-            cast(Membership.org_id, String)
-            + FIELD
-            + Membership.role
-            + FIELD
-            + func.coalesce(capabilities, "")
-        )
-        grants = (
-            select(func.aggregate_strings(line, SEPARATOR))
-            .where(Membership.user_id == User.id)
-            .scalar_subquery()
-        )
-        found = (await self.session.execute(select(User, grants).where(where))).first()
-        if found is None:
+        self, *, username: str | None = None, issuer: str | None = None, subject: str | None = None
+    ) -> tuple[Caller, dict[uuid.UUID, Grant]] | None:
+        """The user named by `username` (else bound to the OIDC `issuer` and `subject`)
+        and, per membership, its role and that role's capabilities, in one query
+        (correlated aggregates, a statement built once), or None when there is no such
+        user."""
+        if username is not None:
+            found = await self.session.execute(_BY_USERNAME, {"username": username})
+        else:
+            found = await self.session.execute(_BY_OIDC, {"issuer": issuer, "subject": subject})
+        row = found.first()
+        if row is None:
             return None
-        user, joined = found
-        return user, _grants(joined)
+        user_id, name, platform_admin, deactivated_at, joined = row
+        return Caller(user_id, name, bool(platform_admin), deactivated_at), _grants(joined)
 
     async def org_ids(self, user_id: uuid.UUID) -> frozenset[uuid.UUID]:
         result = await self.session.execute(

@@ -9,7 +9,7 @@ from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import bindparam, delete, func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -30,6 +30,23 @@ def _insert(session: AsyncSession) -> Any:
     return pg_insert if dialect == "postgresql" else sqlite_insert
 
 
+def _event_insert(insert: Any) -> Any:
+    """The event log's insert, in Core with its values bound at execution: built once per
+    dialect (the notifier logs every event of every task the watch sees)."""
+    table = NotifyEvent.__table__
+    columns = ("org_id", "event_id", "event", "payload", "created_at")
+    values = {name: bindparam(name, type_=table.c[name].type) for name in columns}
+    return (
+        insert(table)
+        .values(values)
+        .on_conflict_do_nothing(index_elements=["org_id", "event_id"])
+        .returning(table.c.seq)
+    )
+
+
+_ADD_EVENT = {"postgresql": _event_insert(pg_insert), "sqlite": _event_insert(sqlite_insert)}
+
+
 class EventRepository:
     """The org's event log (the live stream reads it) and the deliveries it causes."""
 
@@ -40,13 +57,10 @@ class EventRepository:
         self, org_id: uuid.UUID, event_id: str, event: str, payload: dict[str, Any], at: datetime
     ) -> bool:
         """Log the event unless it is logged already; whether it was new."""
-        statement = (
-            _insert(self.session)(NotifyEvent)
-            .values(org_id=org_id, event_id=event_id, event=event, payload=payload, created_at=at)
-            .on_conflict_do_nothing(index_elements=["org_id", "event_id"])
-            .returning(NotifyEvent.seq)
-        )
-        return (await self.session.execute(statement)).scalar_one_or_none() is not None
+        dialect = self.session.bind.dialect.name if self.session.bind else "postgresql"
+        values = {"org_id": org_id, "event_id": event_id, "event": event, "payload": payload}
+        found = await self.session.execute(_ADD_EVENT[dialect], {**values, "created_at": at})
+        return found.scalar_one_or_none() is not None
 
     async def since(
         self, org_ids: Collection[uuid.UUID], after: int, limit: int

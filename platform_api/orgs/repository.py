@@ -5,13 +5,19 @@ from __future__ import annotations
 import uuid
 from collections.abc import Collection
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from humanwork_core.policy import STRICT, OrgPolicy
 from platform_api.errors import Conflict
 from platform_api.models import Org
+
+_ORGS = Org.__table__.c
+_POLICY_IF_ACTIVE = select(_ORGS.approval_policy, _ORGS.deactivated_at).where(
+    _ORGS.id == bindparam("org_id")
+)
+"""A decision's read of its org, in Core and built once (on every decision's hot path)."""
 
 
 class OrgRepository:
@@ -54,11 +60,7 @@ class OrgRepository:
         """`policy`, or None when the org is deactivated: both in one read (a decision
         needs both: whether the org is active, as `deactivation.repository.ensure_active`
         reads it, and the quorum)."""
-        found = (
-            await self.session.execute(
-                select(Org.approval_policy, Org.deactivated_at).where(Org.id == org_id)
-            )
-        ).first()
+        found = (await self.session.execute(_POLICY_IF_ACTIVE, {"org_id": org_id})).first()
         if found is None:
             return STRICT
         stored, deactivated_at = found
