@@ -9,8 +9,8 @@ reuse the most recently released connection first instead: a steady load keeps u
 same few, and the surplus of a burst idles past its keep-alive and is closed by the
 connector's own periodic cleanup.
 
-The platform API (on the connector its client library builds) and the operator (on its
-own) both use it. This module imports no aiohttp: humanwork_core also ships in the
+The lean client of the platform API and the operator (`humanwork_core.kube_client`) applies
+it to its connector. This module imports no aiohttp: humanwork_core also ships in the
 agent's image, which has no aiohttp.
 """
 

@@ -264,8 +264,9 @@ class Settings(BaseSettings):
     )
     kubeconfig: str | None = Field(
         default=None,
-        description="kubeconfig file of the platform's Kubernetes identity; unset: no "
-        "Kubernetes (the task endpoints answer 503 kubernetes_unavailable)",
+        description="kubeconfig file of the platform's Kubernetes identity (its current "
+        "context, with a bearer token or a client certificate; exec plugins are not read); "
+        "unset: no Kubernetes (the task endpoints answer 503 kubernetes_unavailable)",
     )
     kube_in_cluster: bool = Field(
         default=False,

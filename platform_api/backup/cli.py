@@ -22,15 +22,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from kubernetes_asyncio import client as kclient
-from kubernetes_asyncio import config as kconfig
-
+from humanwork_core import kube_credentials
+from humanwork_core.kube_client import Kube
 from humanwork_core.resources.names import TASKS
 from platform_api.audit.cli import ConfigurationError, Report, audit, read_chains
 from platform_api.backup import database, ledger, resources
@@ -44,16 +45,27 @@ BEHIND_KINDS = ("truncated", "checkpoint_mismatch")
 EXIT_BEHIND = 3
 
 
-async def _api(kubeconfig: str | None) -> kclient.ApiClient:
+FIELD_MANAGER = "humanwork-backup"
+USER_AGENT = "humanwork-backup/0.1.0"
+
+
+@contextlib.asynccontextmanager
+async def _api(kubeconfig: str | None) -> AsyncIterator[Kube]:
+    """The lean client, with the kubeconfig given, else the pod's ServiceAccount."""
     if kubeconfig:
-        return await kconfig.new_client_from_config(config_file=kubeconfig)
-    kconfig.load_incluster_config()  # type: ignore[no-untyped-call]
-    return kclient.ApiClient()
+        creds = kube_credentials.from_kubeconfig(Path(kubeconfig))
+    else:
+        creds = kube_credentials.in_cluster()
+    kube = Kube.open(creds, field_manager=FIELD_MANAGER, user_agent=USER_AGENT, connections=4)
+    try:
+        yield kube
+    finally:
+        await kube.close()
 
 
 async def _export(kubeconfig: str | None) -> dict[str, list[dict[str, Any]]]:
-    async with await _api(kubeconfig) as api:
-        return await resources.export(api)
+    async with _api(kubeconfig) as kube:
+        return await resources.export(kube)
 
 
 def _heads(url: str) -> dict[str, list[Any]]:
@@ -99,9 +111,9 @@ def _behind(report: Report) -> dict[str, str]:
 async def _apply(kubeconfig: str | None, backup: dict[str, Any], url: str) -> resources.Applied:
     """Re-apply the resources, then re-key the re-created tasks' rows and fill in the
     surviving tasks' (`backup.ledger`)."""
-    async with await _api(kubeconfig) as api:
-        applied = await resources.apply(api, backup)
-        live = (await resources.export(api))[TASKS]
+    async with _api(kubeconfig) as kube:
+        applied = await resources.apply(kube, backup)
+        live = (await resources.export(kube))[TASKS]
     engine = make_engine(url)
     try:
         async with make_sessionmaker(engine)() as session, session.begin():

@@ -24,15 +24,16 @@ import asyncio
 import copy
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
-from kubernetes_asyncio import client as kclient
-from kubernetes_asyncio.client.exceptions import ApiException
-
+from humanwork_core.kube_client import Kube, cluster_path, path_for
+from humanwork_core.kube_errors import KubeError
 from humanwork_core.resources.common import GROUP, VERSION
 from humanwork_core.resources.names import INSTANCES, TASKS
 
 KINDS = (INSTANCES, TASKS)
+KIND_OF = {INSTANCES: "AgentInstance", TASKS: "AgenticTask"}
+API_VERSION = f"{GROUP}/{VERSION}"
 RESTORED_FROM_UID = "humanwork.io/restored-from-uid"
 RESTORED_NOTE = (
     "restored from a backup taken before this step finished: it may have reached its "
@@ -41,19 +42,17 @@ RESTORED_NOTE = (
 _KEEP_METADATA = ("name", "namespace", "labels", "annotations")
 
 
-async def export(api: kclient.ApiClient) -> dict[str, list[dict[str, Any]]]:
+async def export(kube: Kube) -> dict[str, list[dict[str, Any]]]:
     """Every AgentInstance and AgenticTask of the cluster, with its status."""
-    objects = kclient.CustomObjectsApi(api)
     found: dict[str, list[dict[str, Any]]] = {}
     for plural in KINDS:
-        listed = cast(
-            dict[str, Any], await objects.list_cluster_custom_object(GROUP, VERSION, plural)
-        )
-        found[plural] = [
-            {k: v for k, v in item.items() if k != "metadata"}
-            | {"metadata": _metadata(item["metadata"], keep_uid=True)}
-            for item in listed.get("items", [])
-        ]
+        found[plural] = []
+        async for items, _ in kube.list_pages(cluster_path(API_VERSION, KIND_OF[plural])):
+            found[plural] += [
+                {k: v for k, v in item.items() if k != "metadata"}
+                | {"metadata": _metadata(item["metadata"], keep_uid=True)}
+                for item in items
+            ]
     return found
 
 
@@ -114,59 +113,44 @@ class Applied:
     """Re-created tasks: `<namespace>/<name>` -> (uid in the backup, new uid)."""
 
 
-async def _create(objects: kclient.CustomObjectsApi, plural: str, item: dict[str, Any]) -> Any:
+async def _create(kube: Kube, plural: str, item: dict[str, Any]) -> dict[str, Any]:
     meta = _metadata(item["metadata"], keep_uid=False)
     if plural == TASKS and item["metadata"].get("uid"):
         meta.setdefault("annotations", {})[RESTORED_FROM_UID] = item["metadata"]["uid"]
-    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": item.get("kind"), "metadata": meta}
+    body = {"apiVersion": API_VERSION, "kind": KIND_OF[plural], "metadata": meta}
     body["spec"] = item["spec"]
-    return await objects.create_namespaced_custom_object(
-        GROUP, VERSION, meta["namespace"], plural, body
-    )
+    return await kube.create(body)
 
 
-async def _write_status(
-    objects: kclient.CustomObjectsApi, created: dict[str, Any], status: dict[str, Any]
-) -> None:
+async def _write_status(kube: Kube, created: dict[str, Any], status: dict[str, Any]) -> None:
     """Write `status` under the resourceVersion, again when the operator wrote meanwhile;
     the operator's own fields are taken from what it wrote."""
     meta = created["metadata"]
     for _ in range(20):
-        live = cast(
-            dict[str, Any],
-            await objects.get_namespaced_custom_object(
-                GROUP, VERSION, meta["namespace"], TASKS, meta["name"]
-            ),
+        live = await kube.call(
+            "GET", path_for(API_VERSION, "AgenticTask", meta["namespace"], meta["name"])
         )
         merged = {**(live.get("status") or {}), **status}
-        body = {"metadata": {"resourceVersion": live["metadata"]["resourceVersion"]}}
         try:
-            await objects.replace_namespaced_custom_object_status(
-                GROUP,
-                VERSION,
-                meta["namespace"],
-                TASKS,
-                meta["name"],
-                {**live, **body, "metadata": live["metadata"], "status": merged},
-            )
+            # the live metadata carries its resourceVersion: a 409 when it changed since
+            await kube.replace({**live, "status": merged}, subresource="status")
             return
-        except ApiException as exc:
+        except KubeError as exc:
             if exc.status != 409:
                 raise
             await asyncio.sleep(0.2)
     raise RuntimeError(f"the status of {meta['namespace']}/{meta['name']} kept changing")
 
 
-async def apply(api: kclient.ApiClient, resources: dict[str, list[dict[str, Any]]]) -> Applied:
+async def apply(kube: Kube, resources: dict[str, list[dict[str, Any]]]) -> Applied:
     """Create what is missing (AgentInstances first), keep what exists (module docstring)."""
-    objects = kclient.CustomObjectsApi(api)
     applied, now = Applied(), datetime.now(UTC)
     for plural in KINDS:
         for item in resources.get(plural, []):
             key = f"{item['metadata']['namespace']}/{item['metadata']['name']}"
             try:
-                created = await _create(objects, plural, item)
-            except ApiException as exc:
+                created = await _create(kube, plural, item)
+            except KubeError as exc:
                 if exc.status == 409:
                     applied.kept[plural].append(key)
                 else:
@@ -176,7 +160,7 @@ async def apply(api: kclient.ApiClient, resources: dict[str, list[dict[str, Any]
             if plural == TASKS:
                 status, unknown = reconcile_status(item, now)
                 if status:
-                    await _write_status(objects, created, status)
+                    await _write_status(kube, created, status)
                 applied.unknown_steps[key] = unknown
                 applied.uids[key] = (item["metadata"].get("uid", ""), created["metadata"]["uid"])
     return applied

@@ -10,18 +10,20 @@ process under the humanwork-platform-api ServiceAccount's own token (its request
 told apart from the tests' by the token's id, which the API server records), drives
 every Kubernetes call the platform's code makes, and compares the requests with
 manifests/base/platform/rbac.yaml both ways, down to the namespace and the object names
-of its Role. A third list, the calls written in platform_api/kube/client.py, makes sure
-the scenario leaves none of them out.
+of its Role. A third list, the calls platform_api/kube/client.py can make (each of its
+methods run once over a lean client that records its requests), makes sure the scenario
+leaves none of them out.
 """
 
 from __future__ import annotations
 
-import ast
+import asyncio
 import base64
+import inspect
 import json
 import ssl
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,6 +37,8 @@ from kubernetes import client
 from agent_operator.builders import AGENT_RBAC_RULES
 from agent_operator.kube import USER_AGENT
 from humanwork_core import signing, taskflow
+from humanwork_core.kube_client import Kube as LeanKube
+from humanwork_core.kube_client import resource_of
 from humanwork_core.resources import Verdict
 from humanwork_dev.processes import PLATFORM_NS, OperatorProcess, PlatformProcess
 from platform_api.kube import client as kube_client
@@ -62,7 +66,6 @@ ORG_SECRETS = "humanwork-operator-org-secrets"
 ORG_SECRETS_BINDING = "humanwork-operator-secrets"
 KEY_SECRETS = ("humanwork-agent-signing-keys", "humanwork-callback-key")
 RBAC_GROUP = "rbac.authorization.k8s.io"
-PLATFORM_KUBE_CLIENT = REPO / "platform_api/kube/client.py"
 Permission = tuple[str, str, str]  # (apiGroup, resource[/subresource], verb)
 
 
@@ -298,70 +301,63 @@ def test_the_operator_uses_exactly_the_permissions_it_is_granted(
 
 # --- the platform API ------------------------------------------------------------------------
 
-_VERBS = {"get": "get", "read": "get", "list": "list", "create": "create", "patch": "patch"}
-_VERBS |= {"delete": "delete", "replace": "update"}
-_CORE_KINDS = {"config_map": "configmaps", "secret": "secrets", "namespace": "namespaces"}
+_VERBS = {"POST": "create", "PATCH": "patch", "PUT": "update", "DELETE": "delete"}
+
+
+class _Recorder(LeanKube):
+    """The lean client with no server: it records the (apiGroup, resource, verb) of every
+    request it is asked to make and answers an empty object."""
+
+    def __init__(self) -> None:
+        self.seen: set[Permission] = set()
+        self.field_manager = kube_client.FIELD_MANAGER
+
+    def _record(self, method: str, path: str) -> None:
+        parts = path.strip("/").split("/")
+        group = "" if parts[0] == "api" else parts[1]
+        resource = resource_of(path)
+        collection = parts[-1] == resource.split("/")[0]
+        verb = _VERBS.get(method) or ("list" if collection else "get")
+        self.seen.add((group, resource, "watch" if method == "WATCH" else verb))
+
+    async def call(self, method: str, path: str, **_: Any) -> dict[str, Any]:
+        self._record(method, path)
+        data = base64.b64encode(b"v").decode()
+        return {"metadata": {"resourceVersion": "1"}, "items": [], "data": {"k": data}}
+
+    async def stream(self, path: str, *_: Any) -> AsyncIterator[dict[str, Any]]:
+        self._record("WATCH", path)
+        for event in ():
+            yield event
+
+
+async def _every_call(kube: kube_client.KubeClient) -> None:
+    """Every public method of the platform's client, once, with placeholder arguments."""
+    for name, method in inspect.getmembers(kube, inspect.ismethod):
+        if name.startswith("_") or name in ("close", "from_settings"):
+            continue
+        args: list[Any] = []
+        for parameter in inspect.signature(method).parameters.values():
+            if parameter.default is not inspect.Parameter.empty:
+                break
+            plain = parameter.annotation in ("str", str)
+            args.append("k" if plain else {"metadata": {"name": "n"}})
+        called = method(*args)
+        if inspect.isasyncgen(called):
+            async for _ in called:
+                pass
+        else:
+            await called
 
 
 def calls_in_code() -> set[Permission]:
-    """The (apiGroup, resource, verb) of every Kubernetes API call written in the
-    platform's one module that talks to the API server, read from its syntax tree: calls
-    of `self._custom.<method>(...)` and `self._core.<method>(...)`, and watches
-    (`watch.Watch().stream(self._custom.<list method>, ...)`)."""
-    source = PLATFORM_KUBE_CLIENT
-    tree = ast.parse(source.read_text())
-    # the module's string constants as it defines them (`TASKS = names.TASKS`, ...)
-    constants: dict[str, object] = {
-        name: v for name, v in vars(kube_client).items() if isinstance(v, str)
-    }
-
-    def value(node: ast.expr) -> str:
-        if isinstance(node, ast.Constant):
-            return str(node.value)
-        if isinstance(node, ast.Name) and node.id in constants:
-            return str(constants[node.id])
-        raise AssertionError(f"cannot resolve {ast.unparse(node)} in {source}")
-
-    def api_method(node: ast.expr) -> tuple[str, str] | None:
-        """("custom" | "core", method) for `self._custom.m` or `self._core.m`."""
-        if (
-            isinstance(node, ast.Attribute)
-            and isinstance(node.value, ast.Attribute)
-            and isinstance(node.value.value, ast.Name)
-            and node.value.value.id == "self"
-            and node.value.attr in ("_custom", "_core")
-        ):
-            return node.value.attr[1:], node.attr
-        return None
-
-    def permission(api: str, method: str, args: list[ast.expr], watch: bool) -> Permission:
-        action, _, rest = method.partition("_")
-        verb = "watch" if watch else _VERBS[action]
-        if api == "custom":
-            # (group, version, [namespace,] plural, ...)
-            plural = args[3] if rest.startswith("namespaced_") else args[2]
-            resource = value(plural)
-            if rest.endswith("_status"):
-                resource += "/status"
-            return (value(args[0]), resource, verb)
-        kind = rest.removeprefix("namespaced_")
-        if kind not in _CORE_KINDS:
-            raise AssertionError(f"unknown core API method {method}: extend _CORE_KINDS")
-        return ("", _CORE_KINDS[kind], verb)
-
-    found: set[Permission] = set()
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        called = api_method(node.func)
-        if called is not None:
-            found.add(permission(*called, node.args, watch=False))
-            continue
-        if isinstance(node.func, ast.Attribute) and node.func.attr == "stream" and node.args:
-            streamed = api_method(node.args[0])
-            if streamed is not None:
-                found.add(permission(*streamed, node.args[1:], watch=True))
-    return found
+    """The (apiGroup, resource, verb) of every Kubernetes API call the platform's one module
+    that talks to the API server can make: each of its public methods run once over a
+    recording lean client (every request of that client goes through `call` or
+    `stream`)."""
+    recorder = _Recorder()
+    asyncio.run(_every_call(kube_client.KubeClient(recorder)))
+    return recorder.seen
 
 
 def token_id(kubeconfig: Path) -> str:

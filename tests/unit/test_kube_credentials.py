@@ -1,6 +1,7 @@
-"""The operator's credentials without a client library (`agent_operator.credentials`): a
-kubeconfig's current context (token, CA, client certificate), in-cluster ServiceAccount
-credentials, and a clear error for a kubeconfig it cannot use."""
+"""The credentials of the lean Kubernetes client (the operator's and the platform's), read
+without a client library (`humanwork_core.kube_credentials`): a kubeconfig's current
+context (token, CA, client certificate), in-cluster ServiceAccount credentials, and a
+clear error for a kubeconfig it cannot use or a pod it is not in."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from agent_operator import credentials
+from humanwork_core import kube_credentials as credentials
 
 
 def _certificate() -> tuple[bytes, bytes]:
@@ -137,3 +138,15 @@ def test_in_cluster_the_token_file_is_read_again_as_it_rotates(
     assert creds.authorization() == "Bearer first"  # read again once a minute, not per call
     monkeypatch.setattr(credentials, "TOKEN_REREAD_SECONDS", 0.0)
     assert creds.authorization() == "Bearer second"
+
+
+def test_in_cluster_outside_a_pod_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(credentials, "SERVICE_ACCOUNT_DIR", tmp_path)  # no token there
+    env = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    with pytest.raises(credentials.CredentialsError, match="not in a pod"):
+        credentials.in_cluster(env)
+    (tmp_path / "token").write_text("t\n")
+    (tmp_path / "ca.crt").write_bytes(_certificate()[0])
+    assert credentials.in_cluster(env).authorization() == "Bearer t"  # the control

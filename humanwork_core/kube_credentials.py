@@ -1,14 +1,16 @@
-"""Where the API server is and how the operator authenticates to it, read without a client
-library: in a pod, its ServiceAccount (the API server from `KUBERNETES_SERVICE_HOST`/`_PORT`,
-the cluster CA and the projected token, re-read as the kubelet rotates it); elsewhere the
-current context of a kubeconfig (`KUBECONFIG` or ~/.kube/config) with a bearer token or a
-client certificate, its server verified against its CA (or the system's), never skipped
-unless the kubeconfig says `insecure-skip-tls-verify`.
+"""Where the API server is and how a component (the operator, the platform API, its
+backup tool) authenticates to it, read without a client library: in a pod, its
+ServiceAccount (the API server from `KUBERNETES_SERVICE_HOST`/`_PORT`, the cluster CA and
+the projected token, re-read as the kubelet rotates it); elsewhere the current context of
+a kubeconfig (`KUBECONFIG` or ~/.kube/config) with a bearer token or a client certificate,
+its server verified against its CA (or the system's), never skipped unless the kubeconfig
+says `insecure-skip-tls-verify`.
 
-The official clients (`kubernetes`, `kubernetes_asyncio`) are not imported by the operator:
+The official clients (`kubernetes`, `kubernetes_asyncio`) are imported by no component:
 they load hundreds of generated model modules (about 40 MiB of resident memory) for the
-few calls it makes; kopf logs in the same way (its own kubeconfig and ServiceAccount
-login).
+few calls each makes; kopf logs in the same way (its own kubeconfig and ServiceAccount
+login). No I/O but reading the files named; no aiohttp (the agent's image ships this
+module too).
 """
 
 from __future__ import annotations
@@ -58,13 +60,23 @@ def load(kubeconfig: str | None = None, environ: Mapping[str, str] | None = None
     kubeconfig's current context."""
     env = os.environ if environ is None else environ
     host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT")
-    token_file = SERVICE_ACCOUNT_DIR / "token"
-    if kubeconfig is None and host and port and token_file.exists():
-        context = ssl.create_default_context(cafile=str(SERVICE_ACCOUNT_DIR / "ca.crt"))
-        server = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
-        return Credentials(server, context, token_file=token_file)
+    if kubeconfig is None and host and port and (SERVICE_ACCOUNT_DIR / "token").exists():
+        return in_cluster(env)
     paths = kubeconfig or env.get("KUBECONFIG") or str(Path("~/.kube/config").expanduser())
     return from_kubeconfig(Path(paths.split(os.pathsep)[0]))
+
+
+def in_cluster(environ: Mapping[str, str] | None = None) -> Credentials:
+    """The pod's ServiceAccount: the API server from `KUBERNETES_SERVICE_HOST`/`_PORT`, the
+    cluster CA and the projected token (re-read as the kubelet rotates it)."""
+    env = os.environ if environ is None else environ
+    host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT")
+    token_file = SERVICE_ACCOUNT_DIR / "token"
+    if not (host and port and token_file.exists()):
+        raise CredentialsError("not in a pod: no KUBERNETES_SERVICE_HOST/_PORT or no token")
+    context = ssl.create_default_context(cafile=str(SERVICE_ACCOUNT_DIR / "ca.crt"))
+    server = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+    return Credentials(server, context, token_file=token_file)
 
 
 def from_kubeconfig(path: Path) -> Credentials:
@@ -103,7 +115,7 @@ def _ssl_context(
     if cert and key:
         # the ssl module loads a certificate chain from files only: a private temporary
         # folder, removed at once
-        with tempfile.TemporaryDirectory(prefix="humanwork-operator-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="humanwork-kube-") as tmp:
             cert_file, key_file = Path(tmp) / "tls.crt", Path(tmp) / "tls.key"
             cert_file.write_bytes(cert)
             key_file.write_bytes(key)
