@@ -32,8 +32,9 @@ from platform_api.settings import Settings
 from tests.conftest import Cluster
 from tests.integration.test_tasks import task_manifest
 
-WATCH_SECONDS = 2
-"""The server ends each watch after this long: the test sees the close, not a timeout."""
+WATCH_SECONDS = 4
+"""The server ends each watch after this long: the test sees the close, not a timeout (long
+enough for a loaded API server to deliver what happened since the version asked)."""
 
 
 @pytest.fixture
@@ -88,11 +89,16 @@ async def test_a_watch_the_server_closes_carries_on_from_the_last_version_seen(
     version = pages[-1][1]
     first = _create(cluster, namespace)
     seen, version = await _one_watch(kube, version, namespace)
-    # the stream ended without an error (the server closed it) and held the change
-    assert seen == [("ADDED", first)]
+    # the stream ended without an error (the server closed it) and held the change (the
+    # shared cluster's operator may change the task too: only additions are compared)
+    assert _added(seen) == [first]
     second = _create(cluster, namespace)
     again, _ = await _one_watch(kube, version, namespace)
-    assert again == [("ADDED", second)], "the next watch replayed or lost a change"
+    assert _added(again) == [second], "the next watch replayed or lost a change"
+
+
+def _added(seen: list[tuple[str, str]]) -> list[str]:
+    return [name for kind, name in seen if kind == "ADDED"]
 
 
 def _watch_server(answers: list[web.StreamResponse | str]) -> web.Application:
