@@ -54,7 +54,7 @@ from agent_operator.shards import fingerprint, label_selector, shard_of, trigger
 from agent_operator.state import Job, State, stamp
 from agent_operator.tasks import reconcile_task
 from agent_operator.workqueue import WorkQueue
-from humanwork_core import heap, tracing
+from humanwork_core import tracing
 from humanwork_core.resources import ORG_ID_LABEL, AgentInstance, AgentInstancePhase, names
 
 __all__ = ["State", "child_event", "instance_event", "namespace_event", "watch_selectors"]
@@ -83,8 +83,6 @@ RECONCILERS = 16
 """Full reconciles running at once (the operator's own queue, in the order asked)."""
 IDLE_SECONDS = 0.5
 """How long an object's kopf worker waits for its next event before leaving its slot."""
-QUIET_SECONDS, TRIM_SECONDS = 5.0, 60.0
-"""Quiet this long after the last event, or busy TRIM_SECONDS, the freed heap is trimmed."""
 LOG = logging.getLogger("humanwork.operator")
 
 
@@ -348,10 +346,7 @@ async def _schedule(state: State) -> None:
             except Exception as exc:  # one instance's trouble must not stop the others
                 LOG.warning("reconcile of %s/%s (%s) failed: %s", key[0], key[1], trigger, exc)
                 state.due.setdefault(key, (now + timedelta(seconds=5), trigger))
-        quiet = not state.trimmed and time.monotonic() - state.last_active > QUIET_SECONDS
-        if quiet or time.monotonic() - state.trimmed_at > TRIM_SECONDS:
-            heap.trim()  # a burst is over, or a steady load's holes: give them back
-            state.trimmed, state.trimmed_at = True, time.monotonic()
+        state.heap.tick()  # a burst is over, or a steady load's holes: give them back
         await asyncio.sleep(SCHEDULER_TICK_SECONDS)
 
 

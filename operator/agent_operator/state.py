@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 import weakref
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,6 +17,10 @@ from agent_operator.kube import Kube
 from agent_operator.reconcile import ApiServerEndpoints, AppliedCache, Keyring
 from agent_operator.shards import Namespaces, shard_of
 from agent_operator.workqueue import WorkQueue
+from humanwork_core import heap
+
+QUIET_SECONDS, TRIM_SECONDS = 5.0, 60.0
+"""Quiet this long after the last event, or busy TRIM_SECONDS, the freed heap is trimmed."""
 
 
 @dataclass(frozen=True)
@@ -66,9 +69,8 @@ class State:
         self.open_tasks = autoscale.OpenTasks()
         self.low_since: dict[tuple[str, str], datetime] = {}
         self.scale_due: dict[tuple[str, str], datetime] = {}
-        # when the operator last did anything, and whether the heap was trimmed since
-        self.last_active = self.trimmed_at = 0.0
-        self.trimmed = True
+        # when the freed heap is given back: busy TRIM_SECONDS, or quiet QUIET_SECONDS
+        self.heap = heap.Trimmer(every=TRIM_SECONDS, quiet=QUIET_SECONDS)
         # the platform CA file's stamp when last looked at (a change re-applies every agent's)
         self.platform_ca_stamp = stamp(settings.platform_ca_file)
 
@@ -76,7 +78,7 @@ class State:
         """Note work just done (an event handled, a reconcile ended): the heap is trimmed
         once the operator has then been quiet for QUIET_SECONDS: events of other
         shards' orgs, dropped without a reconcile, left their burst's memory untrimmed."""
-        self.last_active, self.trimmed = time.monotonic(), False
+        self.heap.active()
 
     async def serves(self, namespace: str) -> bool:
         """Whether `namespace` belongs to this operator's shard (read once, then from the

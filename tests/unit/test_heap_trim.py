@@ -1,9 +1,9 @@
 """Giving back the memory the C allocator holds free (`humanwork_core.heap`).
 
 A process that allocated and freed many blocks over 512 bytes (what CPython hands to
-malloc) keeps them resident, on glibc, until `trim`; the operator's scheduler trims while
-it is busy, not only once it goes quiet (under a steady load it never does), and
-`trim_every` trims at its interval."""
+malloc) keeps them resident, on glibc, until `trim`. One `Trimmer` says when: at its
+interval (the platform's `trim_every`; the operator's scheduler while it is busy, as under
+a steady load it never goes quiet) and once quiet after the work noted."""
 
 from __future__ import annotations
 
@@ -73,9 +73,9 @@ async def test_trim_every_trims_at_its_interval_and_never_at_zero() -> None:
 async def test_the_operator_trims_while_busy(monkeypatch: pytest.MonkeyPatch) -> None:
     trims: list[int] = []
     monkeypatch.setattr(heap, "_trim", lambda pad: trims.append(pad) or 1)
-    monkeypatch.setattr(handlers, "TRIM_SECONDS", 0.05)
     monkeypatch.setattr(handlers, "SCHEDULER_TICK_SECONDS", 0.01)
     state = handlers.State(None, OperatorSettings(), None)  # type: ignore[arg-type]
+    state.heap.every = 0.05
     scheduler = asyncio.create_task(handlers._schedule(state))
     try:
         async with asyncio.timeout(30):
@@ -84,3 +84,36 @@ async def test_the_operator_trims_while_busy(monkeypatch: pytest.MonkeyPatch) ->
                 await asyncio.sleep(0.005)
     finally:
         scheduler.cancel()
+
+
+class Clock:
+    """A clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_trimmer_trims_at_its_interval_and_once_quiet_after_work() -> None:
+    clock, trims = Clock(), []
+    when = heap.Trimmer(every=60, quiet=5, trimmer=lambda: trims.append(clock.now), clock=clock)
+    clock.now += 30
+    assert not when.tick() and when.next_in() == 30  # nothing noted: the interval only
+    when.active()
+    clock.now += 4
+    assert not when.tick() and when.next_in() == 1
+    clock.now += 1
+    assert when.tick() and trims == [1035]  # quiet 5 s after the work: trimmed
+    clock.now += 30
+    assert not when.tick() and when.next_in() == 30  # once, not again while quiet
+    for _ in range(70):  # busy: work every second, never quiet
+        when.active()
+        clock.now += 1
+        when.tick()
+    assert trims == [1035, 1095]  # still trimmed at the interval
+    never = heap.Trimmer(every=0, trimmer=lambda: trims.append(0), clock=clock)
+    never.active()
+    clock.now += 10_000
+    assert not never.tick() and never.next_in() == float("inf")
