@@ -68,17 +68,20 @@ def _create(cluster: Cluster, namespace: str) -> str:
     return str(body["metadata"]["name"])
 
 
-async def _one_watch(
-    kube: KubeClient, version: str, namespace: str
-) -> tuple[list[tuple[str, str]], str]:
-    """The (type, name) of the changes in `namespace` one watch from `version` delivers
-    until the server closes it, and the last resourceVersion it saw."""
-    seen: list[tuple[str, str]] = []
+Seen = list[tuple[str, str, str, int]]
+"""(type, namespace, name, resourceVersion) of each event a watch delivered."""
+
+
+async def _one_watch(kube: KubeClient, version: str) -> tuple[Seen, str]:
+    """The events one watch from `version` delivers until the server closes it, and the
+    last resourceVersion it saw (a real API server's versions are etcd's revisions:
+    compared as numbers here, which a client must not do)."""
+    seen: Seen = []
     async for kind, raw in kube.watch_tasks(version, timeout_seconds=WATCH_SECONDS):
         meta = raw.get("metadata") or {}
-        version = str(meta.get("resourceVersion") or version)
-        if meta.get("namespace") == namespace:
-            seen.append((kind, str(meta["name"])))
+        own = int(meta.get("resourceVersion") or 0)  # none: 0, below any version
+        version = str(own or version)
+        seen.append((kind, str(meta.get("namespace")), str(meta.get("name")), own))
     return seen, version
 
 
@@ -88,17 +91,26 @@ async def test_a_watch_the_server_closes_carries_on_from_the_last_version_seen(
     pages = [page async for page in kube.list_task_pages()]
     version = pages[-1][1]
     first = _create(cluster, namespace)
-    seen, version = await _one_watch(kube, version, namespace)
+    seen, version = await _one_watch(kube, version)
     # the stream ended without an error (the server closed it) and held the change (the
     # shared cluster's operator may change the task too: only additions are compared)
-    assert _added(seen) == [first]
+    assert _added(seen, namespace) == [first]
+    assert _after(seen, pages[-1][1]) == seen
     second = _create(cluster, namespace)
-    again, _ = await _one_watch(kube, version, namespace)
-    assert _added(again) == [second], "the next watch replayed or lost a change"
+    again, _ = await _one_watch(kube, version)
+    assert _added(again, namespace) == [second], "the next watch replayed or lost a change"
+    # nothing at or below the version resumed from, in any namespace, whatever its type
+    # (the operator's changes to the first task included): what the resume exists for
+    assert _after(again, version) == again, (version, again)
 
 
-def _added(seen: list[tuple[str, str]]) -> list[str]:
-    return [name for kind, name in seen if kind == "ADDED"]
+def _added(seen: Seen, namespace: str) -> list[str]:
+    return [name for kind, ns, name, _ in seen if kind == "ADDED" and ns == namespace]
+
+
+def _after(seen: Seen, version: str) -> Seen:
+    """The events of `seen` past `version`."""
+    return [event for event in seen if event[3] > int(version)]
 
 
 def _watch_server(answers: list[web.StreamResponse | str]) -> web.Application:
