@@ -433,22 +433,14 @@ class ToolProxy:
     ) -> None:
         """A call refused before any upstream: `tool.called`, outcome failure."""
         async with self.sessions() as session, session.begin():
-            await record(
+            await record_tool_call(
                 session,
-                actor=f"agent:{agent.agent_id}",
-                action="tool.called",
-                target=f"tool:{tool}.{body.action}",
-                org_id=uuid.UUID(agent.org_id),
-                outcome="failure",
-                details={
-                    "tool": tool,
-                    "action": body.action,
-                    "task": body.task,
-                    "step": body.step,
-                    "agent_idempotency_key": body.idempotencyKey,
-                    "error": refused.code,
-                    "upstream_error": None,
-                },
+                agent,
+                tool,
+                body,
+                refused,
+                agent_idempotency_key=body.idempotencyKey,
+                upstream_error=None,
             )
 
     async def _finish(
@@ -469,35 +461,56 @@ class ToolProxy:
                 error = await self.ledger.finish(
                     session, claim, done.result, error, call.spec.side_effect, receipt
                 )
-            await record(
+            await record_tool_call(
                 session,
-                actor=f"agent:{agent.agent_id}",
-                action="tool.called",
-                target=f"tool:{tool}.{body.action}",
-                org_id=uuid.UUID(agent.org_id),
-                outcome="success" if error is None else "failure",
-                details={
-                    "tool": tool,
-                    "action": body.action,
-                    "params": upstreams.sanitise(call.params, done.secrets),
-                    "task": body.task,
-                    "step": body.step,
-                    "idempotency_key": call.key,
-                    "agent_idempotency_key": body.idempotencyKey,
-                    "side_effecting": call.spec.side_effect,
-                    "duration_ms": done.elapsed_ms,
-                    "result_summary": _summary(done.result) if error is None else {},
-                    "error": error.code if error is not None else None,
-                    "upstream_error": (
-                        done.upstream_error.code if done.upstream_error is not None else None
-                    ),
-                    "read_back": done.read_back,
-                    "receipt": receipt,
-                },
+                agent,
+                tool,
+                body,
+                error,
+                params=upstreams.sanitise(call.params, done.secrets),
+                idempotency_key=call.key,
+                agent_idempotency_key=body.idempotencyKey,
+                side_effecting=call.spec.side_effect,
+                duration_ms=done.elapsed_ms,
+                result_summary=_summary(done.result) if error is None else {},
+                upstream_error=(
+                    done.upstream_error.code if done.upstream_error is not None else None
+                ),
+                read_back=done.read_back,
+                receipt=receipt,
             )
         if self.on_called is not None:
             self.on_called(tool, "success" if error is None else error.code)
         return error
+
+
+async def record_tool_call(
+    session: AsyncSession,
+    agent: Agent,
+    tool: str,
+    body: ToolCallIn,
+    error: PlatformError | None,
+    **details: Any,
+) -> None:
+    """Audit a tool call (`tool.called`, in the caller's transaction): the agent, the
+    action and the task's step it was called for, a failure with the code of `error` when
+    it ends in one, and `details` beside those."""
+    await record(
+        session,
+        actor=f"agent:{agent.agent_id}",
+        action="tool.called",
+        target=f"tool:{tool}.{body.action}",
+        org_id=uuid.UUID(agent.org_id),
+        outcome="success" if error is None else "failure",
+        details={
+            "tool": tool,
+            "action": body.action,
+            "task": body.task,
+            "step": body.step,
+            "error": error.code if error is not None else None,
+            **details,
+        },
+    )
 
 
 def _upstream(call: Authorised, action: str) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from humanwork_core.resources import AgenticTask
 from humanwork_core.taskflow.execution import approved_step
 from platform_api.agent_api.identity import Agent
 from platform_api.agent_api.ledger import Claim, request_hash, step_key
-from platform_api.agent_api.proxy import TOOLS_SCOPE, ToolProxy
+from platform_api.agent_api.proxy import TOOLS_SCOPE, ToolProxy, record_tool_call
 from platform_api.agent_api.schemas import ToolCallIn, ToolCallOut
 from platform_api.errors import (
     KubernetesUnavailable,
@@ -38,7 +38,6 @@ from platform_api.errors import (
     TaskCancelRequested,
     ToolNotPermitted,
 )
-from platform_api.floor.audit.service import record
 from platform_api.kube.client import KubeNotFound
 from platform_api.mcp_servers import client, definitions, service
 from platform_api.mcp_servers.errors import RiskBelowTool
@@ -251,26 +250,18 @@ class McpProxy:
         secrets = [auth, auth.removeprefix("Bearer ")] if auth else []
         async with self.tools.sessions() as session, session.begin():
             answered = await self.tools.ledger.finish(session, claim, result, error, True, receipt)
-            await record(
+            await record_tool_call(
                 session,
-                actor=f"agent:{agent.agent_id}",
-                action="tool.called",
-                target=f"tool:{step_tool}.{body.action}",
-                org_id=uuid.UUID(agent.org_id),
-                outcome="success" if answered is None else "failure",
-                details={
-                    "tool": step_tool,
-                    "action": body.action,
-                    "params": upstreams.sanitise(body.params, secrets),
-                    "task": body.task,
-                    "step": body.step,
-                    "idempotency_key": claim.key,
-                    "side_effecting": True,
-                    "error": answered.code if answered is not None else None,
-                    "upstream_error": error.code if error is not None else None,
-                    "refusal": error.public_details() if error is not None else None,
-                    "receipt": receipt if answered is None else None,
-                },
+                agent,
+                step_tool,
+                body,
+                answered,
+                params=upstreams.sanitise(body.params, secrets),
+                idempotency_key=claim.key,
+                side_effecting=True,
+                upstream_error=error.code if error is not None else None,
+                refusal=error.public_details() if error is not None else None,
+                receipt=receipt if answered is None else None,
             )
         if self.tools.on_called is not None:
             self.tools.on_called(step_tool, "success" if answered is None else answered.code)
@@ -280,18 +271,4 @@ class McpProxy:
         self, agent: Agent, step_tool: str, body: ToolCallIn, refused: PlatformError
     ) -> None:
         async with self.tools.sessions() as session, session.begin():
-            await record(
-                session,
-                actor=f"agent:{agent.agent_id}",
-                action="tool.called",
-                target=f"tool:{step_tool}.{body.action}",
-                org_id=uuid.UUID(agent.org_id),
-                outcome="failure",
-                details={
-                    "tool": step_tool,
-                    "action": body.action,
-                    "task": body.task,
-                    "step": body.step,
-                    "error": refused.code,
-                },
-            )
+            await record_tool_call(session, agent, step_tool, body, refused)
