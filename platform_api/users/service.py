@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -62,25 +63,8 @@ async def create_user(session: AsyncSession, principal: Principal, body: UserCre
         ),
         org_ids,
     )
-    chains: list[uuid.UUID | None] = [*org_ids] or [None]
-    for org_id in chains:
-        await record(
-            session,
-            actor=principal.username,
-            action="user.created",
-            target=f"user:{user.username}",
-            org_id=org_id,
-            details={"role": user.role, "oidc_subject": user.oidc_subject},
-        )
-    return UserRead(
-        id=user.id,
-        username=user.username,
-        role=user.role,
-        org_ids=org_ids,
-        created_at=user.created_at,
-        oidc_issuer=user.oidc_issuer,
-        oidc_subject=user.oidc_subject,
-    )
+    details = {"role": user.role, "oidc_subject": user.oidc_subject}
+    return await _audited(session, principal, user, org_ids, "user.created", details)
 
 
 async def bind_oidc_identity(
@@ -101,20 +85,35 @@ async def bind_oidc_identity(
         raise Conflict("a user with this OIDC identity exists", oidc_subject=body.oidc_subject)
     user.oidc_issuer, user.oidc_subject = body.oidc_issuer, body.oidc_subject
     await session.flush()
-    for org_id in sorted(org_ids):
+    details = {"oidc_issuer": body.oidc_issuer, "oidc_subject": body.oidc_subject}
+    return await _audited(session, principal, user, sorted(org_ids), "user.oidc_bound", details)
+
+
+async def _audited(
+    session: AsyncSession,
+    principal: Principal,
+    user: User,
+    org_ids: list[uuid.UUID],
+    action: str,
+    details: dict[str, Any],
+) -> UserRead:
+    """Audit `action` on `user` in the chain of each of its orgs (in their order; the
+    platform's for a user of none), and the user as the API shows it."""
+    chains: list[uuid.UUID | None] = [*org_ids] or [None]
+    for org_id in chains:
         await record(
             session,
             actor=principal.username,
-            action="user.oidc_bound",
+            action=action,
             target=f"user:{user.username}",
             org_id=org_id,
-            details={"oidc_issuer": body.oidc_issuer, "oidc_subject": body.oidc_subject},
+            details=details,
         )
     return UserRead(
         id=user.id,
         username=user.username,
         role=user.role,
-        org_ids=sorted(org_ids),
+        org_ids=org_ids,
         created_at=user.created_at,
         oidc_issuer=user.oidc_issuer,
         oidc_subject=user.oidc_subject,
