@@ -6,6 +6,8 @@ from __future__ import annotations
 import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from platform_api.settings import Settings
 from tests.platform.conftest import TwoOrgs, make_settings
@@ -37,6 +39,7 @@ async def test_an_admin_binds_a_user_of_their_org_and_no_other(
     client: httpx.AsyncClient,
     two_orgs: TwoOrgs,
     oidc_key: rsa.RSAPrivateKey,  # noqa: F811
+    db: AsyncEngine,
 ) -> None:
     token = oidc_token(oidc_key, sub="sub-expert-a", preferred_username="whatever")
     assert (await client.get("/users/me", headers=bearer(token))).status_code == 401
@@ -73,3 +76,11 @@ async def test_an_admin_binds_a_user_of_their_org_and_no_other(
         headers=two_orgs.admin_a.headers,
     )
     assert r.status_code == 409
+    # the one binding done is audited in the chain of the user's org
+    async with db.connect() as conn:
+        rows = await conn.execute(
+            text("SELECT actor, target, org_id, details FROM audit_log WHERE action = :a"),
+            {"a": "user.oidc_bound"},
+        )
+        audited = [(actor, target, str(org), details) for actor, target, org, details in rows]
+    assert audited == [("admin-a", "user:expert-a", two_orgs.org_a, _identity("sub-expert-a"))]

@@ -108,6 +108,26 @@ async def test_create_user_with_role_and_memberships(
     assert me["role"] == "expert"
     assert me["capabilities"] == ["run.control", "tasks.read"]
     assert [o["id"] for o in me["orgs"]] == [org]
+    # audited in the chain of each of the user's orgs, the platform's for a user of none
+    other = await api.org(admin, "globex")
+    for username, org_ids in (("bob", sorted([org, other])), ("carol", [])):
+        user = {"username": username, "password": password, "role": "viewer", "org_ids": org_ids}
+        made = await client.post("/users", json=user, headers=admin.headers)
+        assert made.status_code == 201 and made.json()["org_ids"] == org_ids, made.text
+    async with db.connect() as conn:
+        rows = await conn.execute(
+            text(
+                "SELECT target, org_id, details FROM audit_log WHERE action = 'user.created' "
+                "AND actor = 'admin' ORDER BY id"
+            )
+        )
+        audited = [(target, org_id and str(org_id), details) for target, org_id, details in rows]
+    expert, viewer = ({"role": role, "oidc_subject": None} for role in ("expert", "viewer"))
+    assert audited == [
+        ("user:alice", org, expert),
+        *[("user:bob", org_id, viewer) for org_id in sorted([org, other])],
+        ("user:carol", None, viewer),
+    ]
 
 
 async def test_create_user_refusals(client: httpx.AsyncClient, two_orgs: TwoOrgs) -> None:
