@@ -10,8 +10,8 @@
 
 (() => {
   const {
-    STREAM_RETRY_MS, $, el, sleep, newKey, timeFormat, invalid, pill, announce, showMessage,
-    token, forget, toLogin, ApiError, call, readStream, start,
+    $, el, sleep, newKey, timeFormat, invalid, pill, announce, showMessage,
+    token, forget, toLogin, ApiError, call, liveUpdates, start,
   } = humanworkPage({
     prefix: "/workspace", home: "/workspace/tasks", keyPrefix: "web-", signIn: "log in",
     markFields: true,
@@ -206,7 +206,6 @@
     selected: new Set(),
     toasted: new Set(JSON.parse(sessionStorage.getItem(TOASTED) || "[]")),
     lastCount: null,
-    timer: null,
   };
 
   function detailHref(id) {
@@ -452,15 +451,6 @@
   // `live`: refresh on the task event stream (polling while it is down); the agents page
   // polls, since an agent's health is not a task event
   function schedule(refresh, live = true) {
-    const interval = pollInterval();
-    const poll = () => {
-      clearTimeout(queue.timer);
-      const tick = async () => {
-        await refresh();
-        queue.timer = setTimeout(tick, interval);
-      };
-      queue.timer = setTimeout(tick, interval);
-    };
     let queued = false;
     const changed = () => {
       if (queued) return;
@@ -470,23 +460,13 @@
         await refresh();
       }, 100);
     };
-    const connect = () => {
-      readStream("/human-tasks/events", () => {
-        document.body.dataset.live = "stream";
-        clearTimeout(queue.timer);
-        refresh();
-      }, changed, stream).catch(() => {
-        document.body.dataset.live = "polling";
-        poll();
-        setTimeout(connect, STREAM_RETRY_MS);
-      });
-    };
-    const wanted = live && new URLSearchParams(location.search).get("stream") !== "off";
-    if (wanted && window.ReadableStream && window.TextDecoder) connect();
-    else {
-      document.body.dataset.live = "polling";
-      poll();
-    }
+    liveUpdates("/human-tasks/events", {
+      refresh,
+      onEvent: changed,
+      interval: pollInterval(),
+      cursor: stream,
+      stream: live && new URLSearchParams(location.search).get("stream") !== "off",
+    });
     document.addEventListener("visibilitychange", () => {
       if (document.visibilityState === "visible") refresh();
     });

@@ -1,6 +1,6 @@
 // What the expert workspace (app.js) and the client portal (portal.js) share: the DOM
-// helpers, the session, the JSON API call, the sign-in page and the reading of an event
-// stream. Loaded before either; `humanworkPage(area)` answers the helpers bound to one area
+// helpers, the session, the JSON API call, the sign-in page and the live updates from an
+// event stream. Loaded before either; `humanworkPage(area)` answers the helpers bound to one area
 // (its path prefix, home page, sign-in words and idempotency-key prefix).
 //
 // The bearer token from POST /auth/token is kept in sessionStorage (per tab, gone with it)
@@ -247,6 +247,38 @@ function humanworkPage(area) {
     }
   }
 
+  // Keep a page up to date: `refresh` once the event stream `url` opens and `onEvent`
+  // for each of its events (`cursor` keeps the last event id for a reconnect); while it is
+  // down, `refresh` every `interval` ms and the stream tried again every STREAM_RETRY_MS.
+  // Only the polling without `stream` or a browser that cannot read one; `data-live` on
+  // the body says which.
+  function liveUpdates(url, { refresh, onEvent, interval, cursor, stream = true }) {
+    let timer = null;
+    const poll = () => {
+      clearTimeout(timer);
+      timer = setTimeout(async function tick() {
+        await refresh();
+        timer = setTimeout(tick, interval);
+      }, interval);
+    };
+    const connect = () => {
+      readStream(url, () => {
+        document.body.dataset.live = "stream";
+        clearTimeout(timer);
+        refresh();
+      }, onEvent, cursor).catch(() => {
+        document.body.dataset.live = "polling";
+        poll();
+        setTimeout(connect, STREAM_RETRY_MS);
+      });
+    };
+    if (stream && window.ReadableStream && window.TextDecoder) connect();
+    else {
+      document.body.dataset.live = "polling";
+      poll();
+    }
+  }
+
   // --- the entry of every page --------------------------------------------------------
 
   // the sign-in page signs in; any other page needs a session and runs `pages[its name]`
@@ -276,7 +308,7 @@ function humanworkPage(area) {
   }
 
   return {
-    STREAM_RETRY_MS, $, el, sleep, newKey, timeFormat, invalid, pill, announce, showMessage,
-    token, forget, toLogin, ApiError, call, readStream, start,
+    $, el, sleep, newKey, timeFormat, invalid, pill, announce, showMessage,
+    token, forget, toLogin, ApiError, call, liveUpdates, start,
   };
 }

@@ -10,8 +10,8 @@
 
 (() => {
   const {
-    STREAM_RETRY_MS, $, el, sleep, newKey, timeFormat, invalid, pill, announce, showMessage,
-    token, forget, toLogin, ApiError, call, readStream, start,
+    $, el, sleep, newKey, timeFormat, invalid, pill, announce, showMessage,
+    token, forget, toLogin, ApiError, call, liveUpdates, start,
   } = humanworkPage({
     prefix: "/portal", home: "/portal/conversations", keyPrefix: "portal-", signIn: "sign in",
     markFields: false,
@@ -163,7 +163,6 @@
     lastId: null, // the newest message id seen
     tasks: new Map(), // name -> ClientTask
     previous: null, // the last visit as stored when the page opened
-    timer: null,
   };
 
   const AUTHOR = { client: "Client", expert: "Expert", agent: "Agent", system: "Update" };
@@ -496,29 +495,7 @@
   }
 
   function follow() {
-    const poll = () => {
-      clearTimeout(view.timer);
-      view.timer = setTimeout(async function tick() {
-        await refresh();
-        view.timer = setTimeout(tick, POLL_MS);
-      }, POLL_MS);
-    };
-    const connect = () => {
-      readStream(`${view.base}/events`, () => {
-        document.body.dataset.live = "stream";
-        clearTimeout(view.timer);
-        refresh();
-      }, onEvent).catch(() => {
-        document.body.dataset.live = "polling";
-        poll();
-        setTimeout(connect, STREAM_RETRY_MS);
-      });
-    };
-    if (window.ReadableStream && window.TextDecoder) connect();
-    else {
-      document.body.dataset.live = "polling";
-      poll();
-    }
+    liveUpdates(`${view.base}/events`, { refresh, onEvent, interval: POLL_MS });
   }
 
   async function conversationPage() {
