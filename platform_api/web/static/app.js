@@ -10,7 +10,7 @@
 
 (() => {
   const {
-    $, el, sleep, newKey, timeFormat, invalid, pill, announce, showMessage,
+    $, el, sleep, newKey, timeFormat, invalid, askText, pill, announce, showMessage,
     token, forget, toLogin, ApiError, call, liveUpdates, start,
   } = humanworkPage({
     prefix: "/workspace", home: "/workspace/tasks", keyPrefix: "web-", signIn: "log in",
@@ -127,44 +127,8 @@
 
   // The accessible rejection dialog; resolves to the feedback, or null when cancelled.
   function askFeedback(what, opener) {
-    const dialog = $("reject-dialog");
-    const form = $("reject-form");
-    const input = $("reject-feedback");
-    const error = $("reject-error");
-    $("reject-what").textContent = what;
-    input.value = "";
-    input.removeAttribute("aria-invalid");
-    error.hidden = true;
-    return new Promise((resolve) => {
-      let answer = null;
-      const submit = (event) => {
-        event.preventDefault();
-        const value = input.value.trim();
-        if (!value) {
-          error.textContent = "Feedback is required to reject.";
-          error.hidden = false;
-          input.setAttribute("aria-invalid", "true");
-          input.focus();
-          return;
-        }
-        answer = value;
-        dialog.close();
-      };
-      const cancel = () => dialog.close();
-      const closed = () => {
-        form.removeEventListener("submit", submit);
-        $("reject-cancel").removeEventListener("click", cancel);
-        dialog.removeEventListener("close", closed);
-        if (opener && opener.isConnected && !opener.disabled) opener.focus();
-        else ($("queue-title") || $("decide-title") || $("main")).focus();
-        resolve(answer);
-      };
-      form.addEventListener("submit", submit);
-      $("reject-cancel").addEventListener("click", cancel);
-      dialog.addEventListener("close", closed);
-      dialog.showModal();
-      input.focus();
-    });
+    return askText("reject", "reject-feedback", what, "Feedback is required to reject.", opener,
+      () => $("queue-title") || $("decide-title") || $("main"));
   }
 
   // Decisions on one step. Every way of deciding (approve, reject, provide, edit, select,

@@ -53,6 +53,56 @@ function humanworkPage(area) {
     else field.removeAttribute("aria-invalid");
   }
 
+  // `text` in the error box of `field` and the field marked invalid; "" clears both
+  function fieldError(field, box, text) {
+    box.textContent = text;
+    box.hidden = !text;
+    invalid(field, Boolean(text));
+  }
+
+  // The accessible dialog `<name>-dialog` asking for the text `field` (its form, `what`
+  // and `cancel` named alike); resolves to the text, or null when cancelled. Empty is
+  // refused with `required`. The focus goes back to `opener`, or to `fallback()` when it
+  // is gone or disabled.
+  function askText(name, field, what, required, opener, fallback) {
+    const dialog = $(`${name}-dialog`);
+    const form = $(`${name}-form`);
+    const input = $(field);
+    const error = $(`${name}-error`);
+    const cancelButton = $(`${name}-cancel`);
+    $(`${name}-what`).textContent = what;
+    input.value = "";
+    fieldError(input, error, "");
+    return new Promise((resolve) => {
+      let answer = null;
+      const submit = (event) => {
+        event.preventDefault();
+        const value = input.value.trim();
+        if (!value) {
+          fieldError(input, error, required);
+          input.focus();
+          return;
+        }
+        answer = value;
+        dialog.close();
+      };
+      const cancel = () => dialog.close();
+      const closed = () => {
+        form.removeEventListener("submit", submit);
+        cancelButton.removeEventListener("click", cancel);
+        dialog.removeEventListener("close", closed);
+        if (opener && opener.isConnected && !opener.disabled) opener.focus();
+        else fallback().focus();
+        resolve(answer);
+      };
+      form.addEventListener("submit", submit);
+      cancelButton.addEventListener("click", cancel);
+      dialog.addEventListener("close", closed);
+      dialog.showModal();
+      input.focus();
+    });
+  }
+
   function pill(text, kind) {
     return el("span", { class: `pill ${kind}`, text });
   }
@@ -308,7 +358,7 @@ function humanworkPage(area) {
   }
 
   return {
-    $, el, sleep, newKey, timeFormat, invalid, pill, announce, showMessage,
-    token, forget, toLogin, ApiError, call, liveUpdates, start,
+    $, el, sleep, newKey, timeFormat, invalid, fieldError, askText, pill, announce,
+    showMessage, token, forget, toLogin, ApiError, call, liveUpdates, start,
   };
 }

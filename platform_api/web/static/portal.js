@@ -10,7 +10,7 @@
 
 (() => {
   const {
-    $, el, sleep, newKey, timeFormat, invalid, pill, announce, showMessage,
+    $, el, sleep, newKey, timeFormat, fieldError, askText, pill, announce, showMessage,
     token, forget, toLogin, ApiError, call, liveUpdates, start,
   } = humanworkPage({
     prefix: "/portal", home: "/portal/conversations", keyPrefix: "portal-", signIn: "sign in",
@@ -27,12 +27,6 @@
 
   function risk(level) {
     return level ? el("span", { class: `risk risk-${level}`, text: `${level} risk` }) : "";
-  }
-
-  function fieldError(field, box, text) {
-    box.textContent = text;
-    box.hidden = !text;
-    invalid(field, Boolean(text));
   }
 
   function toast(text) {
@@ -365,41 +359,10 @@
     remember();
   }
 
+  // The accessible decline dialog; resolves to the reason, or null when cancelled.
   function askReason(what, opener) {
-    const dialog = $("decline-dialog");
-    const form = $("decline-form");
-    const input = $("decline-reason");
-    $("decline-what").textContent = what;
-    input.value = "";
-    fieldError(input, $("decline-error"), "");
-    return new Promise((resolve) => {
-      let answer = null;
-      const submit = (event) => {
-        event.preventDefault();
-        const value = input.value.trim();
-        if (!value) {
-          fieldError(input, $("decline-error"), "A reason is required to decline.");
-          input.focus();
-          return;
-        }
-        answer = value;
-        dialog.close();
-      };
-      const cancel = () => dialog.close();
-      const closed = () => {
-        form.removeEventListener("submit", submit);
-        $("decline-cancel").removeEventListener("click", cancel);
-        dialog.removeEventListener("close", closed);
-        if (opener && opener.isConnected) opener.focus();
-        else $("plans-title").focus();
-        resolve(answer);
-      };
-      form.addEventListener("submit", submit);
-      $("decline-cancel").addEventListener("click", cancel);
-      dialog.addEventListener("close", closed);
-      dialog.showModal();
-      input.focus();
-    });
+    return askText("decline", "decline-reason", what, "A reason is required to decline.", opener,
+      () => $("plans-title"));
   }
 
   async function declineStep(task, step, button) {
