@@ -669,6 +669,12 @@ async def test_amazon_order_and_items(client: httpx.AsyncClient) -> None:
             ("HW-MUG-001", 1),
         ]
         assert items["pages"] == 2 and items["orderId"] == "113-2026100-0000006"
+        assert (items["truncated"], items["nextToken"]) == (False, None)
+        # at most one page: the rest is named by the token of the first unread one
+        one = AmazonAdapter(backoff=0.01, max_pages=1)
+        first = await call(one, amazon, client, "getOrderItems", {"orderId": "113-2026100-0000006"})
+        assert [i["SellerSKU"] for i in first["orderItems"]] == ["HW-TEE-M"]
+        assert first["pages"] == 1 and first["truncated"] is True and first["nextToken"]
         with pytest.raises(UpstreamError) as caught:
             await call(adapter, amazon, client, "getOrder", {"orderId": "113-0000000-0000000"})
         assert caught.value.status == 404
@@ -871,6 +877,8 @@ async def test_a_listing_update_amazon_did_not_accept_is_an_error(
             adapter, amazon, client, "updateListingQuantity", {"sku": "HW-TEE-M", "quantity": 3}
         )
     assert caught.value.status == 502 and caught.value.details["upstream_status"] == 200
+    assert caught.value.message == "amazon did not accept updateListingQuantity"
+    assert caught.value.details["action"] == "updateListingQuantity"
     assert caught.value.details["upstream_error"][0]["code"] == "90220"
     assert caught.value.details["upstream_error"][0]["message"] == REDACTED
     assert_no_secret(caught.value, access_token)

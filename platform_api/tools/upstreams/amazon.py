@@ -247,14 +247,10 @@ class AmazonAdapter(Adapter):
         action = actions.get(spec.name)
         if action is None:  # pragma: no cover
             raise AssertionError(f"unhandled action {spec.name}")
-        return await action(spec, params, credentials, exchange)
+        return await action(params, credentials, exchange)
 
     async def _list_orders(
-        self,
-        spec: catalog.Action,
-        params: dict[str, Any],
-        credentials: Mapping[str, Any],
-        exchange: Exchange,
+        self, params: dict[str, Any], credentials: Mapping[str, Any], exchange: Exchange
     ) -> dict[str, Any]:
         """Orders created in a window, paged."""
         marketplaces = self._marketplaces(params, credentials)
@@ -269,7 +265,7 @@ class AmazonAdapter(Adapter):
         statuses = param_list(params, "OrderStatuses", pattern="|".join(ORDER_STATUSES))
         if statuses is not None:
             query["OrderStatuses"] = ",".join(statuses)
-        orders, pages, next_token = await self._paged(
+        orders, paging = await self._paged(
             credentials,
             exchange,
             "/orders/v0/orders",
@@ -277,19 +273,10 @@ class AmazonAdapter(Adapter):
             "Orders",
             {"MarketplaceIds": marketplaces},
         )
-        return {
-            "orders": orders,
-            "pages": pages,
-            "truncated": next_token is not None,
-            "nextToken": next_token,
-        }
+        return {"orders": orders, **paging}
 
     async def _get_order(
-        self,
-        spec: catalog.Action,
-        params: dict[str, Any],
-        credentials: Mapping[str, Any],
-        exchange: Exchange,
+        self, params: dict[str, Any], credentials: Mapping[str, Any], exchange: Exchange
     ) -> dict[str, Any]:
         """One order."""
         order_id = param_str(params, "orderId", pattern=ORDER_ID_PATTERN)
@@ -297,36 +284,16 @@ class AmazonAdapter(Adapter):
         return {"order": self._payload(exchange, response)}
 
     async def _get_order_items(
-        self,
-        spec: catalog.Action,
-        params: dict[str, Any],
-        credentials: Mapping[str, Any],
-        exchange: Exchange,
+        self, params: dict[str, Any], credentials: Mapping[str, Any], exchange: Exchange
     ) -> dict[str, Any]:
         """An order's items, paged."""
         order_id = param_str(params, "orderId", pattern=ORDER_ID_PATTERN)
-        items, pages, next_token = await self._paged(
-            credentials,
-            exchange,
-            f"/orders/v0/orders/{order_id}/orderItems",
-            {},
-            "OrderItems",
-            {},
-        )
-        return {
-            "orderId": order_id,
-            "orderItems": items,
-            "pages": pages,
-            "truncated": next_token is not None,
-            "nextToken": next_token,
-        }
+        path = f"/orders/v0/orders/{order_id}/orderItems"
+        items, paging = await self._paged(credentials, exchange, path, {}, "OrderItems", {})
+        return {"orderId": order_id, "orderItems": items, **paging}
 
     async def _update_listing_quantity(
-        self,
-        spec: catalog.Action,
-        params: dict[str, Any],
-        credentials: Mapping[str, Any],
-        exchange: Exchange,
+        self, params: dict[str, Any], credentials: Mapping[str, Any], exchange: Exchange
     ) -> dict[str, Any]:
         """Set a listing's quantity (the one write; never retried)."""
         sku = param_str(params, "sku", pattern=SKU_PATTERN)
@@ -363,10 +330,10 @@ class AmazonAdapter(Adapter):
         result = exchange.json_body(response)
         if result.get("status") != "ACCEPTED":
             raise UpstreamError(
-                f"amazon did not accept {spec.name}",
+                f"amazon did not accept {exchange.action}",
                 details={
                     "tool": self.tool,
-                    "action": spec.name,
+                    "action": exchange.action,
                     "upstream_status": response.status_code,
                     "upstream_error": result.get("issues"),
                 },
@@ -386,9 +353,10 @@ class AmazonAdapter(Adapter):
         query: dict[str, Any],
         key: str,
         next_query: dict[str, Any],
-    ) -> tuple[list[Any], int, str | None]:
-        """The items of every page (following `NextToken` up to `max_pages`), the
-        number of pages read and the token of the first unread page, if any."""
+    ) -> tuple[list[Any], dict[str, Any]]:
+        """The items of every page (following `NextToken` up to `max_pages`), and the
+        paging of the result: the number of pages read, whether there are more, and the
+        token of the first unread page (None when all were read)."""
         items: list[Any] = []
         pages = 0
         page_query = query
@@ -409,7 +377,7 @@ class AmazonAdapter(Adapter):
             if next_token is None:
                 break
             page_query = {**next_query, "NextToken": next_token}
-        return items, pages, next_token
+        return items, {"pages": pages, "truncated": next_token is not None, "nextToken": next_token}
 
     def _payload(self, exchange: Exchange, response: httpx.Response) -> dict[str, Any]:
         payload = exchange.json_body(response).get("payload")
