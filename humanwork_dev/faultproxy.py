@@ -22,9 +22,10 @@ import struct
 import threading
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any, Self
 from urllib.parse import urlsplit
+
+from humanwork_dev.running import Running
 
 
 @dataclass
@@ -52,7 +53,7 @@ class Passed:
     done: str
 
 
-class FaultProxy:
+class FaultProxy(Running):
     """See the module docstring. Start with `start()` or as a context manager."""
 
     def __init__(self, upstream: str) -> None:
@@ -84,14 +85,6 @@ class FaultProxy:
             self._server.close()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
     def _run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(30)

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import asyncpg  # type: ignore[import-untyped]
 
+from humanwork_dev.running import Running
+
 SUPERUSER = "postgres"
 OWNER_ROLE = "humanwork_owner"
 APP_ROLE = "humanwork_app"
@@ -71,7 +73,7 @@ def _valid_name(name: str) -> str:
     return name
 
 
-class PostgresServer:
+class PostgresServer(Running):
     """One PostgreSQL cluster in a temporary directory, listening on 127.0.0.1."""
 
     def __init__(self, bin_dir: Path | None = None) -> None:
@@ -234,10 +236,3 @@ class PostgresServer:
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
             atexit.unregister(self.stop)
-
-    def __enter__(self) -> PostgresServer:
-        self.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.stop()

@@ -24,7 +24,6 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any, Self
 
 from starlette.applications import Starlette
@@ -33,6 +32,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from humanwork_dev.fakes.server import BackgroundServer
+from humanwork_dev.running import Running
 
 DEFAULT_MODEL = "fake-gpt"
 
@@ -77,7 +77,7 @@ def _tool_call(index: int, name: str, arguments: dict[str, Any] | str) -> dict[s
     }
 
 
-class FakeOpenAI:
+class FakeOpenAI(Running):
     """See the module's description."""
 
     def __init__(self, *, model: str = DEFAULT_MODEL, default: str = "OK") -> None:
@@ -101,17 +101,6 @@ class FakeOpenAI:
 
     def stop(self) -> None:
         self._server.stop()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # --- the script --------------------------------------------------------------------------
 

@@ -14,11 +14,12 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, NamedTuple, Self
 from urllib.parse import parse_qsl
 
 import uvicorn
+
+from humanwork_dev.running import Running
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -29,7 +30,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 START_TIMEOUT = 10.0
 
 
-class BackgroundServer:
+class BackgroundServer(Running):
     """An ASGI app served by uvicorn in a daemon thread.
 
     `port=0` picks a free port (the socket is bound before the thread starts, so
@@ -97,18 +98,6 @@ class BackgroundServer:
         self._socket = self._server = self._thread = None
         self.port = None
 
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
 
 @dataclass(frozen=True)
 class RecordedRequest:
@@ -141,7 +130,7 @@ class _Injected:
     after: int = 0
 
 
-class FakeUpstream:
+class FakeUpstream(Running):
     """What the fakes share. Subclasses build their Starlette app in `build_app`.
 
     - `requests`: every request received, in order (method, path, query, status,
@@ -187,17 +176,6 @@ class FakeUpstream:
         """Serve again on the port `refuse_connections` left (state kept)."""
         self._server.requested_port = self._paused_port or 0
         self._server.start()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # ---------------------------------------------------------------- logs
 
