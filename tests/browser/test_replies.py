@@ -71,8 +71,15 @@ def test_an_expert_edits_and_sends_a_draft_reply(
     expect(page.locator("#facts")).to_contain_text("30%")
     page.screenshot(path=str(artifacts / "reply.png"), full_page=True)
 
-    page.get_by_label("Reply to send").fill(EDITED)
+    # an empty edit is refused on the page, the field marked, nothing sent
+    reply = page.get_by_label("Reply to send")
+    reply.fill("  ")
     page.get_by_role("button", name="Send my edit").click()
+    expect(page.locator("#reply-error")).to_have_text("Write the reply to send.")
+    expect(reply).to_have_attribute("aria-invalid", "true")
+    reply.fill(EDITED)
+    page.get_by_role("button", name="Send my edit").click()
+    expect(reply).not_to_have_attribute("aria-invalid", "true")
     expect(page.locator("#notice")).to_have_text("Sent your edit to the client.")
     expect(page.locator("#reply-form")).to_be_hidden()
     expect(page.locator("#thread li")).to_have_count(2)

@@ -10,8 +10,8 @@
 
 (() => {
   const {
-    $, el, sleep, newKey, timeFormat, invalid, askText, pill, announce, showMessage,
-    token, forget, toLogin, ApiError, call, liveUpdates, start,
+    $, el, sleep, newKey, timeFormat, fieldError, askText, pill, announce,
+    showMessage, token, forget, toLogin, ApiError, call, liveUpdates, start,
   } = humanworkPage({
     prefix: "/workspace", home: "/workspace/tasks", keyPrefix: "web-", signIn: "log in",
     markFields: true,
@@ -942,11 +942,9 @@
     return body;
   }
 
-  function fieldError(field, message) {
-    const box = field.parentElement.querySelector(".error");
-    box.textContent = message || "";
-    box.hidden = !message;
-    invalid(field, Boolean(message));
+  // `message` in the error box beside `field` ("" clears it)
+  function errorBeside(field, message) {
+    fieldError(field, field.parentElement.querySelector(".error"), message);
   }
 
   function editForm(id, step) {
@@ -984,7 +982,7 @@
       const parameters = {};
       let bad = null;
       for (const input of fields) {
-        fieldError(input, "");
+        errorBeside(input, "");
         if (input.dataset.text) {
           parameters[input.dataset.key] = input.value;
           continue;
@@ -992,7 +990,7 @@
         try {
           parameters[input.dataset.key] = JSON.parse(input.value);
         } catch (err) {
-          fieldError(input, "Not valid JSON: write a number, true/false, null, a list or an object.");
+          errorBeside(input, "Not valid JSON: write a number, true/false, null, a list or an object.");
           bad = bad || input;
         }
       }
@@ -1051,10 +1049,10 @@
     );
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
-      fieldError(area, "");
+      errorBeside(area, "");
       let content;
       if (!area.value.trim()) {
-        fieldError(area, "Write an answer first.");
+        errorBeside(area, "Write an answer first.");
         area.focus();
         return;
       }
@@ -1065,7 +1063,7 @@
           content = null;
         }
         if (!content || typeof content !== "object" || Array.isArray(content)) {
-          fieldError(area, "Not a JSON object.");
+          errorBeside(area, "Not a JSON object.");
           area.focus();
           return;
         }
@@ -1200,9 +1198,7 @@
     ));
     $("reply-edit").addEventListener("click", (event) => {
       const text = $("reply-text").value.trim();
-      $("reply-error").hidden = Boolean(text);
-      $("reply-error").textContent = text ? "" : "Write the reply to send.";
-      invalid($("reply-text"), !text);
+      fieldError($("reply-text"), $("reply-error"), text ? "" : "Write the reply to send.");
       if (text) decideReply({ action: "edit", text }, event.currentTarget, "Sent your edit to the client.");
     });
     $("reply-reject").addEventListener("click", async (event) => {
