@@ -85,30 +85,39 @@ class TokenService:
         return IssuedToken(token, expires, jti)
 
     async def verify(self, token: str) -> TokenIdentity:
-        """Who `token` stands for; `Unauthenticated` unless it is valid."""
+        """Who `token` stands for; `Unauthenticated` unless it is valid. A built-in token
+        (every expert's request) is decoded once: verified at once against the local key,
+        issuer and audience; only a token that key or issuer refuses is looked at again,
+        for the OIDC issuer."""
         try:
-            unverified = jwt.decode(token, options={"verify_signature": False})
-        except jwt.PyJWTError:
-            raise Unauthenticated("malformed bearer token") from None
-        issuer = unverified.get("iss")
-        try:
-            if issuer == self.settings.jwt_issuer:
+            try:
                 claims = self._verify_local(token)
                 identity = TokenIdentity(username=claims["sub"])
-                name = claims["sub"]
-            elif self._jwks is not None and issuer == self.settings.oidc_issuer:
-                claims = await self._verify_oidc(token)
+            except (jwt.InvalidAlgorithmError, jwt.InvalidSignatureError, jwt.InvalidIssuerError):
+                claims = await self._verify_foreign(token)
                 identity = TokenIdentity(issuer=claims["iss"], subject=claims["sub"])
-                name = claims["sub"]
-            else:
-                raise Unauthenticated("token issuer is not trusted")
         except jwt.ExpiredSignatureError:
             raise Unauthenticated("token expired") from None
+        except jwt.DecodeError as exc:
+            if isinstance(exc, jwt.InvalidSignatureError):
+                raise Unauthenticated("invalid token", reason=type(exc).__name__) from None
+            raise Unauthenticated("malformed bearer token") from None
         except jwt.PyJWTError as exc:
             raise Unauthenticated("invalid token", reason=type(exc).__name__) from None
+        name = claims["sub"]
         if not isinstance(name, str) or not name:
             raise Unauthenticated("token names no user")
         return identity
+
+    async def _verify_foreign(self, token: str) -> dict[str, Any]:
+        """A token the local key or issuer refused: the OIDC issuer's when it names it (and
+        one is configured), else refused as it was."""
+        issuer = jwt.decode(token, options={"verify_signature": False}).get("iss")
+        if issuer == self.settings.jwt_issuer:  # ours, but its signature or algorithm is not
+            raise jwt.InvalidSignatureError("the token's signature is not the platform's")
+        if self._jwks is None or issuer != self.settings.oidc_issuer:
+            raise Unauthenticated("token issuer is not trusted")
+        return await self._verify_oidc(token)
 
     def _verify_local(self, token: str) -> dict[str, Any]:
         claims: dict[str, Any] = jwt.decode(
