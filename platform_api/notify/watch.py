@@ -8,8 +8,10 @@ rejected with feedback and the `Reviser` asked its agent for a revised plan (the
 request goes on with the revision).
 
 `run` also looks, every `notify_interval_seconds`, for decisions due within
-`queue_near_deadline_seconds` (near deadline), hands due webhook deliveries to the
-`Deliverer`, and prunes the event log past `notify_retention_seconds`.
+`queue_near_deadline_seconds` (near deadline) and hands due webhook deliveries to the
+`Deliverer` (also when woken: every event committed wakes it); once every `PRUNE_EVERY` at
+most, it prunes the event log past `notify_retention_seconds` (a retention of a day or more
+needs no sweep per wake-up: that was a transaction and a DELETE per approval).
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ SEEN_LIMIT = 100_000
 """Tasks whose recorded events are remembered at most (the oldest forgotten first); the
 event log ignores an event logged already, so forgetting costs a no-op insert, never a
 second event."""
+PRUNE_EVERY = timedelta(minutes=1)
+"""How often the event log is pruned at most (the retention is at least a minute)."""
 BATCHES_PER_TRANSACTION = 200
 """Tasks' events recorded in one transaction at most (what queued while one was written)."""
 
@@ -93,6 +97,7 @@ class TaskNotifier:
         self._open = Deadlines()
         self._tasks = tasks
         self._namespaces: dict[uuid.UUID, str | None] = {}
+        self._pruned_at: datetime | None = None
 
     # --- fed by the watch (synchronous, cheap) --------------------------------------------
 
@@ -269,7 +274,8 @@ class TaskNotifier:
             await WAKEUP.wait(WAKEUP.generation, self._settings.notify_interval_seconds)
 
     async def tick(self) -> None:
-        """Near deadlines, due deliveries, and the event log's pruning."""
+        """Near deadlines, due deliveries, and the event log's pruning (once a
+        `PRUNE_EVERY` at most)."""
         now = utcnow()
         near = timedelta(seconds=self._settings.queue_near_deadline_seconds)
         for key in self._open.between(now, now + near):
@@ -282,9 +288,12 @@ class TaskNotifier:
         if self._deliverer is not None:
             while await self._deliverer.run_once():
                 pass
+        if self._pruned_at is not None and now - self._pruned_at < PRUNE_EVERY:
+            return
         async with self._sessions() as session, session.begin():
             retention = timedelta(seconds=self._settings.notify_retention_seconds)
             await EventRepository(session).prune(now - retention)
+        self._pruned_at = now
 
 
 @dataclass(frozen=True, slots=True)
