@@ -1,6 +1,8 @@
-"""The platform's bearer tokens are decoded once per request: a built-in token is verified
-in one `jwt.decode` (no unverified look at its issuer first), and every refusal still
-refuses (a foreign issuer, a forged signature, an unsigned token, an expired one)."""
+"""The platform's bearer tokens are decoded once: a built-in token is verified in one
+`jwt.decode` (no unverified look at its issuer first), and not decoded again on its next
+requests while its times are checked on each; every refusal still refuses (a foreign
+issuer, a forged signature, an unsigned token, an expired one, a tampered copy of a token
+verified before)."""
 
 from __future__ import annotations
 
@@ -82,3 +84,25 @@ async def test_every_defect_is_still_refused(
     with pytest.raises(Unauthenticated) as refused:
         await service.verify(token())
     assert message in str(refused.value)
+
+
+async def test_a_token_verified_once_is_not_decoded_again_but_its_expiry_still_counts(
+    service: TokenService, decodes: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = jwt.encode(_claims(), SECRET)
+    for _ in range(3):
+        assert (await service.verify(token)).username == "expert-a"
+    assert len(decodes) == 1
+    later = datetime.now(UTC) + timedelta(minutes=6)  # past the token's expiry
+    monkeypatch.setattr(tokens_module.time, "time", later.timestamp)
+    with pytest.raises(Unauthenticated, match="token expired"):
+        await service.verify(token)
+
+
+async def test_a_tampered_copy_of_a_verified_token_is_refused(service: TokenService) -> None:
+    token = jwt.encode(_claims(), SECRET)
+    await service.verify(token)
+    header, _payload, signature = token.split(".")
+    other = jwt.encode(_claims(sub="admin"), "another-key-0123456789abcdef-0123456789")
+    with pytest.raises(Unauthenticated, match="invalid token"):
+        await service.verify(f"{header}.{other.split('.')[1]}.{signature}")
