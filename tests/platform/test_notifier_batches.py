@@ -10,7 +10,7 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from sqlalchemy import delete, func, select, text
@@ -20,6 +20,8 @@ from humanwork_core.resources import AgenticTask
 from platform_api.db import make_engine, make_sessionmaker
 from platform_api.models import NotifyEvent, Org
 from platform_api.notify import watch
+from platform_api.notify.delivery import Deliverer
+from platform_api.notify.wakeup import QUEUED
 from platform_api.notify.watch import TaskNotifier
 from tests.platform.conftest import make_settings
 
@@ -249,3 +251,36 @@ async def test_the_event_log_is_pruned_once_a_minute_not_on_every_wake_up(
     clock[0] = now + watch.PRUNE_EVERY + timedelta(seconds=1)
     await notifier.tick()
     assert await _events(sessions, org) == 0
+
+
+class _CountingDeliverer:
+    """Counts the deliverer's claims (none due: each claims nothing)."""
+
+    def __init__(self) -> None:
+        self.claims = 0
+
+    async def run_once(self) -> int:
+        self.claims += 1
+        return 0
+
+
+async def test_a_wake_up_claims_deliveries_only_when_one_was_queued_or_a_look_is_due(
+    sessions: async_sessionmaker[AsyncSession], database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = make_settings(database_url, notify_interval_seconds=2.0)
+    deliverer = _CountingDeliverer()
+    notifier = TaskNotifier(sessions, settings, deliverer=cast(Deliverer, deliverer))
+    now = datetime.now(UTC)
+    clock = [now]
+    monkeypatch.setattr(watch, "utcnow", lambda: clock[0])
+    await notifier.tick()
+    assert deliverer.claims == 1  # the first look
+    clock[0] = now + timedelta(seconds=0.5)
+    await notifier.tick()  # woken by an event that queued no delivery
+    assert deliverer.claims == 1
+    QUEUED.notify()  # a commit of this replica queued one
+    await notifier.tick()
+    assert deliverer.claims == 2
+    clock[0] = now + timedelta(seconds=2.6)  # the periodic look: retries, other replicas'
+    await notifier.tick()
+    assert deliverer.claims == 3
