@@ -121,6 +121,11 @@ class RequestMetrics:
     def __init__(self, app: ASGIApp, metrics: Callable[[], PlatformMetrics | None]) -> None:
         self.app = app
         self.metrics = metrics
+        self._series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
+        """The counter's and the histogram's series of each method, route template and
+        status seen, looked up once (the labels' validation and lock, not per request);
+        bounded by the routes: a route template, never a raw path."""
+        self._of: PlatformMetrics | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -139,6 +144,21 @@ class RequestMetrics:
         finally:
             metrics = self.metrics()
             if metrics is not None:
-                method, route = scope["method"], _route(scope)
-                metrics.requests.labels(method, route, str(status[0])).inc()
-                metrics.latency.labels(method, route).observe(time.perf_counter() - started)
+                count, latency = self._series_of(metrics, scope["method"], _route(scope), status[0])
+                count.inc()
+                latency.observe(time.perf_counter() - started)
+
+    def _series_of(
+        self, metrics: PlatformMetrics, method: str, route: str, code: int
+    ) -> tuple[Counter, Histogram]:
+        if metrics is not self._of:  # another app's metrics (tests build several): start over
+            self._of, self._series = metrics, {}
+        key = (method, route, code)
+        found = self._series.get(key)
+        if found is None:
+            found = (
+                metrics.requests.labels(method, route, str(code)),
+                metrics.latency.labels(method, route),
+            )
+            self._series[key] = found
+        return found

@@ -375,7 +375,8 @@ class Settings(BaseSettings):
         default=2.0,
         gt=0,
         description="how often the platform looks for webhook deliveries due and decisions "
-        "near their deadline (HUMANWORK_QUEUE_NEAR_DEADLINE_SECONDS)",
+        "near their deadline (HUMANWORK_QUEUE_NEAR_DEADLINE_SECONDS); a delivery queued on "
+        "this replica is claimed at once",
     )
     heap_trim_seconds: float = Field(
         default=60.0,
@@ -388,7 +389,7 @@ class Settings(BaseSettings):
         default=86400,
         ge=60,
         description="events older than this leave the live stream's log (a client "
-        "reconnecting later reloads the queue)",
+        "reconnecting later reloads the queue); the log is swept once a minute",
     )
     revision_limit: int = Field(
         default=3,

@@ -103,6 +103,16 @@ async def _deny(
     return Forbidden(f"capability {capability} required", capability=capability)
 
 
+async def holding(
+    request: Request, principal: Principal, sessions: Sessions, capability: str
+) -> Principal:
+    """`require`'s check: the caller narrowed to the orgs whose role holds `capability`;
+    403 (audited) when it is a member of some org but no role of its holds it."""
+    if principal.grants and not principal.can(capability):
+        raise await _deny(sessions, request, principal, capability, None)
+    return principal.holding(capability)
+
+
 def require(capability: str) -> Any:
     """A dependency answering the caller narrowed to the orgs whose role holds
     `capability`; 403 when it is a member of some org but no role of its holds it (a user
@@ -110,9 +120,7 @@ def require(capability: str) -> Any:
     declare(capability)
 
     async def check(request: Request, principal: CurrentPrincipal, sessions: Sessions) -> Principal:
-        if principal.grants and not principal.can(capability):
-            raise await _deny(sessions, request, principal, capability, None)
-        return principal.holding(capability)
+        return await holding(request, principal, sessions, capability)
 
     check.__name__ = f"require_{capability.replace('.', '_')}"
     return Depends(mark(check, [capability]))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -30,6 +31,9 @@ log = logging.getLogger(__name__)
 
 LOCAL_ALGORITHM = "HS256"
 REQUIRED_CLAIMS = ["exp", "iat", "iss", "aud", "sub"]
+VERIFIED_KEPT = 4096
+"""Built-in tokens whose verified claims are kept (the oldest dropped first): an expert's
+token is checked against the key, issuer and audience once, its times on every request."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,8 @@ class TokenService:
         self._jwks: jwt.PyJWKClient | None = None
         if settings.oidc_jwks_url:
             self._jwks = jwt.PyJWKClient(settings.oidc_jwks_url, cache_keys=True, timeout=10)
+        self._verified: dict[str, dict[str, Any]] = {}
+        """The claims of built-in tokens verified already, by the token's exact text."""
 
     def issue(self, username: str, role: str, now: datetime | None = None) -> IssuedToken:
         """A signed token for `username`."""
@@ -85,32 +91,49 @@ class TokenService:
         return IssuedToken(token, expires, jti)
 
     async def verify(self, token: str) -> TokenIdentity:
-        """Who `token` stands for; `Unauthenticated` unless it is valid."""
+        """Who `token` stands for; `Unauthenticated` unless it is valid. A built-in token
+        (every expert's request) is decoded once: verified at once against the local key,
+        issuer and audience; only a token that key or issuer refuses is looked at again,
+        for the OIDC issuer."""
         try:
-            unverified = jwt.decode(token, options={"verify_signature": False})
-        except jwt.PyJWTError:
-            raise Unauthenticated("malformed bearer token") from None
-        issuer = unverified.get("iss")
-        try:
-            if issuer == self.settings.jwt_issuer:
+            try:
                 claims = self._verify_local(token)
                 identity = TokenIdentity(username=claims["sub"])
-                name = claims["sub"]
-            elif self._jwks is not None and issuer == self.settings.oidc_issuer:
-                claims = await self._verify_oidc(token)
+            except (jwt.InvalidAlgorithmError, jwt.InvalidSignatureError, jwt.InvalidIssuerError):
+                claims = await self._verify_foreign(token)
                 identity = TokenIdentity(issuer=claims["iss"], subject=claims["sub"])
-                name = claims["sub"]
-            else:
-                raise Unauthenticated("token issuer is not trusted")
         except jwt.ExpiredSignatureError:
             raise Unauthenticated("token expired") from None
+        except jwt.DecodeError as exc:
+            if isinstance(exc, jwt.InvalidSignatureError):
+                raise Unauthenticated("invalid token", reason=type(exc).__name__) from None
+            raise Unauthenticated("malformed bearer token") from None
         except jwt.PyJWTError as exc:
             raise Unauthenticated("invalid token", reason=type(exc).__name__) from None
+        name = claims["sub"]
         if not isinstance(name, str) or not name:
             raise Unauthenticated("token names no user")
         return identity
 
+    async def _verify_foreign(self, token: str) -> dict[str, Any]:
+        """A token the local key or issuer refused: the OIDC issuer's when it names it (and
+        one is configured), else refused as it was."""
+        issuer = jwt.decode(token, options={"verify_signature": False}).get("iss")
+        if issuer == self.settings.jwt_issuer:  # ours, but its signature or algorithm is not
+            raise jwt.InvalidSignatureError("the token's signature is not the platform's")
+        if self._jwks is None or issuer != self.settings.oidc_issuer:
+            raise Unauthenticated("token issuer is not trusted")
+        return await self._verify_oidc(token)
+
     def _verify_local(self, token: str) -> dict[str, Any]:
+        """The claims of a built-in token. Its signature, algorithm, issuer, audience and
+        claims are properties of its exact text and this process's key, so a token verified
+        once is not decoded again; its times (expiry, not before, issued at) are checked on
+        every request, as `jwt.decode` checks them."""
+        kept = self._verified.get(token)
+        if kept is not None:
+            _check_times(kept, time.time())
+            return kept
         claims: dict[str, Any] = jwt.decode(
             token,
             self._key,
@@ -119,6 +142,9 @@ class TokenService:
             issuer=self.settings.jwt_issuer,
             options={"require": [*REQUIRED_CLAIMS, "jti"]},
         )
+        if len(self._verified) >= VERIFIED_KEPT:
+            del self._verified[next(iter(self._verified))]
+        self._verified[token] = claims
         return claims
 
     async def _verify_oidc(self, token: str) -> dict[str, Any]:
@@ -137,6 +163,15 @@ class TokenService:
             options={"require": REQUIRED_CLAIMS},
         )
         return claims
+
+
+def _check_times(claims: dict[str, Any], now: float) -> None:
+    """`jwt.decode`'s checks of a token's times (no leeway): expired at `exp`, not valid
+    before `nbf` nor before it was issued (`iat`)."""
+    if claims["exp"] <= now:
+        raise jwt.ExpiredSignatureError("Signature has expired")
+    if claims.get("nbf", now) > now or claims["iat"] > now:
+        raise jwt.ImmatureSignatureError("The token is not yet valid")
 
 
 TOKENS: Slot[TokenService] = Slot("tokens")

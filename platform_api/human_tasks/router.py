@@ -53,6 +53,7 @@ from platform_api.steps.http import (
     Name,
     Namespace,
 )
+from platform_api.tasks.deciding import Decide
 from platform_api.tasks.decisions import Ballot, Decider
 
 router = APIRouter(prefix="/human-tasks", tags=["review queue"])
@@ -237,10 +238,7 @@ async def resume(
     name: Name,
     step_id: Annotated[str, Path(max_length=63)],
     body: ResumeBody,
-    session: Session,
-    decider: Decider,
-    principal: Annotated[Principal, require(DECIDE)],
-    kube: Kube,
+    ctx: Decide,
     idempotency_key: Annotated[
         str | None, Header(alias="Idempotency-Key", min_length=1, max_length=128)
     ] = None,
@@ -258,7 +256,7 @@ async def resume(
         provided=body.content,
         selection=body.selection,
     )
-    outcome = await decider.decide(session, kube, principal, ballot)
+    outcome = await ctx.decider.decide(ctx.session, ctx.kube, ctx.principal, ballot)
     assert outcome.recorded is not None  # decide recorded (or found) this key's decision
     return ResumeRead(
         id=f"{namespace}/{name}/{step_id}",

@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from platform_api.models import Webhook
 from platform_api.notify.delivery import envelope
 from platform_api.notify.repository import EventRepository, WebhookRepository
-from platform_api.notify.wakeup import WAKEUP, utcnow
+from platform_api.notify.wakeup import QUEUED, WAKEUP, utcnow
 
 
 async def emit(
@@ -39,6 +39,7 @@ async def emit(
     if hook is not None and event in hook.events:
         body = envelope(org_id, event_id, event, data, now)
         await WebhookRepository(session).enqueue(org_id, event_id, event, body, hook.url, now)
+        QUEUED.after_commit(session)
     WAKEUP.after_commit(session)
     return True
 

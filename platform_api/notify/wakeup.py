@@ -1,5 +1,6 @@
 """Wakes this replica's live streams and webhook deliverer when an event commits, so they
-need not wait for their next look at the database."""
+need not wait for their next look at the database; `QUEUED` counts the commits that queued
+a webhook delivery, so a wake-up that queued none claims nothing."""
 
 from __future__ import annotations
 
@@ -52,3 +53,7 @@ class Wakeup:
 
 WAKEUP = Wakeup()
 """This process's wake-up signal (a plain object: creating it does nothing else)."""
+
+QUEUED = Wakeup()
+"""Moves when a transaction of this replica that queued a webhook delivery commits (the
+deliverer claims at once then; deliveries queued elsewhere, and retries, at its next look)."""

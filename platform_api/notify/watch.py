@@ -8,8 +8,12 @@ rejected with feedback and the `Reviser` asked its agent for a revised plan (the
 request goes on with the revision).
 
 `run` also looks, every `notify_interval_seconds`, for decisions due within
-`queue_near_deadline_seconds` (near deadline), hands due webhook deliveries to the
-`Deliverer`, and prunes the event log past `notify_retention_seconds`.
+`queue_near_deadline_seconds` (near deadline) and hands due webhook deliveries to the
+`Deliverer`; woken by every event committed here, it claims deliveries only when that
+commit queued one (`wakeup.QUEUED`) or a look is due (every `notify_interval_seconds`, as
+before: retries and other replicas' deliveries); once every `PRUNE_EVERY` at
+most, it prunes the event log past `notify_retention_seconds` (a retention of a day or more
+needs no sweep per wake-up: that was a transaction and a DELETE per approval).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from platform_api.notify.deadlines import Deadlines
 from platform_api.notify.delivery import Deliverer
 from platform_api.notify.emitter import emit
 from platform_api.notify.repository import EventRepository
-from platform_api.notify.wakeup import WAKEUP, utcnow
+from platform_api.notify.wakeup import QUEUED, WAKEUP, utcnow
 from platform_api.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -40,6 +44,8 @@ SEEN_LIMIT = 100_000
 """Tasks whose recorded events are remembered at most (the oldest forgotten first); the
 event log ignores an event logged already, so forgetting costs a no-op insert, never a
 second event."""
+PRUNE_EVERY = timedelta(minutes=1)
+"""How often the event log is pruned at most (the retention is at least a minute)."""
 BATCHES_PER_TRANSACTION = 200
 """Tasks' events recorded in one transaction at most (what queued while one was written)."""
 
@@ -93,6 +99,9 @@ class TaskNotifier:
         self._open = Deadlines()
         self._tasks = tasks
         self._namespaces: dict[uuid.UUID, str | None] = {}
+        self._pruned_at: datetime | None = None
+        self._claimed: tuple[int, datetime] | None = None
+        """`QUEUED`'s generation and the time of the last claim of deliveries."""
 
     # --- fed by the watch (synchronous, cheap) --------------------------------------------
 
@@ -269,7 +278,8 @@ class TaskNotifier:
             await WAKEUP.wait(WAKEUP.generation, self._settings.notify_interval_seconds)
 
     async def tick(self) -> None:
-        """Near deadlines, due deliveries, and the event log's pruning."""
+        """Near deadlines, due deliveries, and the event log's pruning (once a
+        `PRUNE_EVERY` at most)."""
         now = utcnow()
         near = timedelta(seconds=self._settings.queue_near_deadline_seconds)
         for key in self._open.between(now, now + near):
@@ -279,12 +289,26 @@ class TaskNotifier:
             event = events.near_deadline(task, now, near)
             if event is not None:
                 self._enqueue([event], task)
-        if self._deliverer is not None:
+        if self._deliverer is not None and self._deliveries_due(now):
+            queued = QUEUED.generation
             while await self._deliverer.run_once():
                 pass
+            self._claimed = (queued, now)
+        if self._pruned_at is not None and now - self._pruned_at < PRUNE_EVERY:
+            return
         async with self._sessions() as session, session.begin():
             retention = timedelta(seconds=self._settings.notify_retention_seconds)
             await EventRepository(session).prune(now - retention)
+        self._pruned_at = now
+
+    def _deliveries_due(self, now: datetime) -> bool:
+        """Whether to claim deliveries: a commit here queued one since the last claim, or
+        `notify_interval_seconds` passed since it (or there was none)."""
+        if self._claimed is None:
+            return True
+        queued, at = self._claimed
+        interval = timedelta(seconds=self._settings.notify_interval_seconds)
+        return QUEUED.generation != queued or now - at >= interval
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,9 +23,7 @@ from platform_api.db import Session, Sessions
 from platform_api.deactivation.guard import checks_activity_itself
 from platform_api.deactivation.repository import ensure_active
 from platform_api.errors import NotFound, error_responses
-from platform_api.floor.capabilities import DECIDE
 from platform_api.floor.principal import Principal
-from platform_api.kube.client import KubeClient
 from platform_api.openapi import EXTENSION
 from platform_api.state import Kube
 from platform_api.steps.http import (
@@ -36,7 +34,8 @@ from platform_api.steps.http import (
     Namespace,
 )
 from platform_api.tasks import lookup, service
-from platform_api.tasks.decisions import Ballot, Decider, DecisionService
+from platform_api.tasks.deciding import Decide, Deciding
+from platform_api.tasks.decisions import Ballot
 from platform_api.tasks.orgs import Directory
 from platform_api.tasks.schemas import (
     ApproveBody,
@@ -141,10 +140,7 @@ async def get_task(
 
 
 async def _decide(
-    session: Session,
-    kube: KubeClient,
-    principal: Principal,
-    decider: DecisionService,
+    ctx: Deciding,
     namespace: str,
     name: str,
     step_id: str,
@@ -154,7 +150,7 @@ async def _decide(
 ) -> DecisionRead:
     key = idempotency_key or uuid.uuid4().hex
     ballot = Ballot(namespace, name, step_id, verdict, body.feedback, body.step_hash, key)
-    outcome = await decider.decide(session, kube, principal, ballot)
+    outcome = await ctx.decider.decide(ctx.session, ctx.kube, ctx.principal, ballot)
     return DecisionRead(
         step_id=step_id,
         verdict=verdict.value,
@@ -181,25 +177,12 @@ async def approve_step(
     namespace: Namespace,
     name: Name,
     step_id: StepId,
-    session: Session,
-    decider: Decider,
-    principal: Annotated[Principal, require(DECIDE)],
-    kube: Kube,
+    ctx: Decide,
     idempotency_key: IdempotencyKey = None,
     body: ApproveBody | None = None,
 ) -> DecisionRead:
-    return await _decide(
-        session,
-        kube,
-        principal,
-        decider,
-        namespace,
-        name,
-        step_id,
-        Verdict.APPROVE,
-        body or ApproveBody(),
-        idempotency_key,
-    )
+    approval = body or ApproveBody()
+    return await _decide(ctx, namespace, name, step_id, Verdict.APPROVE, approval, idempotency_key)
 
 
 @router.post(
@@ -216,24 +199,10 @@ async def reject_step(
     name: Name,
     step_id: StepId,
     body: RejectBody,
-    session: Session,
-    decider: Decider,
-    principal: Annotated[Principal, require(DECIDE)],
-    kube: Kube,
+    ctx: Decide,
     idempotency_key: IdempotencyKey = None,
 ) -> DecisionRead:
-    return await _decide(
-        session,
-        kube,
-        principal,
-        decider,
-        namespace,
-        name,
-        step_id,
-        Verdict.REJECT,
-        body,
-        idempotency_key,
-    )
+    return await _decide(ctx, namespace, name, step_id, Verdict.REJECT, body, idempotency_key)
 
 
 # --- the same, by the task's UID (seed 000's `/agentic/tasks/:id`) ---------------------------
@@ -273,17 +242,12 @@ async def get_task_by_uid(
 async def approve_step_by_uid(
     task_uid: TaskUid,
     step_id: StepId,
-    session: Session,
-    decider: Decider,
-    principal: Annotated[Principal, require(DECIDE)],
-    kube: Kube,
+    ctx: Decide,
     idempotency_key: IdempotencyKey = None,
     body: ApproveBody | None = None,
 ) -> DecisionRead:
-    namespace, name = await lookup.name_of_uid(session, kube, principal, task_uid)
-    return await approve_step(
-        namespace, name, step_id, session, decider, principal, kube, idempotency_key, body
-    )
+    namespace, name = await lookup.name_of_uid(ctx.session, ctx.kube, ctx.principal, task_uid)
+    return await approve_step(namespace, name, step_id, ctx, idempotency_key, body)
 
 
 @router.post(
@@ -299,13 +263,8 @@ async def reject_step_by_uid(
     task_uid: TaskUid,
     step_id: StepId,
     body: RejectBody,
-    session: Session,
-    decider: Decider,
-    principal: Annotated[Principal, require(DECIDE)],
-    kube: Kube,
+    ctx: Decide,
     idempotency_key: IdempotencyKey = None,
 ) -> DecisionRead:
-    namespace, name = await lookup.name_of_uid(session, kube, principal, task_uid)
-    return await reject_step(
-        namespace, name, step_id, body, session, decider, principal, kube, idempotency_key
-    )
+    namespace, name = await lookup.name_of_uid(ctx.session, ctx.kube, ctx.principal, task_uid)
+    return await reject_step(namespace, name, step_id, body, ctx, idempotency_key)

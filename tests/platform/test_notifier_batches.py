@@ -9,8 +9,8 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
 import pytest
 from sqlalchemy import delete, func, select, text
@@ -19,6 +19,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from humanwork_core.resources import AgenticTask
 from platform_api.db import make_engine, make_sessionmaker
 from platform_api.models import NotifyEvent, Org
+from platform_api.notify import watch
+from platform_api.notify.delivery import Deliverer
+from platform_api.notify.wakeup import QUEUED
 from platform_api.notify.watch import TaskNotifier
 from tests.platform.conftest import make_settings
 
@@ -214,3 +217,70 @@ def _remembers(notifier: TaskNotifier, count: int) -> Any:
         return notifier.remembered == count
 
     return check
+
+
+async def test_the_event_log_is_pruned_once_a_minute_not_on_every_wake_up(
+    sessions: async_sessionmaker[AsyncSession], database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (org,) = await _orgs(sessions, 1)
+    settings = make_settings(database_url, notify_retention_seconds=3600)
+    notifier = TaskNotifier(sessions, settings, deliverer=None)
+    now = datetime.now(UTC)
+    clock = [now]
+    monkeypatch.setattr(watch, "utcnow", lambda: clock[0])
+
+    async def old_event(event_id: str) -> None:
+        async with sessions() as session, session.begin():
+            session.add(
+                NotifyEvent(
+                    org_id=org.id,
+                    event_id=event_id,
+                    event="decision_needed",
+                    payload={},
+                    created_at=now - timedelta(hours=2),
+                )
+            )
+
+    await old_event("old-1")
+    await notifier.tick()
+    assert await _events(sessions, org) == 0  # the first look prunes
+    await old_event("old-2")
+    clock[0] = now + timedelta(seconds=30)
+    await notifier.tick()  # a wake-up within the minute: no sweep
+    assert await _events(sessions, org) == 1
+    clock[0] = now + watch.PRUNE_EVERY + timedelta(seconds=1)
+    await notifier.tick()
+    assert await _events(sessions, org) == 0
+
+
+class _CountingDeliverer:
+    """Counts the deliverer's claims (none due: each claims nothing)."""
+
+    def __init__(self) -> None:
+        self.claims = 0
+
+    async def run_once(self) -> int:
+        self.claims += 1
+        return 0
+
+
+async def test_a_wake_up_claims_deliveries_only_when_one_was_queued_or_a_look_is_due(
+    sessions: async_sessionmaker[AsyncSession], database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = make_settings(database_url, notify_interval_seconds=2.0)
+    deliverer = _CountingDeliverer()
+    notifier = TaskNotifier(sessions, settings, deliverer=cast(Deliverer, deliverer))
+    now = datetime.now(UTC)
+    clock = [now]
+    monkeypatch.setattr(watch, "utcnow", lambda: clock[0])
+    await notifier.tick()
+    assert deliverer.claims == 1  # the first look
+    clock[0] = now + timedelta(seconds=0.5)
+    await notifier.tick()  # woken by an event that queued no delivery
+    assert deliverer.claims == 1
+    QUEUED.notify()  # a commit of this replica queued one
+    await notifier.tick()
+    assert deliverer.claims == 2
+    clock[0] = now + timedelta(seconds=2.6)  # the periodic look: retries, other replicas'
+    await notifier.tick()
+    assert deliverer.claims == 3
