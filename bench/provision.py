@@ -47,6 +47,7 @@ from _kit import GROUP, INSTANCES, REPO, VERSION, agent_instance
 from kubernetes import client, config, watch
 from plain_provision import PlainClient
 
+from humanwork_core.keys import RESTRICTED_NAMESPACE_LABELS
 from humanwork_dev import cluster
 from humanwork_dev.processes import OperatorProcess
 
@@ -108,7 +109,8 @@ def _percentile(values: list[float], q: float) -> float:
 
 def _namespace(core: client.CoreV1Api, ns: str, shard: str) -> str:
     org_id = str(uuid.uuid4())
-    labels = {"humanwork.io/org-id": org_id, "pod-security.kubernetes.io/enforce": "restricted"}
+    # labelled as the platform creates an org namespace (its org, the Pod Security labels)
+    labels = {"humanwork.io/org-id": org_id, **RESTRICTED_NAMESPACE_LABELS}
     if shard:
         labels[SHARD_LABEL] = shard
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns, labels=labels)))

@@ -100,6 +100,8 @@ class Event:
     reason: str
     message: str
     warning: bool = False
+    token: str = ""
+    """TokenIssued or TokenRotated when the Event tells of a token minted (the metrics)."""
 
 
 @dataclass
@@ -229,13 +231,18 @@ class InstanceReconcile:
     def name(self) -> str:
         return self.instance.metadata.name
 
+    @property
+    def provisioning(self) -> bool:
+        """Whether no token was reported yet: this reconcile provisions the agent."""
+        return self.instance.status is None or self.instance.status.token is None
+
     async def run(self) -> Outcome:
         """The steps, in order; a namespace that is going away or of another org ends early."""
         early = await self.check_namespace()
         if early is not None:
             return early
         minted = await self.token(await self.stored_token())
-        provisioned = self.instance.status is None or self.instance.status.token is None
+        provisioned = self.provisioning
         deployment = await self.apply_children(minted.token)
         status = await self.report(minted, deployment, provisioned)
         await self.finish_requests(minted)
@@ -322,13 +329,17 @@ class InstanceReconcile:
             issuer=self.settings.token_issuer,
         )
         rotated = stored is not None
-        self.events.append(
-            Event(
-                "TokenRotated" if rotated else "TokenIssued",
-                f"{plan.reason}: token {minted.claims.jti} expires "
-                f"{minted.claims.expires_at.isoformat()}",
-            )
+        kind = "TokenRotated" if rotated else "TokenIssued"
+        told = (
+            f"{plan.reason}: token {minted.claims.jti} expires "
+            f"{minted.claims.expires_at.isoformat()}"
         )
+        if self.provisioning and not rotated:
+            # one Event for an org's first provisioning, naming its first token
+            told = f"agent {builders.agent_id(instance)} provisioned; {told}"
+            self.events.append(Event("Provisioned", told, token=kind))
+        else:
+            self.events.append(Event(kind, told, token=kind))
         return Minted(plan, minted, stored, rotated=rotated)
 
     async def apply_children(self, minted: tokens.MintedToken) -> dict[str, Any] | None:
@@ -377,7 +388,8 @@ class InstanceReconcile:
         new_hash = new_status.config_hash or ""
         if old_hash and old_hash != new_hash:
             self.events.append(Event("ConfigChanged", f"configuration is now {new_hash[:12]}"))
-        if provisioned:
+        if provisioned and all(event.reason != "Provisioned" for event in self.events):
+            # (a stored token adopted: no token Event told of the provisioning)
             self.events.append(
                 Event("Provisioned", f"agent {builders.agent_id(instance)} provisioned")
             )
