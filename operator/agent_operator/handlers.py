@@ -41,7 +41,7 @@ from agent_operator import autoscale, builders, metrics, readiness
 from agent_operator.builders import MANAGED_BY
 from agent_operator.config import OperatorSettings
 from agent_operator.kube import Kube, KubeError
-from agent_operator.memories import EventsOnlyDiffBase
+from agent_operator.memories import EventsOnlyDiffBase, EventsOnlyProgress
 from agent_operator.reconcile import (
     GROUP_VERSION,
     ensure_keyring,
@@ -120,7 +120,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     # kopf's bookkeeping goes to annotations (the structural status schema has no room for
     # it), under a prefix of its own: kopf ignores changes to annotations with its prefix,
     # and humanwork.io/rotate-token must not be ignored
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=KOPF_PREFIX)
+    settings.persistence.progress_storage = EventsOnlyProgress(prefix=KOPF_PREFIX)
     settings.persistence.diffbase_storage = EventsOnlyDiffBase(prefix=KOPF_PREFIX)
     settings.posting.level = logging.WARNING  # our own Events, plus kopf's warnings/errors
     if not LOG.isEnabledFor(logging.DEBUG):
@@ -499,6 +499,8 @@ async def child_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **
         counts = (int(status.get("replicas") or 0), int(status.get("readyReplicas") or 0))
         if state.reported.get((ns, name)) == counts:
             return  # nothing the owner's status shows has changed
+        if readiness.held(state, owner, counts, _utcnow()):
+            return  # the pod count alone moved: its readiness will soon say the rest
         await _readiness(state, owner, dict(body))
         return
     await _reconcile(state, {"metadata": {"namespace": ns, "name": name}}, "child")

@@ -23,6 +23,21 @@ from agent_operator.state import State
 from humanwork_core.resources import AgentInstance, AgentInstancePhase
 
 
+def held(state: State, key: tuple[str, str], counts: tuple[int, int], now: datetime) -> bool:
+    """Whether the owner `key`'s Deployment's new (replicas, readyReplicas) differ from what
+    its status shows in the pod count alone, for an owner this process reconciled in
+    full: then the write is held back (True) without reading the owner, for the ready
+    count, and with it the phase and the Ready condition, is what it reported."""
+    reported = state.reported.get(key)
+    settle = state.settings.replicas_settle_seconds
+    if settle <= 0 or reported is None or not state.applied.get(key):
+        return False
+    if counts[1] != reported[1] or counts[0] == reported[0]:
+        return False
+    state.counts_due.setdefault(key, now + timedelta(seconds=settle))
+    return True
+
+
 async def refresh(
     state: State,
     key: tuple[str, str],
