@@ -343,29 +343,39 @@ class InstanceReconcile:
         return Minted(plan, minted, stored, rotated=rotated)
 
     async def apply_children(self, minted: tokens.MintedToken) -> dict[str, Any] | None:
-        """Apply every child whose manifest changed since it was last applied; the
-        Deployment as the API server has it (for the status)."""
+        """Apply every child whose manifest changed since it was last applied, in three
+        rounds, each child of a round at once: every child but the RoleBinding and the
+        Deployment (none of them starts a pod or needs another); the RoleBinding (the API
+        server lets the operator bind only a Role that exists, whose permissions it
+        holds); the Deployment, so the NetworkPolicy, the token and the rest are in place
+        before any pod. The Deployment as the API server has it (for the status)."""
         instance, ns, kube = self.instance, self.ns, self.kube
         callback = derive_secret(
             self.keyring.callback_key, ns, self.name, instance.metadata.uid or ""
         )
         api_server = await self.endpoints.get(kube)
-        deployment: dict[str, Any] | None = None
         trust = read_platform_ca(self.settings)
-        for child in builders.children(
+        *first, last = builders.children(
             instance, self.settings, minted, callback, api_server, platform_ca=trust
-        ):
-            key = (child["kind"], child["metadata"]["name"])
-            digest = manifest_digest(child)
-            if self.done.get(key) == digest:
-                if child["kind"] == "Deployment":
-                    deployment = await kube.get("apps/v1", "Deployment", ns, key[1])
-                continue
-            result = await kube.apply(child)
-            self.done[key] = digest
-            if child["kind"] == "Deployment":
-                deployment = result
-        return deployment
+        )
+        assert last["kind"] == "Deployment"  # the builders' order (tests/unit/test_builders)
+        bindings = [child for child in first if child["kind"] == "RoleBinding"]
+        for batch in ([child for child in first if child not in bindings], bindings):
+            await asyncio.gather(*(self._apply(child) for child in batch))
+        applied = await self._apply(last)
+        if applied is None:  # unchanged: as it is now, for its readiness
+            return await kube.get("apps/v1", "Deployment", ns, last["metadata"]["name"])
+        return applied
+
+    async def _apply(self, child: dict[str, Any]) -> dict[str, Any] | None:
+        """Apply one child unless its manifest is the one last applied; the result."""
+        key = (child["kind"], child["metadata"]["name"])
+        digest = manifest_digest(child)
+        if self.done.get(key) == digest:
+            return None
+        result = await self.kube.apply(child)
+        self.done[key] = digest
+        return result
 
     async def report(
         self, minted: Minted, deployment: dict[str, Any] | None, provisioned: bool
