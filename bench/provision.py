@@ -12,7 +12,9 @@ process under its own ServiceAccount. Then, in one run:
    threads of a plain HTTP client as the operator's ServiceAccount: the same children from
    the operator's own builders, server-side applied, and the status written once the
    agent's pod is Ready; the same figures, and the ratio operator / plain;
-3. optionally (`--steady M --rate R`) M more orgs through the operator at R per second;
+3. optionally (`--steady M --rate R`) M more orgs through the operator at R per second,
+   then M through a plain client at the same rate: create-to-Ready of each when arrivals
+   are paced (under capacity, it is service time) rather than a burst;
 4. memory: the operator's resident memory idle, at ORGS orgs, and (`--others K`) after K
    orgs of another shard (namespace with that shard's label + AgentInstance, no operator of
    theirs running) were created in bulk on the same control plane: what a shard pays for
@@ -47,6 +49,7 @@ from _kit import GROUP, INSTANCES, REPO, VERSION, agent_instance
 from kubernetes import client, config, watch
 from plain_provision import PlainClient
 
+from humanwork_core.keys import RESTRICTED_NAMESPACE_LABELS
 from humanwork_dev import cluster
 from humanwork_dev.processes import OperatorProcess
 
@@ -108,7 +111,8 @@ def _percentile(values: list[float], q: float) -> float:
 
 def _namespace(core: client.CoreV1Api, ns: str, shard: str) -> str:
     org_id = str(uuid.uuid4())
-    labels = {"humanwork.io/org-id": org_id, "pod-security.kubernetes.io/enforce": "restricted"}
+    # labelled as the platform creates an org namespace (its org, the Pod Security labels)
+    labels = {"humanwork.io/org-id": org_id, **RESTRICTED_NAMESPACE_LABELS}
     if shard:
         labels[SHARD_LABEL] = shard
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns, labels=labels)))
@@ -219,6 +223,43 @@ def _print_requests(before: dict[str, float], after: dict[str, float], orgs: int
     )
 
 
+def _arrivals(created: dict[str, float]) -> list[float]:
+    """Each org's creation, seconds after the first, in creation order."""
+    first = min(created.values())
+    return sorted(t - first for t in created.values())
+
+
+def _same_arrivals(
+    op_latency: list[float],
+    created: dict[str, float],
+    ready: dict[str, float],
+    arrivals: list[float],
+) -> None:
+    """The plain client's create-to-Ready on the operator's basis: its i-th org (in
+    creation order) counted from when the operator run's i-th org arrived after its burst
+    began (or its own creation, if earlier), not from when a free thread of its own picked
+    it up: the queueing its 16 threads did is counted as the operator's is."""
+    first = min(created.values())
+    order = sorted(created, key=created.__getitem__)
+    queued = [
+        ready[k] - min(created[k], first + arrival)
+        for k, arrival in zip(order, arrivals, strict=False)
+        if k in ready
+    ]
+    served = [ready[k] - created[k] for k in order if k in ready]
+    if not queued:
+        return
+    op95, plain95 = _percentile(op_latency, 0.95), _percentile(queued, 0.95)
+    print(
+        "create-to-Ready p50 / p95 from the same arrivals (each org from its arrival in "
+        f"the operator's burst): operator {_percentile(op_latency, 0.5):.2f}s / {op95:.2f}s, "
+        f"plain client {_percentile(queued, 0.5):.2f}s / {plain95:.2f}s, p95 ratio "
+        f"{op95 / plain95:.2f}; the plain client's service time (from its thread picking "
+        f"the org) {_percentile(served, 0.5):.2f}s / {_percentile(served, 0.95):.2f}s, p95 "
+        f"ratio {op95 / _percentile(served, 0.95):.2f}"
+    )
+
+
 def _mib(operator: OperatorProcess) -> str:
     return f"{operator.rss_bytes() / 2**20:.0f} MiB"
 
@@ -261,6 +302,8 @@ class OperatorFigures:
 
     rate: float
     latency: list[float]
+    arrivals: list[float]
+    """Each org's creation, seconds after the burst began, in creation order."""
     requests: float
     writes: float
     all_writes: float
@@ -348,6 +391,7 @@ class Bench:
         _wait_all(ready.ready, list(created), timeout=self.wait_seconds)
         op_rate = _rate(f"operator, {n} orgs created at once", created, ready.ready)
         op_latency = sorted(ready.ready[k] - t for k, t in created.items() if k in ready.ready)
+        arrivals = _arrivals(created)
         time.sleep(3)  # let trailing reconciles (readiness events) settle
         op_cpu = cpu.per_org(n)
         _quiet(operator)
@@ -360,15 +404,16 @@ class Bench:
 
         # 2. the ceiling: a plain client, the same children, side by side
         self.beside_a_plain_client(
-            operator, OperatorFigures(op_rate, op_latency, requests, writes, all_writes, op_cpu)
+            operator,
+            OperatorFigures(op_rate, op_latency, arrivals, requests, writes, all_writes, op_cpu),
         )
 
         # 3. steady rate, optional
         if self.args.steady:
-            self.steady(ready)
+            self.steady(ready, operator)
 
         # 4. what a shard pays for the other shards' orgs
-        served = n + self.args.steady
+        served = n + self.args.steady  # (the plain client's steady orgs are not the operator's)
         _quiet(operator)
         print(f"operator RSS at {served} orgs Ready: {_mib(operator)} {_load()}")
         if self.args.others:
@@ -400,6 +445,7 @@ class Bench:
         )
         if op.latency:
             print(f"operator create-to-Ready p99 {_percentile(op.latency, 0.99):.2f}s")
+            _same_arrivals(op.latency, created, plain.ready, op.arrivals)
         print(
             f"API per org: operator {op.requests:.1f} requests ({op.writes:.1f} writes); minimum "
             f"{minimum:.1f} writes (the plain client's: children + status); ratio "
@@ -419,8 +465,32 @@ class Bench:
         plain.start()
         return plain
 
-    def steady(self, ready: ReadyWatch) -> None:
-        orgs = self.prepare("steady", self.args.steady)
+    def steady(self, ready: ReadyWatch, operator: OperatorProcess) -> None:
+        """Orgs arriving at `--rate` per second, not all at once: through the operator,
+        then through a plain client at the same rate; create-to-Ready of both (a rate
+        under both capacities makes it service time, no queueing)."""
+        n, rate = self.args.steady, self.args.rate
+        created = self.paced(self.prepare("steady", n), lambda body: None)
+        _wait_all(ready.ready, list(created), timeout=self.wait_seconds)
+        _rate(f"operator, steady {rate:g}/s, {n} orgs", created, ready.ready)
+        plain = self.plain_client(operator)
+        plain_created = self.paced(self.prepare("steady-plain", n, shard="plain"), plain.provision)
+        _wait_all(plain.ready, list(plain_created), timeout=self.wait_seconds)
+        _rate(f"plain client, steady {rate:g}/s, {n} orgs", plain_created, plain.ready)
+        plain.stop()
+        op = [ready.ready[k] - t for k, t in created.items() if k in ready.ready]
+        other = [plain.ready[k] - t for k, t in plain_created.items() if k in plain.ready]
+        if op and other:
+            op95, plain95 = _percentile(op, 0.95), _percentile(other, 0.95)
+            print(
+                f"steady {rate:g}/s create-to-Ready p95: operator {op95:.2f}s, plain client "
+                f"{plain95:.2f}s, ratio {op95 / plain95:.2f} {_load()}"
+            )
+
+    def paced(
+        self, orgs: list[tuple[str, str]], then: Callable[[dict[str, Any]], None]
+    ) -> dict[str, float]:
+        """Create the orgs' instances `--rate` per second (then `then` each)."""
         created: dict[str, float] = {}
         interval = 1.0 / self.args.rate
         t0 = time.monotonic()
@@ -429,9 +499,8 @@ class Bench:
                 delay = t0 + i * interval - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
-                pool.submit(self.create, ns, org_id, created)
-        _wait_all(ready.ready, list(created), timeout=self.wait_seconds)
-        _rate(f"steady {self.args.rate:g}/s, {self.args.steady} orgs", created, ready.ready)
+                pool.submit(lambda o: then(self.create(o[0], o[1], created)), (ns, org_id))
+        return created
 
     def others(self, operator: OperatorProcess, served: int) -> None:
         k = self.args.others

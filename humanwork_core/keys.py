@@ -10,6 +10,8 @@ the org label live with the resource models (`humanwork_core.resources.common`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from .resources.common import GROUP, ORG_ID_LABEL
 
 __all__ = [
@@ -23,6 +25,7 @@ __all__ = [
     "MODEL",
     "ORG_ID_LABEL",
     "PLANNER",
+    "RESTRICTED_NAMESPACE_LABELS",
     "REVOKE_TOKEN",
     "ROTATE_TOKEN",
     "ROUTED_BY",
@@ -30,6 +33,15 @@ __all__ = [
     "TOKEN_EXPIRES_AT",
 ]
 
+RESTRICTED_NAMESPACE_LABELS: Mapping[str, str] = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/enforce-version": "latest",
+    "pod-security.kubernetes.io/warn": "restricted",
+    "pod-security.kubernetes.io/audit": "restricted",
+}
+"""On an org namespace: the `restricted` Pod Security Standard, enforced, warned and
+audited. The platform creates org namespaces with them; the operator adds those a
+namespace lacks (one created by hand), so a platform-made org costs it no write."""
 ROTATE_TOKEN = f"{GROUP}/rotate-token"
 """On an AgentInstance: mint a new token now (the previous one keeps its grace)."""
 REVOKE_TOKEN = f"{GROUP}/revoke-token"

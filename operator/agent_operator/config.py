@@ -75,6 +75,10 @@ class OperatorSettings:
     """How long an autoscaled AgentInstance (`spec.autoscaling`) must have needed fewer pods
     before the operator scales it down (scaling up is at once): no flapping when tasks
     finish and arrive in bursts."""
+    replicas_settle_seconds: int = 10
+    """How long a change of an agent's pod count alone (a pod created, not yet Ready) waits
+    before it is written to the AgentInstance's status, if the pod's readiness has not
+    written it first (0: at once)."""
     token_issuer: str = "humanwork-operator"
     token_audience: str = "humanwork-platform"
 

@@ -9,7 +9,9 @@
 - events of namespaces, instances, tasks and children of other shards are dropped before
   anything is read or written;
 - a Deployment whose replica counts changed brings only its owner's phase, counts and
-  Ready condition up to date (one read, a status write when something changed);
+  Ready condition up to date (one read, a status write when something changed; a change
+  of the pod count alone waits a moment for the pod's readiness:
+  :mod:`agent_operator.readiness`);
 - an event on any child the operator manages deleted or edited by hand reconciles its
   owner, which restores the child; Secrets are
   not watched (a cluster-wide watch needs a cluster-wide `list`, and the operator reads
@@ -35,12 +37,11 @@ from typing import Any
 
 import kopf
 
-from agent_operator import autoscale, builders, metrics
+from agent_operator import autoscale, builders, metrics, readiness
 from agent_operator.builders import MANAGED_BY
 from agent_operator.config import OperatorSettings
-from agent_operator.instance_status import dump_status, readiness_status
 from agent_operator.kube import Kube, KubeError
-from agent_operator.memories import EventsOnlyDiffBase
+from agent_operator.memories import EventsOnlyDiffBase, EventsOnlyProgress
 from agent_operator.reconcile import (
     GROUP_VERSION,
     ensure_keyring,
@@ -48,14 +49,13 @@ from agent_operator.reconcile import (
     reconcile,
     revoke,
     seconds_until_rotation,
-    write_status,
 )
 from agent_operator.shards import fingerprint, label_selector, shard_of, trigger_for
 from agent_operator.state import Job, State, stamp
 from agent_operator.tasks import reconcile_task
 from agent_operator.workqueue import WorkQueue
 from humanwork_core import tracing
-from humanwork_core.resources import ORG_ID_LABEL, AgentInstance, AgentInstancePhase, names
+from humanwork_core.resources import ORG_ID_LABEL, AgentInstance, names
 
 __all__ = ["State", "child_event", "instance_event", "namespace_event", "watch_selectors"]
 
@@ -118,7 +118,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     # kopf's bookkeeping goes to annotations (the structural status schema has no room for
     # it), under a prefix of its own: kopf ignores changes to annotations with its prefix,
     # and humanwork.io/rotate-token must not be ignored
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=KOPF_PREFIX)
+    settings.persistence.progress_storage = EventsOnlyProgress(prefix=KOPF_PREFIX)
     settings.persistence.diffbase_storage = EventsOnlyDiffBase(prefix=KOPF_PREFIX)
     settings.posting.level = logging.WARNING  # our own Events, plus kopf's warnings/errors
     if not LOG.isEnabledFor(logging.DEBUG):
@@ -204,6 +204,7 @@ async def _reconcile(
             metrics.DURATION.observe(time.monotonic() - started)
             state.active()
     metrics.RECONCILES.labels(trigger=trigger, result="ok").inc()
+    state.counts_due.pop((ns, name), None)  # the status just written holds the counts
     counts = (outcome.status.get("replicas", 0), outcome.status.get("readyReplicas", 0))
     state.reported[(ns, name)] = counts
     state.phases[(ns, name)] = str(outcome.status.get("phase") or "Pending")
@@ -213,8 +214,8 @@ async def _reconcile(
     else:
         state.due[(ns, name)] = (_utcnow() + timedelta(seconds=RESYNC_SECONDS), "resync")
     for event in outcome.events:
-        if event.reason in ("TokenIssued", "TokenRotated"):
-            metrics.ROTATIONS.labels(reason=event.reason).inc()
+        if event.token:
+            metrics.ROTATIONS.labels(reason=event.token).inc()
         await state.kube.create(
             builders.event(
                 fresh,
@@ -310,6 +311,7 @@ async def _instance_deleted(state: State, key: tuple[str, str], body: dict[str, 
     state.declared.pop(key, None)
     state.low_since.pop(key, None)
     state.scale_due.pop(key, None)
+    state.counts_due.pop(key, None)
     state.applied.forget(*key)
     revoked = await revoke(state.kube, state.settings, body)
     metrics.REVOCATIONS.inc(len(revoked))
@@ -335,6 +337,7 @@ async def _schedule(state: State) -> None:
         _platform_ca_changed(state, now)
         await _run_due(state.task_due, now, lambda key: _reconcile_task(state, key), "tick of task")
         await _run_due(state.scale_due, now, lambda key: _autoscale(state, key), "autoscaling")
+        await _run_due(state.counts_due, now, lambda key: _readiness(state, key, None), "counts")
         for key, (when, trigger) in list(state.due.items()):
             if when > now or state.due.get(key) != (when, trigger):
                 continue
@@ -491,41 +494,23 @@ async def child_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **
         counts = (int(status.get("replicas") or 0), int(status.get("readyReplicas") or 0))
         if state.reported.get((ns, name)) == counts:
             return  # nothing the owner's status shows has changed
+        if readiness.held(state, owner, counts, _utcnow()):
+            return  # the pod count alone moved: its readiness will soon say the rest
         await _readiness(state, owner, dict(body))
         return
     await _reconcile(state, {"metadata": {"namespace": ns, "name": name}}, "child")
 
 
-async def _readiness(state: State, key: tuple[str, str], deployment: dict[str, Any]) -> None:
-    """The owner's Deployment changed its replica counts: bring the status's phase, counts
-    and Ready condition up to date from the Deployment the event carries, and nothing else
-    (the children were applied by the owner's last full reconcile; the status is written
-    only when it changes). An owner this process has not reconciled in full yet, or
-    refused, gets a full reconcile instead."""
-    ns, name = key
-    async with state.lock(ns, name):
-        fresh = await state.kube.get(GROUP_VERSION, "AgentInstance", ns, name)
-        if fresh is None or fresh["metadata"].get("deletionTimestamp"):
-            return
-        instance = AgentInstance.model_validate(fresh)
-        old = instance.status
-        if (
-            not state.applied.get(key)
-            or old is None
-            or old.token is None
-            or old.phase == AgentInstancePhase.FAILED
-        ):
-            full = True
-        else:
-            full = False
-            status = dump_status(readiness_status(instance, deployment, _utcnow()))
-            if status != dump_status(old):
-                await write_status(state.kube, ns, name, status)
-            state.reported[key] = (status.get("replicas", 0), status.get("readyReplicas", 0))
-            state.phases[key] = str(status.get("phase") or "Pending")
-            metrics.RECONCILES.labels(trigger="readiness", result="ok").inc()
+async def _readiness(state: State, key: tuple[str, str], deployment: dict[str, Any] | None) -> None:
+    """The owner's Deployment changed its replica counts (None: a held-back count is due):
+    its status follows (:mod:`agent_operator.readiness`), or a full reconcile when this
+    process has not reconciled it in full yet, or refused it."""
+    async with state.lock(*key):
+        full = await readiness.refresh(
+            state, key, deployment, _utcnow(), hold=deployment is not None
+        )
     if full:
-        await _reconcile(state, {"metadata": {"namespace": ns, "name": name}}, "child")
+        await _reconcile(state, {"metadata": {"namespace": key[0], "name": key[1]}}, "child")
 
 
 async def namespace_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:

@@ -93,6 +93,15 @@ def readiness_status(
     )
 
 
+def counts_only(before: dict[str, Any], after: dict[str, Any]) -> bool:
+    """Pure: whether two dumped statuses differ in `replicas` (the pods the Deployment
+    has) and in nothing else: no change of phase, ready count or condition."""
+    if before.get("replicas") == after.get("replicas"):
+        return False
+    rest = {k: v for k, v in before.items() if k != "replicas"}
+    return rest == {k: v for k, v in after.items() if k != "replicas"}
+
+
 def _readiness(
     instance: AgentInstance, ready: int, gen: int | None, now: datetime
 ) -> tuple[AgentInstancePhase, Condition]:

@@ -100,6 +100,8 @@ class Event:
     reason: str
     message: str
     warning: bool = False
+    token: str = ""
+    """TokenIssued or TokenRotated when the Event tells of a token minted (the metrics)."""
 
 
 @dataclass
@@ -229,13 +231,18 @@ class InstanceReconcile:
     def name(self) -> str:
         return self.instance.metadata.name
 
+    @property
+    def provisioning(self) -> bool:
+        """Whether no token was reported yet: this reconcile provisions the agent."""
+        return self.instance.status is None or self.instance.status.token is None
+
     async def run(self) -> Outcome:
         """The steps, in order; a namespace that is going away or of another org ends early."""
         early = await self.check_namespace()
         if early is not None:
             return early
         minted = await self.token(await self.stored_token())
-        provisioned = self.instance.status is None or self.instance.status.token is None
+        provisioned = self.provisioning
         deployment = await self.apply_children(minted.token)
         status = await self.report(minted, deployment, provisioned)
         await self.finish_requests(minted)
@@ -322,39 +329,53 @@ class InstanceReconcile:
             issuer=self.settings.token_issuer,
         )
         rotated = stored is not None
-        self.events.append(
-            Event(
-                "TokenRotated" if rotated else "TokenIssued",
-                f"{plan.reason}: token {minted.claims.jti} expires "
-                f"{minted.claims.expires_at.isoformat()}",
-            )
+        kind = "TokenRotated" if rotated else "TokenIssued"
+        told = (
+            f"{plan.reason}: token {minted.claims.jti} expires "
+            f"{minted.claims.expires_at.isoformat()}"
         )
+        if self.provisioning and not rotated:
+            # one Event for an org's first provisioning, naming its first token
+            told = f"agent {builders.agent_id(instance)} provisioned; {told}"
+            self.events.append(Event("Provisioned", told, token=kind))
+        else:
+            self.events.append(Event(kind, told, token=kind))
         return Minted(plan, minted, stored, rotated=rotated)
 
     async def apply_children(self, minted: tokens.MintedToken) -> dict[str, Any] | None:
-        """Apply every child whose manifest changed since it was last applied; the
-        Deployment as the API server has it (for the status)."""
+        """Apply every child whose manifest changed since it was last applied, in three
+        rounds, each child of a round at once: every child but the RoleBinding and the
+        Deployment (none of them starts a pod or needs another); the RoleBinding (the API
+        server lets the operator bind only a Role that exists, whose permissions it
+        holds); the Deployment, so the NetworkPolicy, the token and the rest are in place
+        before any pod. The Deployment as the API server has it (for the status)."""
         instance, ns, kube = self.instance, self.ns, self.kube
         callback = derive_secret(
             self.keyring.callback_key, ns, self.name, instance.metadata.uid or ""
         )
         api_server = await self.endpoints.get(kube)
-        deployment: dict[str, Any] | None = None
         trust = read_platform_ca(self.settings)
-        for child in builders.children(
+        *first, last = builders.children(
             instance, self.settings, minted, callback, api_server, platform_ca=trust
-        ):
-            key = (child["kind"], child["metadata"]["name"])
-            digest = manifest_digest(child)
-            if self.done.get(key) == digest:
-                if child["kind"] == "Deployment":
-                    deployment = await kube.get("apps/v1", "Deployment", ns, key[1])
-                continue
-            result = await kube.apply(child)
-            self.done[key] = digest
-            if child["kind"] == "Deployment":
-                deployment = result
-        return deployment
+        )
+        assert last["kind"] == "Deployment"  # the builders' order (tests/unit/test_builders)
+        bindings = [child for child in first if child["kind"] == "RoleBinding"]
+        for batch in ([child for child in first if child not in bindings], bindings):
+            await asyncio.gather(*(self._apply(child) for child in batch))
+        applied = await self._apply(last)
+        if applied is None:  # unchanged: as it is now, for its readiness
+            return await kube.get("apps/v1", "Deployment", ns, last["metadata"]["name"])
+        return applied
+
+    async def _apply(self, child: dict[str, Any]) -> dict[str, Any] | None:
+        """Apply one child unless its manifest is the one last applied; the result."""
+        key = (child["kind"], child["metadata"]["name"])
+        digest = manifest_digest(child)
+        if self.done.get(key) == digest:
+            return None
+        result = await self.kube.apply(child)
+        self.done[key] = digest
+        return result
 
     async def report(
         self, minted: Minted, deployment: dict[str, Any] | None, provisioned: bool
@@ -377,7 +398,8 @@ class InstanceReconcile:
         new_hash = new_status.config_hash or ""
         if old_hash and old_hash != new_hash:
             self.events.append(Event("ConfigChanged", f"configuration is now {new_hash[:12]}"))
-        if provisioned:
+        if provisioned and all(event.reason != "Provisioned" for event in self.events):
+            # (a stored token adopted: no token Event told of the provisioning)
             self.events.append(
                 Event("Provisioned", f"agent {builders.agent_id(instance)} provisioned")
             )

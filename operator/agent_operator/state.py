@@ -54,6 +54,9 @@ class State:
         self.endpoints = ApiServerEndpoints()
         # the instances to reconcile in full, worked outside kopf's slots (see workqueue)
         self.queue: WorkQueue[Job] | None = None
+        # when a change of an instance's pod count alone, held back, is to be written
+        # (unless its pods' readiness writes it first; see agent_operator.readiness)
+        self.counts_due: dict[tuple[str, str], datetime] = {}
         # (replicas, readyReplicas) last reported in each instance's status
         self.reported: dict[tuple[str, str], tuple[int, int]] = {}
         # the phase each instance's last reconcile reported (the metrics)
@@ -105,7 +108,7 @@ class State:
         """Drop everything scheduled or remembered for `namespace` (it moved shards)."""
         self.namespace_labels.pop(namespace, None)
         tables = (self.due, self.task_due, self.declared, self.reported, self.phases)
-        for table in (*tables, self.low_since, self.scale_due):
+        for table in (*tables, self.low_since, self.scale_due, self.counts_due):
             for key in [key for key in table if key[0] == namespace]:
                 del table[key]
         self.open_tasks.forget_namespace(namespace)

@@ -1,7 +1,9 @@
 """`KubeOrgNamespaces`: the `OrgNamespaces` seam backed by the Kubernetes API.
 
-`ensure` creates `org-<slug>` labelled `humanwork.io/org-id=<uuid>` and
-`pod-security.kubernetes.io/enforce=restricted`. It is idempotent: a namespace that
+`ensure` creates `org-<slug>` labelled `humanwork.io/org-id=<uuid>` and with every
+`restricted` Pod Security label the operator asks of an org namespace
+(`humanwork_core.keys.RESTRICTED_NAMESPACE_LABELS`: enforce, its version, warn, audit), so
+the operator has none to add. It is idempotent: a namespace that
 already exists with the same org label is accepted (a retry after a failed database
 commit); one labelled for another org, or not at all, is a conflict.
 """
@@ -18,8 +20,6 @@ ORG_ID_LABEL = keys.ORG_ID_LABEL
 """The same label as `orgs.namespaces` (imported from the core, so that `orgs` may use
 the Kubernetes client without a cycle)."""
 
-POD_SECURITY_LABEL = "pod-security.kubernetes.io/enforce"
-
 
 class KubeOrgNamespaces:
     """Creates org namespaces through `KubeClient`."""
@@ -30,7 +30,7 @@ class KubeOrgNamespaces:
     async def ensure(self, namespace: str, org_id: uuid.UUID) -> None:
         labels = {
             ORG_ID_LABEL: str(org_id),
-            POD_SECURITY_LABEL: "restricted",
+            **keys.RESTRICTED_NAMESPACE_LABELS,
             "app.kubernetes.io/managed-by": "humanwork-platform-api",
         }
         try:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from humanwork_core import keys
 from humanwork_dev.processes import PLATFORM_NS
 from tests.agents import GROUP, PLURAL, VERSION, get_instance, instance_manifest, widened_bounds
 from tests.conftest import Cluster
@@ -215,7 +216,9 @@ def test_a_stolen_platform_token_makes_only_restricted_org_namespaces(
     assert "creates only org namespaces" in body
     body = _refused(lambda: namespace(f"org-{suffix}", restricted))
     assert "creates only org namespaces" in body
-    namespace(f"org-{suffix}", {**org, **restricted})  # positive control: as it makes an org
+    namespace(f"org-{suffix}", {**org, **restricted})  # positive control: the least it needs
+    # and as `POST /orgs` makes an org: every restricted label the operator would add
+    namespace(f"org-{suffix}", {**org, **keys.RESTRICTED_NAMESPACE_LABELS})
 
 
 BEYOND: list[tuple[dict[str, Any], str]] = [

@@ -23,6 +23,10 @@ async def test_creating_an_org_creates_its_labelled_namespace(
     ns = kclient.CoreV1Api(cluster.api).read_namespace(f"org-{slug}")
     assert ns.metadata.labels["humanwork.io/org-id"] == org_id
     assert ns.metadata.labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    # every label the operator would otherwise add (a write per org) is already there
+    assert ns.metadata.labels["pod-security.kubernetes.io/enforce-version"] == "latest"
+    assert ns.metadata.labels["pod-security.kubernetes.io/warn"] == "restricted"
+    assert ns.metadata.labels["pod-security.kubernetes.io/audit"] == "restricted"
     fields = {m.manager for m in ns.metadata.managed_fields}
     assert "humanwork-platform-api" in fields
 

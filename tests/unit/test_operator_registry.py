@@ -50,3 +50,10 @@ def test_no_essence_is_built_or_fetched_for_event_handlers() -> None:
     )
     assert storage.build(body=body) == {}
     assert storage.fetch(body=body) is None
+
+
+def test_the_empty_essence_is_not_copied_to_be_cleared() -> None:
+    from agent_operator.memories import EventsOnlyDiffBase, EventsOnlyProgress
+
+    essence = EventsOnlyDiffBase(prefix="kopf.humanwork.io").build(body=kopf.Body({}))
+    assert EventsOnlyProgress(prefix="kopf.humanwork.io").clear(essence=essence) is essence

@@ -160,6 +160,28 @@ def test_readiness_changes_only_the_counts_phase_and_ready_condition() -> None:
     assert readiness_status(AgentInstance.model_validate(paused), {}, later).phase == "Paused"
 
 
+def test_a_change_of_the_pod_count_alone_is_told_apart() -> None:
+    from agent_operator.instance_status import counts_only, readiness_status
+
+    body = manifest(replicas=1)
+    body["status"] = rc.dump_status(_status(instance(replicas=1), {"status": {}}))
+    provisioned = AgentInstance.model_validate(body)
+    later = NOW + timedelta(seconds=3)
+
+    def after(replicas: int, ready: int) -> dict[str, Any]:
+        counts = {"status": {"replicas": replicas, "readyReplicas": ready}}
+        return rc.dump_status(readiness_status(provisioned, counts, later))
+
+    before = body["status"]
+    assert before["replicas"] == 0 and before["phase"] == "Provisioning"
+    # a pod created, not yet Ready: only the count moved (the Ready message counts ready pods)
+    assert counts_only(before, after(1, 0))
+    # the pod Ready: phase, ready count and condition move too; nothing moved: no change
+    assert not counts_only(before, after(1, 1))
+    assert not counts_only(before, after(0, 0))
+    assert not counts_only(before, {**after(1, 0), "endpoint": "elsewhere"})
+
+
 def test_refusal_keeps_what_was_there_and_says_why() -> None:
     status = rc.refused_status(instance(), "OrgMismatch", "labels differ", NOW)
     ready = next(c for c in status.conditions if c.type == "Ready")

@@ -5,17 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from humanwork_core.keys import RESTRICTED_NAMESPACE_LABELS
 from humanwork_core.resources import (
     ORG_ID_LABEL,
     AgentInstanceSpec,
 )
 
-RESTRICTED_NAMESPACE_LABELS: Mapping[str, str] = {
-    "pod-security.kubernetes.io/enforce": "restricted",
-    "pod-security.kubernetes.io/enforce-version": "latest",
-    "pod-security.kubernetes.io/warn": "restricted",
-    "pod-security.kubernetes.io/audit": "restricted",
-}
+__all__ = ["RESTRICTED_NAMESPACE_LABELS", "missing_pod_security_labels", "org_mismatch"]
 
 
 def org_mismatch(
