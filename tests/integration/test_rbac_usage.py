@@ -295,7 +295,10 @@ def test_the_operator_uses_exactly_the_permissions_it_is_granted(
         for resource in rule["resources"]
         for verb in rule["verbs"]
     }
-    assert grants <= seen | delegated, sorted(grants - seen - delegated)
+    # read only when an event outruns the namespace watch (the namespace not yet seen):
+    # whether this lifecycle needs it depends on timing, its grant does not
+    fallback = {("", "namespaces", "get")}
+    assert grants <= seen | delegated | fallback, sorted(grants - seen - delegated - fallback)
     assert delegated <= grants  # the operator could not create the agents' Roles otherwise
 
 
