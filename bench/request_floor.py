@@ -5,9 +5,10 @@ server as bench/decisions.py (`_kit.scratch_platform`, the same settings), CLIEN
 concurrent clients (default 8) make, round after round (the phases interleaved, so that a
 change of the machine's load touches them all alike):
 
-  a. `GET /healthz`: no authentication; `SELECT 1` and the newest restore's audit row
-     (two statements on a pooled connection);
-  b. `GET /users/me`, authenticated: the token check, the caller's user and memberships;
+  a. `GET /healthz`: no authentication; `SELECT 1` on a connection and the newest
+     restore's audit row in a session (two checkouts, two statements);
+  b. `GET /users/me`, authenticated: the token check, the caller's query, and two reads
+     of its own (the caller's orgs and user row);
   c. the approval, as bench/decisions.py makes it: TASKS fresh tasks (created through the
      API before the round, not timed), one approval each;
   d. a bare ASGI app (one route answering `{}`, no framework) in a subprocess, served by
