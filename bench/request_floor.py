@@ -222,6 +222,11 @@ def _run(args: argparse.Namespace, platform: PlatformProcess, bare: list[BareSer
     asyncio.run(_approve_all(base, experts, _create_tasks(http, requester, org_id, 16)))
     for server in bare:
         asyncio.run(_hammer(server.url, "/", anonymous, 100))
+    time.sleep(2)  # the warm-up's watch events are handled
+    cpu0 = _cpu_seconds(pid)
+    time.sleep(5)
+    idle = (_cpu_seconds(pid) - cpu0) * 1000 / 5
+    print(f"the platform idle (watch, notifier, timers): {idle:.1f} ms of CPU per second")
     loads = []
     for i in range(args.rounds):
         _get_round(
