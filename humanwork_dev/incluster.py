@@ -66,6 +66,8 @@ FAKES_HOST = f"{FAKES}.{FAKES}.svc.cluster.local"
 PLATFORM_IMAGE = "humanwork/platform-api:0.1.0"
 DEV_ADMIN_PASSWORD = "dev-admin-password-NOT-FOR-PRODUCTION"  # the dev overlay's, committed
 FAKES_SOURCE = cluster.REPO / "humanwork_dev" / "fakes"
+RUNNING = cluster.REPO / "humanwork_dev" / "running.py"
+"""Beside the fakes in their ConfigMap: the one module of humanwork_dev they import."""
 
 
 class InClusterError(RuntimeError):
@@ -135,10 +137,12 @@ def _pod_spec(containers: list[dict[str, Any]], volumes: list[dict[str, Any]]) -
 def fakes_manifests() -> list[dict[str, Any]]:
     """Namespace, source ConfigMap, Deployment and Service of the fake upstreams."""
     files = sorted(FAKES_SOURCE.glob("*.py"))
-    data = {"humanwork_dev__init__.py": ""} | {f.name: f.read_text() for f in files}
-    items = [{"key": "humanwork_dev__init__.py", "path": "humanwork_dev/__init__.py"}] + [
-        {"key": f.name, "path": f"humanwork_dev/fakes/{f.name}"} for f in files
-    ]
+    data = {"humanwork_dev__init__.py": "", "humanwork_dev_running.py": RUNNING.read_text()}
+    data |= {f.name: f.read_text() for f in files}
+    items = [
+        {"key": "humanwork_dev__init__.py", "path": "humanwork_dev/__init__.py"},
+        {"key": "humanwork_dev_running.py", "path": "humanwork_dev/running.py"},
+    ] + [{"key": f.name, "path": f"humanwork_dev/fakes/{f.name}"} for f in files]
     labels = {"app.kubernetes.io/name": FAKES, "app.kubernetes.io/part-of": "humanwork-dev"}
     base = f"http://{FAKES_HOST}"
     container = {
