@@ -38,7 +38,7 @@ from typing import Any
 from _kit import GROUP, INSTANCES, REPO, VERSION, agent_instance
 from kubernetes import client, config
 
-from humanwork_dev import cluster
+from humanwork_dev import cluster, crdwait
 from humanwork_dev.processes import PLATFORM_NS, OperatorProcess
 
 SHARD = "bench"
@@ -196,7 +196,7 @@ def _install(info: cluster.ClusterInfo) -> None:
         )
 
     kubectl("apply", "-k", str(REPO / "crds"))
-    kubectl("wait", "--for=condition=Established", "crd/agentinstances.humanwork.io")
+    crdwait.wait_established(info.kubectl, info.kubeconfig)
     kubectl("apply", "-k", str(REPO / "manifests/base/policies"))
     kubectl("apply", "-k", str(REPO / "manifests/base/operator"))
     time.sleep(2)  # let the admission policies become active

@@ -50,7 +50,7 @@ from kubernetes import client, config, watch
 from plain_provision import PlainClient
 
 from humanwork_core.keys import RESTRICTED_NAMESPACE_LABELS
-from humanwork_dev import cluster
+from humanwork_dev import cluster, crdwait
 from humanwork_dev.processes import OperatorProcess
 
 SHARD_LABEL = "humanwork.io/shard"
@@ -331,7 +331,7 @@ class Bench:
 
     def install(self) -> None:
         self.kubectl("apply", "-k", str(REPO / "crds"))
-        self.kubectl("wait", "--for=condition=Established", "crd/agentinstances.humanwork.io")
+        crdwait.wait_established(self.info.kubectl, self.info.kubeconfig)
         self.kubectl("apply", "-k", str(REPO / "manifests/base/policies"))
         self.kubectl("apply", "-k", str(REPO / "manifests/base/operator"))
         time.sleep(2)  # let the admission policies become active

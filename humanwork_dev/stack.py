@@ -48,7 +48,7 @@ from pathlib import Path
 
 import httpx
 
-from humanwork_dev import cluster, incluster, node
+from humanwork_dev import cluster, crdwait, incluster, node
 from humanwork_dev.demo import DEMO_CLIENT as DEMO_CLIENT
 from humanwork_dev.demo import DEMO_EXPERT as DEMO_EXPERT
 from humanwork_dev.demo import DEMO_NAMESPACE as DEMO_NAMESPACE
@@ -111,12 +111,7 @@ def _install(info: cluster.ClusterInfo) -> None:
             stdout=subprocess.DEVNULL,
         )
         if path == "crds":
-            subprocess.run(
-                [info.kubectl, "wait", "--for=condition=Established", "crd", "--all"],
-                env=env,
-                check=True,
-                stdout=subprocess.DEVNULL,
-            )
+            crdwait.wait_established(info.kubectl, info.kubeconfig)
 
 
 def _platform(state: Path) -> tuple[str, ssl.SSLContext | bool]:

@@ -32,6 +32,7 @@ from humanwork_core.resources import (
     Verdict,
     set_condition,
 )
+from humanwork_dev.crdwait import wait_established
 from tests.conftest import Cluster
 from tests.support import eventually
 
@@ -484,12 +485,7 @@ def start_task(contract: Contract, start: str, prefix: str) -> str:
 
 def install_crds(cluster: Cluster) -> None:
     cluster.kubectl("apply", "-k", str(REPO / "crds"))
-    cluster.kubectl(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        *(f"customresourcedefinition/{name}" for name in CRD_NAMES),
-    )
+    wait_established(cluster.kubectl_path, cluster.kubeconfig, CRD_NAMES)
 
 
 def install_policies(cluster: Cluster) -> None:
