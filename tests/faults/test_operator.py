@@ -31,7 +31,7 @@ from tests.agents import create_instance, get_instance, secret_value
 from tests.conftest import Cluster
 from tests.faults.conftest import SETTLE_WITHIN, STARTUP, FaultWorld
 from tests.fixtures.stack import TOKEN_GRACE_SECONDS
-from tests.integration.test_failover import FAST_LEASE, SHARD_LABEL, lease
+from tests.shards import FAST_LEASE, SHARD_LABEL, lease, shard_operators
 from tests.support import eventually
 
 TASKS = 12
@@ -56,34 +56,17 @@ def serving_pair(world: FaultWorld, point: str, workdir: Path) -> Iterator[Pair]
     """Start the pair (the armed one first, so that it leads) and give it the world's org;
     afterwards the org goes back to the session's operator."""
     cluster, shard = world.cluster, f"flt-{uuid.uuid4().hex[:6]}"
-    started: list[OperatorProcess] = []
-
-    def start(identity: str, extra: dict[str, str]) -> OperatorProcess:
-        env = {
-            **FAST_LEASE,
-            "HUMANWORK_OPERATOR_SHARD": shard,
-            "HUMANWORK_OPERATOR_IDENTITY": identity,
-            "HUMANWORK_OPERATOR_PREVIOUS_TOKEN_GRACE_SECONDS": str(TOKEN_GRACE_SECONDS),
-            **extra,
-        }
-        proc = OperatorProcess(cluster.kubeconfig, cluster.kubectl_path, workdir / identity, env)
-        proc.start()
-        started.append(proc)
-        return proc
-
+    grace = {"HUMANWORK_OPERATOR_PREVIOUS_TOKEN_GRACE_SECONDS": str(TOKEN_GRACE_SECONDS)}
     core = client.CoreV1Api(cluster.api)
-    try:
-        armed = start(f"{shard}-a", {"HUMANWORK_TEST_FAULT_POINT": point})
-        eventually(lambda: lease(cluster, f"humanwork-operator-{shard}")["holder"], timeout=30)
-        standby = start(f"{shard}-b", {})
-        core.patch_namespace(world.namespace, {"metadata": {"labels": {SHARD_LABEL: shard}}})
-        yield Pair(shard, armed, standby)
-    finally:
-        core.patch_namespace(world.namespace, {"metadata": {"labels": {SHARD_LABEL: None}}})
-        for proc in started:
-            proc.stop()
-            OperatorProcess.started.remove(proc)
-            print(proc.tail(20))
+    with shard_operators(cluster, workdir, {**FAST_LEASE, **grace}, tail=20) as start:
+        try:
+            armed = start(shard, f"{shard}-a", {"HUMANWORK_TEST_FAULT_POINT": point})
+            eventually(lambda: lease(cluster, f"humanwork-operator-{shard}")["holder"], timeout=30)
+            standby = start(shard, f"{shard}-b")
+            core.patch_namespace(world.namespace, {"metadata": {"labels": {SHARD_LABEL: shard}}})
+            yield Pair(shard, armed, standby)
+        finally:
+            core.patch_namespace(world.namespace, {"metadata": {"labels": {SHARD_LABEL: None}}})
 
 
 def own_org(world: FaultWorld, make_namespace: Callable[..., str], shard: str) -> str:

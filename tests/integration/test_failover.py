@@ -23,18 +23,19 @@ import pytest
 from kubernetes import client
 
 from humanwork_core import tokens
-from humanwork_dev.processes import PLATFORM_NS, OperatorProcess
+from humanwork_dev.processes import OperatorProcess
 from tests.agents import agent_token, create_instance, get_instance
 from tests.conftest import Cluster
+from tests.shards import (
+    DURATION,
+    FAST_LEASE,
+    RENEW_DEADLINE,
+    RETRY,
+    SHARD_LABEL,
+    lease,
+    shard_operators,
+)
 from tests.support import eventually
-
-DURATION, RENEW_DEADLINE, RETRY = 6, 4, 1
-FAST_LEASE = {
-    "HUMANWORK_OPERATOR_LEASE_DURATION_SECONDS": str(DURATION),
-    "HUMANWORK_OPERATOR_LEASE_RENEW_DEADLINE_SECONDS": str(RENEW_DEADLINE),
-    "HUMANWORK_OPERATOR_LEASE_RETRY_SECONDS": str(RETRY),
-}
-SHARD_LABEL = "humanwork.io/shard"
 
 
 @pytest.fixture
@@ -42,32 +43,8 @@ def start_operator(
     cluster: Cluster, installed: None, tmp_path: Path
 ) -> Iterator[Callable[[str, str], OperatorProcess]]:
     """Start operator replica `identity` of shard `shard`; all are stopped afterwards."""
-    started: list[OperatorProcess] = []
-
-    def start(shard: str, identity: str) -> OperatorProcess:
-        env = {
-            **FAST_LEASE,
-            "HUMANWORK_OPERATOR_SHARD": shard,
-            "HUMANWORK_OPERATOR_IDENTITY": identity,
-        }
-        proc = OperatorProcess(cluster.kubeconfig, cluster.kubectl_path, tmp_path / identity, env)
-        proc.start()
-        started.append(proc)
-        return proc
-
-    yield start
-    for proc in started:
-        proc.stop()
-    for proc in started:
-        OperatorProcess.started.remove(proc)
-
-
-def lease(cluster: Cluster, name: str) -> dict[str, Any]:
-    found = client.CoordinationV1Api(cluster.api).read_namespaced_lease(name, PLATFORM_NS)
-    return {
-        "holder": found.spec.holder_identity or "",
-        "transitions": found.spec.lease_transitions or 0,
-    }
+    with shard_operators(cluster, tmp_path, FAST_LEASE) as start:
+        yield start
 
 
 def make_orgs(

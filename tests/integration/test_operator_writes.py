@@ -24,7 +24,6 @@ from urllib3.exceptions import ProtocolError
 
 from humanwork_core.keys import RESTRICTED_NAMESPACE_LABELS
 from humanwork_core.resources import names
-from humanwork_dev.processes import OperatorProcess
 from tests.agents import (
     GROUP,
     LLM_KEY,
@@ -36,9 +35,8 @@ from tests.agents import (
     widened_bounds,
 )
 from tests.conftest import Cluster
+from tests.shards import SHARD_LABEL, shard_operators
 from tests.support import eventually
-
-SHARD_LABEL = "humanwork.io/shard"
 
 
 @pytest.fixture
@@ -46,24 +44,14 @@ def shard_operator(
     cluster: Cluster, installed: None, tmp_path: Path
 ) -> Iterator[Callable[[int], str]]:
     """Start an operator of a fresh shard with the given settle time; its shard."""
-    started: list[OperatorProcess] = []
+    with shard_operators(cluster, tmp_path) as start:
 
-    def start(settle: int) -> str:
-        shard = f"writes-{uuid.uuid4().hex[:6]}"
-        env = {
-            "HUMANWORK_OPERATOR_SHARD": shard,
-            "HUMANWORK_OPERATOR_IDENTITY": shard,
-            "HUMANWORK_OPERATOR_REPLICAS_SETTLE_SECONDS": str(settle),
-        }
-        proc = OperatorProcess(cluster.kubeconfig, cluster.kubectl_path, tmp_path / shard, env)
-        proc.start()
-        started.append(proc)
-        return shard
+        def start_settled(settle: int) -> str:
+            shard = f"writes-{uuid.uuid4().hex[:6]}"
+            start(shard, extra={"HUMANWORK_OPERATOR_REPLICAS_SETTLE_SECONDS": str(settle)})
+            return shard
 
-    yield start
-    for proc in started:
-        proc.stop()
-        OperatorProcess.started.remove(proc)
+        yield start_settled
 
 
 def platform_org(
