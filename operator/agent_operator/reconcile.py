@@ -81,6 +81,7 @@ __all__ = [
     "revoke",
     "revoked_tokens",
     "seconds_until_rotation",
+    "split_deployment",
     "token_status",
     "write_status",
 ]
@@ -91,6 +92,18 @@ GROUP_VERSION = API_VERSION
 
 # the EndpointSlices of the `kubernetes` Service in `default`: where the API server is
 API_SERVER_SLICES = "kubernetes.io/service-name=kubernetes"
+
+
+def split_deployment(
+    children: list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The children but the Deployment, in their order, and the Deployment (picked by its
+    kind, wherever the builders put it); a clear error when there is not exactly one."""
+    deployments = [child for child in children if child["kind"] == "Deployment"]
+    if len(deployments) != 1:
+        kinds = [child["kind"] for child in children]
+        raise ValueError(f"expected one Deployment among the children, got {kinds}")
+    return [child for child in children if child["kind"] != "Deployment"], deployments[0]
 
 
 @dataclass(frozen=True)
@@ -355,10 +368,11 @@ class InstanceReconcile:
         )
         api_server = await self.endpoints.get(kube)
         trust = read_platform_ca(self.settings)
-        *first, last = builders.children(
-            instance, self.settings, minted, callback, api_server, platform_ca=trust
+        first, last = split_deployment(
+            builders.children(
+                instance, self.settings, minted, callback, api_server, platform_ca=trust
+            )
         )
-        assert last["kind"] == "Deployment"  # the builders' order (tests/unit/test_builders)
         bindings = [child for child in first if child["kind"] == "RoleBinding"]
         for batch in ([child for child in first if child not in bindings], bindings):
             await asyncio.gather(*(self._apply(child) for child in batch))

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from agent_operator import builders
 from agent_operator import reconcile as rc
 from humanwork_core import tokens
@@ -230,6 +232,20 @@ def test_the_applied_cache_tells_unchanged_manifests_and_forgets_per_owner() -> 
     cache.setdefault(("ns", "two"), {})[("Service", "y")] = rc.manifest_digest(b)
     cache.forget("ns", "one")
     assert list(cache) == [("ns", "two")]
+
+
+def test_the_deployment_is_picked_by_its_kind_and_a_missing_one_is_a_clear_error() -> None:
+    children = builders.children(instance(), SETTINGS, mint(keyring().current), "callback")
+    first, deployment = rc.split_deployment(children)
+    assert deployment["kind"] == "Deployment"
+    assert first == [child for child in children if child is not deployment]
+    # not last: still the Deployment, the others in their order
+    moved = [deployment, *first]
+    assert rc.split_deployment(moved) == (first, deployment)
+    with pytest.raises(ValueError, match=r"one Deployment among the children, got \['Service"):
+        rc.split_deployment([c for c in children if c["kind"] != "Deployment"][-1:])
+    with pytest.raises(ValueError, match="one Deployment"):
+        rc.split_deployment([*children, deployment])
 
 
 def recorded(token: tokens.MintedToken) -> dict[str, Any]:
