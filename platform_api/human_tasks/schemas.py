@@ -239,6 +239,21 @@ class StepExecution(BaseModel):
     error: str | None
 
 
+class ToolDefinitionRead(BaseModel):
+    """The definition of an org's MCP tool that a step pins, as its reviewer approves it."""
+
+    pinned: str | None = Field(description="the hash the step pins (`parameters.definition`)")
+    current: str | None = Field(
+        description="the hash of the definition the platform's last discovery of the tool "
+        "stored (null: the org has no such server or tool)"
+    )
+    definition: dict[str, Any] | None = Field(
+        description="the pinned definition (`name`, `description`, `inputSchema`) when it is "
+        "the stored one; null otherwise, and an approval is refused (409 "
+        "`tool_definition_changed`): the step must be planned again"
+    )
+
+
 class PlanStep(BaseModel):
     """One step of the plan with its decision and execution."""
 
@@ -259,6 +274,11 @@ class PlanStep(BaseModel):
     execution: StepExecution | None
     resolution: dict[str, Any] | None = Field(
         default=None, description="an expert's resolution of an unknown outcome"
+    )
+    tool_definition: ToolDefinitionRead | None = Field(
+        default=None,
+        description="for a step of an org's MCP tool (`mcp_<server>`): the tool definition "
+        "it pins, the text beside its hash",
     )
     # whether a failed run of this step may be retried
     retry_safe: bool = Field(

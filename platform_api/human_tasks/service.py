@@ -13,6 +13,7 @@ retried with the same key: the items already decided replay their decisions."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import uuid
 from collections import Counter
@@ -44,10 +45,12 @@ from platform_api.human_tasks.schemas import (
     StepExecution,
     Thread,
     ThreadMessage,
+    ToolDefinitionRead,
     ValueChange,
 )
 from platform_api.human_tasks.unknown import unknown_outcome
 from platform_api.kube.client import KubeClient, KubeError
+from platform_api.mcp_servers.pins import pinned_definition
 from platform_api.models import AuditRecord
 from platform_api.orgs.repository import OrgRepository
 from platform_api.tasks.decisions import Ballot, DecisionService
@@ -90,7 +93,21 @@ def _status(task: AgenticTask, step_id: str, now: datetime) -> str:
     return "escalated" if entry.escalations > 0 else "pending"
 
 
-def _plan(task: AgenticTask, org_policy: OrgPolicy) -> list[PlanStep]:
+async def _pins(
+    session: AsyncSession, org_id: uuid.UUID, task: AgenticTask
+) -> dict[str, ToolDefinitionRead]:
+    """The tool definition each step of an org's MCP tool pins, by step id."""
+    pins = {}
+    for step in task.spec.steps:
+        pin = await pinned_definition(session, org_id, step.tool, step.parameters)
+        if pin is not None:
+            pins[step.id] = ToolDefinitionRead(**dataclasses.asdict(pin))
+    return pins
+
+
+def _plan(
+    task: AgenticTask, org_policy: OrgPolicy, pins: dict[str, ToolDefinitionRead]
+) -> list[PlanStep]:
     status = task.current_status()
     steps = []
     for step in task.spec.steps:
@@ -123,6 +140,7 @@ def _plan(task: AgenticTask, org_policy: OrgPolicy) -> list[PlanStep]:
                 if run is not None
                 else None,
                 resolution=entry.resolution.to_wire() if entry.resolution else None,
+                tool_definition=pins.get(step.id),
                 retry_safe=catalog.retry_safe(
                     step.tool, taskflow.effective_parameters(step, entry).get("action")
                 ),
@@ -207,7 +225,9 @@ async def detail(
         and entry.deadline - now <= near,
         escalations=entry.escalations,
         archived=archived,
-        plan=_plan(task, await OrgRepository(session).policy(org.id)),
+        plan=_plan(
+            task, await OrgRepository(session).policy(org.id), await _pins(session, org.id, task)
+        ),
         conversation=await _thread(session, task, org.id),
         revision=await _revision(session, kube, org, task),
         unknown_outcome=await unknown_outcome(session, org.id, task, step_id, claim_lease_seconds)

@@ -604,6 +604,28 @@
     return el("div", { class: "step-part execution" }, el("strong", { text: "Execution" }), parts);
   }
 
+  // a step of an org's MCP tool: the text of the tool definition it pins, beside the hash
+  // (what an approval covers); none when the platform does not know that definition
+  function describeDefinition(pin) {
+    const parts = [el("strong", { text: "Tool definition (pinned)" })];
+    if (pin.definition) {
+      const { name, description, inputSchema } = pin.definition;
+      parts.push(
+        el("p", {}, el("code", { class: "tool-name", text: name }), " · ",
+          el("span", { class: "tool-description", text: description || "(no description)" })),
+        el("pre", { class: "input-schema", "aria-label": "Input schema", text: json(inputSchema) }),
+      );
+    } else {
+      const why = !pin.pinned ? "The step pins no tool definition"
+        : !pin.current ? "The org's MCP server has no such tool"
+        : "The tool's definition changed since this step was planned";
+      parts.push(el("p", { class: "error", role: "note",
+        text: `${why}: an approval is refused, and the agent must plan the step again.` }));
+    }
+    parts.push(el("p", { class: "pin" }, "Pinned ", el("code", { text: pin.pinned || "nothing" })));
+    return el("div", { class: "step-part tool-definition" }, parts);
+  }
+
   function planItem(step, index, current) {
     const state = step.state || "Pending";
     const head = el(
@@ -628,6 +650,7 @@
       parts.push(el("div", { class: "step-part" }, el("strong", { text: "Parameters" }),
         el("pre", { class: "parameters", text: json(step.parameters) })));
     }
+    if (step.tool_definition) parts.push(describeDefinition(step.tool_definition));
     if (step.decision) parts.push(describeDecision(step.decision));
     if (step.execution) parts.push(describeExecution(step.execution));
     return el("li", {
