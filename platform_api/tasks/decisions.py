@@ -46,6 +46,7 @@ from platform_api.slots import Slot
 from platform_api.steps.audit import MoveRecord, audit, audit_refusal
 from platform_api.steps.refusals import Answer
 from platform_api.steps.write import StepWrite, write_move
+from platform_api.tasks.autocommit import together
 from platform_api.tasks.orgs import OrgDirectory, OrgRef
 from platform_api.tasks.requester import is_requester
 from platform_api.tasks.schemas import TaskRead
@@ -305,18 +306,15 @@ class DecisionService:
         }
         action = f"task.step.{ballot.verdict.value}"
         uid = attempt.task.metadata.uid
-        await audit(
-            session,
-            MoveRecord(
-                principal.username,
-                action,
-                ballot.namespace,
-                ballot.name,
-                org.id,
-                ballot.step_id,
-                facts,
-                uid,
-            ),
+        move = MoveRecord(
+            principal.username,
+            action,
+            ballot.namespace,
+            ballot.name,
+            org.id,
+            ballot.step_id,
+            facts,
+            uid,
         )
         # an edit of a step's parameters, or a rejection's feedback, is a correction
         made = corrections.step_correction(
@@ -327,8 +325,12 @@ class DecisionService:
             feedback=ballot.feedback,
             by=principal.username,
         )
-        if made is not None:
-            await corrections.keep(session, made)
+        if made is None:
+            await audit(session, move)  # one statement: no transaction around it
+        else:
+            async with together(session):  # the audit row, the correction and its row
+                await audit(session, move)
+                await corrections.keep(session, made)
             if self.pusher is not None:
                 self.pusher.soon(org.id, [made])
         if self.on_decided is not None:

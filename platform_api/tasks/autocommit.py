@@ -1,0 +1,49 @@
+"""A decision request's statements without a BEGIN and COMMIT around the request.
+
+A decision's request reads (the caller, the org's policy and active flag, the step's
+pins and requester) and then, after its status write, writes once: its audit row. Run as
+one transaction, that is two more round trips to PostgreSQL (BEGIN before the first read,
+COMMIT after the last write) for nothing the reads need: each read is one statement, and
+so is the audit row's append (`floor.audit.repository.APPEND_SQL`), which locks its
+chain's head for that one statement only. So on PostgreSQL the decision routes' session
+runs each statement in its own transaction (`autocommitting`), and what must commit
+together does so in an explicit transaction (`together`): a correction the decision
+makes is stored with its own audit row and the decision's, all or none.
+
+Where the session already has a transaction (SQLite, or the batch of decisions that opens
+one for each item), `together` adds nothing: the session's transaction commits them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+AUTOCOMMIT = "AUTOCOMMIT"
+
+
+async def autocommitting(session: AsyncSession) -> None:
+    """Make each statement of `session` its own transaction (PostgreSQL; nothing on any
+    other database). Call it before the session's first statement."""
+    if session.bind is not None and session.bind.dialect.name == "postgresql":
+        await session.connection(execution_options={"isolation_level": AUTOCOMMIT})
+
+
+@contextlib.asynccontextmanager
+async def together(session: AsyncSession) -> AsyncIterator[None]:
+    """The statements run inside commit together: in an explicit transaction when the
+    session autocommits (rolled back when the block raises), in the session's own
+    transaction otherwise."""
+    connection = await session.connection()
+    sync = connection.sync_connection
+    options = sync.get_execution_options() if sync is not None else {}
+    if options.get("isolation_level") != AUTOCOMMIT:
+        yield
+        return
+    raw = await connection.get_raw_connection()
+    driver = raw.driver_connection
+    assert driver is not None
+    async with driver.transaction():
+        yield
