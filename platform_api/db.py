@@ -212,3 +212,20 @@ async def abandon(request: Request) -> None:
 
 
 Session = Annotated[AsyncSession, Depends(get_session, scope="function")]
+
+AUTOCOMMIT = "AUTOCOMMIT"
+
+
+async def autocommit_driver(session: AsyncSession) -> Any | None:
+    """The driver's connection (asyncpg) under `session` when the session runs each
+    statement in its own transaction (isolation level AUTOCOMMIT, as the decision routes'
+    session does on PostgreSQL), or when that connection is inside an explicit transaction
+    begun on it: a statement sent on it directly is then the one the session would send,
+    without SQLAlchemy's execution around it. None otherwise (a session in a transaction
+    of its own: its BEGIN is the session's to send before any statement)."""
+    connection = await session.connection()
+    sync = connection.sync_connection
+    if sync is None or sync.get_execution_options().get("isolation_level") != AUTOCOMMIT:
+        return None
+    raw = await connection.get_raw_connection()
+    return raw.driver_connection

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-AUTOCOMMIT = "AUTOCOMMIT"
+from platform_api.db import AUTOCOMMIT, autocommit_driver
 
 
 async def autocommitting(session: AsyncSession) -> None:
@@ -36,14 +36,9 @@ async def together(session: AsyncSession) -> AsyncIterator[None]:
     """The statements run inside commit together: in an explicit transaction when the
     session autocommits (rolled back when the block raises), in the session's own
     transaction otherwise."""
-    connection = await session.connection()
-    sync = connection.sync_connection
-    options = sync.get_execution_options() if sync is not None else {}
-    if options.get("isolation_level") != AUTOCOMMIT:
+    driver = await autocommit_driver(session)
+    if driver is None:
         yield
         return
-    raw = await connection.get_raw_connection()
-    driver = raw.driver_connection
-    assert driver is not None
     async with driver.transaction():
         yield
