@@ -214,18 +214,29 @@ async def abandon(request: Request) -> None:
 Session = Annotated[AsyncSession, Depends(get_session, scope="function")]
 
 AUTOCOMMIT = "AUTOCOMMIT"
+_DRIVER = "humanwork_autocommit_driver"
 
 
-async def autocommit_driver(session: AsyncSession) -> Any | None:
-    """The driver's connection (asyncpg) under `session` when the session runs each
-    statement in its own transaction (isolation level AUTOCOMMIT, as the decision routes'
-    session does on PostgreSQL), or when that connection is inside an explicit transaction
-    begun on it: a statement sent on it directly is then the one the session would send,
-    without SQLAlchemy's execution around it. None otherwise (a session in a transaction
-    of its own: its BEGIN is the session's to send before any statement)."""
-    connection = await session.connection()
-    sync = connection.sync_connection
-    if sync is None or sync.get_execution_options().get("isolation_level") != AUTOCOMMIT:
-        return None
+async def autocommitting(session: AsyncSession) -> None:
+    """Make each statement of `session` its own transaction (PostgreSQL; nothing on any
+    other database), and keep its driver connection for `autocommit_driver`. Call it
+    before the session's first statement."""
+    if session.bind is None or session.bind.dialect.name != "postgresql":
+        return
+    connection = await session.connection(execution_options={"isolation_level": AUTOCOMMIT})
     raw = await connection.get_raw_connection()
-    return raw.driver_connection
+    session.info[_DRIVER] = (session.sync_session.get_transaction(), raw.driver_connection)
+
+
+def autocommit_driver(session: AsyncSession) -> Any | None:
+    """The driver's connection (asyncpg) under `session` while it autocommits
+    (`autocommitting`, the decision routes' session on PostgreSQL), inside an explicit
+    transaction begun on it or not: a statement sent on it directly is then the one the
+    session would send, without SQLAlchemy's execution around it. None otherwise, and once
+    the session committed or rolled back (a later statement takes a connection anew, in a
+    transaction: its BEGIN is the session's to send)."""
+    held = session.info.get(_DRIVER)
+    if held is None:
+        return None
+    transaction, driver = held
+    return driver if session.sync_session.get_transaction() is transaction else None

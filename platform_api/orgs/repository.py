@@ -63,7 +63,7 @@ class OrgRepository:
         """`policy`, or None when the org is deactivated: both in one read (a decision
         needs both: whether the org is active, as `deactivation.repository.ensure_active`
         reads it, and the quorum)."""
-        driver = await autocommit_driver(self.session)
+        driver = autocommit_driver(self.session)
         if driver is not None:  # the decision routes' session: no SQLAlchemy around it
             found = await driver.fetchrow(_POLICY_IF_ACTIVE_DRIVER, org_id)
         else:

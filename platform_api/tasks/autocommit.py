@@ -21,14 +21,9 @@ from collections.abc import AsyncIterator
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from platform_api.db import AUTOCOMMIT, autocommit_driver
+from platform_api.db import autocommit_driver, autocommitting
 
-
-async def autocommitting(session: AsyncSession) -> None:
-    """Make each statement of `session` its own transaction (PostgreSQL; nothing on any
-    other database). Call it before the session's first statement."""
-    if session.bind is not None and session.bind.dialect.name == "postgresql":
-        await session.connection(execution_options={"isolation_level": AUTOCOMMIT})
+__all__ = ["autocommitting", "together"]
 
 
 @contextlib.asynccontextmanager
@@ -36,7 +31,7 @@ async def together(session: AsyncSession) -> AsyncIterator[None]:
     """The statements run inside commit together: in an explicit transaction when the
     session autocommits (rolled back when the block raises), in the session's own
     transaction otherwise."""
-    driver = await autocommit_driver(session)
+    driver = autocommit_driver(session)
     if driver is None:
         yield
         return

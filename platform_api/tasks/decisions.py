@@ -31,6 +31,7 @@ from humanwork_core.resources import (
     AgenticTask,
     AgenticTaskStatus,
     Decision,
+    ObjectMeta,
     Step,
     StepStatus,
     Verdict,
@@ -294,7 +295,7 @@ class DecisionService:
     ) -> Outcome:
         """Audit the decision written and answer with the task as the write left it."""
         entry = attempt.after.step(ballot.step_id)
-        model = read_model(AgenticTask.from_wire(written), attempt.now)
+        model = read_model(_as_written(attempt.task, written), attempt.now)
         facts = {
             "verdict": ballot.verdict.value,
             "at": attempt.now.isoformat(),
@@ -343,6 +344,19 @@ class DecisionService:
             False,
             _carrying(entry, ballot.idempotency_key),
         )
+
+
+def _as_written(task: AgenticTask, written: dict[str, Any]) -> AgenticTask:
+    """`task` as its status write left it, from the API server's answer: its metadata and
+    status parsed, its spec the one judged (not parsed again: the write's resourceVersion
+    precondition held, so the object had this very spec, and a status write changes none)."""
+    status = written.get("status")
+    return task.model_copy(
+        update={
+            "metadata": ObjectMeta.model_validate(written["metadata"]),
+            "status": AgenticTaskStatus.from_wire(status) if status is not None else None,
+        }
+    )
 
 
 def _request(principal: Principal, ballot: Ballot, step: Step) -> taskflow.DecisionRequest:

@@ -316,7 +316,7 @@ async def test_appends_of_sessions_that_autocommit_keep_one_chain(
         if i % 2:
             async with sessions() as session:
                 await autocommitting(session)
-                assert await autocommit_driver(session) is not None
+                assert autocommit_driver(session) is not None
                 made = await record(
                     session,
                     actor=f"a{i}",
@@ -326,6 +326,8 @@ async def test_appends_of_sessions_that_autocommit_keep_one_chain(
                     details=details,
                 )  # no commit: the statement committed on its own
                 assert made.at is not None and made.at.tzinfo is not None
+                await session.commit()  # as `deciding` does; the driver is no longer lent
+                assert autocommit_driver(session) is None
                 return
         async with sessions() as session, session.begin():
             await record(

@@ -157,7 +157,7 @@ class AuditRepository:
         (`APPEND_DRIVER_SQL`: the same statement, without SQLAlchemy's execution)."""
         fields = _fields(record)
         pieces = hash_pieces(**fields)
-        driver = await autocommit_driver(self.session)
+        driver = autocommit_driver(self.session)
         if driver is not None:
             values = [fields[name] for name in ("chain", "org_id", "actor", "action")]
             values += [fields["target"], fields["outcome"], json.dumps(fields["details"])]
