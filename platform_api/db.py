@@ -224,8 +224,10 @@ async def autocommitting(session: AsyncSession) -> None:
     if session.bind is None or session.bind.dialect.name != "postgresql":
         return
     connection = await session.connection(execution_options={"isolation_level": AUTOCOMMIT})
-    raw = await connection.get_raw_connection()
-    session.info[_DRIVER] = (session.sync_session.get_transaction(), raw.driver_connection)
+    sync = connection.sync_connection
+    assert sync is not None  # the session holds it: checked out, so no I/O below
+    driver = sync.connection.driver_connection
+    session.info[_DRIVER] = (session.sync_session.get_transaction(), driver)
 
 
 def autocommit_driver(session: AsyncSession) -> Any | None:
