@@ -29,11 +29,18 @@ __all__ = ["autocommitting", "together"]
 @contextlib.asynccontextmanager
 async def together(session: AsyncSession) -> AsyncIterator[None]:
     """The statements run inside commit together: in an explicit transaction when the
-    session autocommits (rolled back when the block raises), in the session's own
-    transaction otherwise."""
+    session autocommits (rolled back when the block raises; a connection left inside it
+    is invalidated, never pooled again), in the session's own transaction otherwise."""
     driver = autocommit_driver(session)
     if driver is None:
         yield
         return
-    async with driver.transaction():
-        yield
+    outer = driver.is_in_transaction()
+    try:
+        async with driver.transaction():
+            yield
+    finally:
+        if not outer and driver.is_in_transaction():
+            # its rollback did not finish (cancelled, or the server went away): the pool,
+            # which never saw this transaction, must not lend the connection again
+            session.sync_session.connection().invalidate()

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
+from asyncpg.transaction import Transaction
 from fastapi import FastAPI
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
@@ -364,3 +365,41 @@ async def test_appends_of_sessions_that_autocommit_keep_one_chain(
         for action, details in rows
         if action == "lean.event"
     )
+
+
+async def test_a_together_block_whose_rollback_fails_gives_its_connection_up(
+    app: FastAPI, api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The explicit transaction of `together` is the driver's: the pool does not know it.
+    When its rollback does not finish, the connection is invalidated, not pooled again
+    inside a transaction whose statements would then never commit."""
+    admin = await api.admin()
+    org = uuid.UUID(await api.org(admin, "stuck"))
+    sessions = SESSIONS.of(app.state)
+
+    async def lost(self: object) -> None:
+        raise ConnectionError("the rollback did not finish")
+
+    async with sessions() as session:
+        await autocommitting(session)
+        driver = autocommit_driver(session)
+        assert driver is not None
+        with monkeypatch.context() as patch:
+            patch.setattr(Transaction, "_Transaction__rollback", lost)
+            with pytest.raises(ConnectionError):
+                async with together(session):
+                    await record(session, actor="x", action="stuck.row", target="t", org_id=org)
+                    raise RuntimeError("the block fails")
+        assert driver.is_closed()  # invalidated: never lent again
+    async with sessions() as session:
+        await autocommitting(session)
+        await record(session, actor="x", action="stuck.after", target="t", org_id=org)
+    async with sessions() as session:
+        actions = (
+            await session.execute(
+                text("SELECT action FROM audit_log WHERE chain = :c ORDER BY seq"),
+                {"c": str(org)},
+            )
+        ).scalars()
+        found = list(actions)
+    assert "stuck.row" not in found and found[-1] == "stuck.after"
