@@ -212,3 +212,33 @@ async def abandon(request: Request) -> None:
 
 
 Session = Annotated[AsyncSession, Depends(get_session, scope="function")]
+
+AUTOCOMMIT = "AUTOCOMMIT"
+_DRIVER = "humanwork_autocommit_driver"
+
+
+async def autocommitting(session: AsyncSession) -> None:
+    """Make each statement of `session` its own transaction (PostgreSQL; nothing on any
+    other database), and keep its driver connection for `autocommit_driver`. Call it
+    before the session's first statement."""
+    if session.bind is None or session.bind.dialect.name != "postgresql":
+        return
+    connection = await session.connection(execution_options={"isolation_level": AUTOCOMMIT})
+    sync = connection.sync_connection
+    assert sync is not None  # the session holds it: checked out, so no I/O below
+    driver = sync.connection.driver_connection
+    session.info[_DRIVER] = (session.sync_session.get_transaction(), driver)
+
+
+def autocommit_driver(session: AsyncSession) -> Any | None:
+    """The driver's connection (asyncpg) under `session` while it autocommits
+    (`autocommitting`, the decision routes' session on PostgreSQL), inside an explicit
+    transaction begun on it or not: a statement sent on it directly is then the one the
+    session would send, without SQLAlchemy's execution around it. None otherwise, and once
+    the session committed or rolled back (a later statement takes a connection anew, in a
+    transaction: its BEGIN is the session's to send)."""
+    held = session.info.get(_DRIVER)
+    if held is None:
+        return None
+    transaction, driver = held
+    return driver if session.sync_session.get_transaction() is transaction else None

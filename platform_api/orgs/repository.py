@@ -10,6 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from humanwork_core.policy import STRICT, OrgPolicy
+from platform_api.db import autocommit_driver
 from platform_api.errors import Conflict
 from platform_api.models import Org
 
@@ -18,6 +19,8 @@ _POLICY_IF_ACTIVE = select(_ORGS.approval_policy, _ORGS.deactivated_at).where(
     _ORGS.id == bindparam("org_id")
 )
 """A decision's read of its org, in Core and built once (on every decision's hot path)."""
+_POLICY_IF_ACTIVE_DRIVER = "SELECT approval_policy, deactivated_at FROM orgs WHERE id = $1::uuid"
+"""The same read as the driver (asyncpg) takes it (`db.autocommit_driver`)."""
 
 
 class OrgRepository:
@@ -60,7 +63,11 @@ class OrgRepository:
         """`policy`, or None when the org is deactivated: both in one read (a decision
         needs both: whether the org is active, as `deactivation.repository.ensure_active`
         reads it, and the quorum)."""
-        found = (await self.session.execute(_POLICY_IF_ACTIVE, {"org_id": org_id})).first()
+        driver = autocommit_driver(self.session)
+        if driver is not None:  # the decision routes' session: no SQLAlchemy around it
+            found = await driver.fetchrow(_POLICY_IF_ACTIVE_DRIVER, org_id)
+        else:
+            found = (await self.session.execute(_POLICY_IF_ACTIVE, {"org_id": org_id})).first()
         if found is None:
             return STRICT
         stored, deactivated_at = found

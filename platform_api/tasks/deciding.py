@@ -8,7 +8,9 @@ caller, 403 (audited) without `run.control`, 503 without a Kubernetes API; the s
 transaction commits when the route succeeds and rolls back when it raises (`get_session`'s
 contract). Only the wiring differs: one coroutine instead of a tree of eight
 dependencies (session, sessions, token service, principal, capability, Kubernetes
-client, decision service) that FastAPI would solve on every decision.
+client, decision service) that FastAPI would solve on every decision. On PostgreSQL the
+session runs each statement in its own transaction (`tasks.autocommit`: no BEGIN and
+COMMIT round trips; what must commit together does so explicitly).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from platform_api.floor.principal import Principal
 from platform_api.kube.client import KubeClient
 from platform_api.openapi import mark
 from platform_api.state import KUBE, get_kube
+from platform_api.tasks.autocommit import autocommitting
 from platform_api.tasks.decisions import DECIDER, DecisionService
 
 
@@ -52,6 +55,7 @@ async def deciding(
     async with sessions() as session:
         request.state.session = session  # for `abandon`, as `get_session` does
         try:
+            await autocommitting(session)
             principal = await get_principal(session, TOKENS.of(state), credentials)
             principal = await holding(request, principal, sessions, DECIDE)
             kube = await get_kube(KUBE.of(state))

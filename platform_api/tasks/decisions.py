@@ -31,6 +31,7 @@ from humanwork_core.resources import (
     AgenticTask,
     AgenticTaskStatus,
     Decision,
+    ObjectMeta,
     Step,
     StepStatus,
     Verdict,
@@ -46,6 +47,7 @@ from platform_api.slots import Slot
 from platform_api.steps.audit import MoveRecord, audit, audit_refusal
 from platform_api.steps.refusals import Answer
 from platform_api.steps.write import StepWrite, write_move
+from platform_api.tasks.autocommit import together
 from platform_api.tasks.orgs import OrgDirectory, OrgRef
 from platform_api.tasks.requester import is_requester
 from platform_api.tasks.schemas import TaskRead
@@ -293,7 +295,7 @@ class DecisionService:
     ) -> Outcome:
         """Audit the decision written and answer with the task as the write left it."""
         entry = attempt.after.step(ballot.step_id)
-        model = read_model(AgenticTask.from_wire(written), attempt.now)
+        model = read_model(_as_written(attempt.task, written), attempt.now)
         facts = {
             "verdict": ballot.verdict.value,
             "at": attempt.now.isoformat(),
@@ -305,18 +307,15 @@ class DecisionService:
         }
         action = f"task.step.{ballot.verdict.value}"
         uid = attempt.task.metadata.uid
-        await audit(
-            session,
-            MoveRecord(
-                principal.username,
-                action,
-                ballot.namespace,
-                ballot.name,
-                org.id,
-                ballot.step_id,
-                facts,
-                uid,
-            ),
+        move = MoveRecord(
+            principal.username,
+            action,
+            ballot.namespace,
+            ballot.name,
+            org.id,
+            ballot.step_id,
+            facts,
+            uid,
         )
         # an edit of a step's parameters, or a rejection's feedback, is a correction
         made = corrections.step_correction(
@@ -327,8 +326,12 @@ class DecisionService:
             feedback=ballot.feedback,
             by=principal.username,
         )
-        if made is not None:
-            await corrections.keep(session, made)
+        if made is None:
+            await audit(session, move)  # one statement: no transaction around it
+        else:
+            async with together(session):  # the audit row, the correction and its row
+                await audit(session, move)
+                await corrections.keep(session, made)
             if self.pusher is not None:
                 self.pusher.soon(org.id, [made])
         if self.on_decided is not None:
@@ -341,6 +344,19 @@ class DecisionService:
             False,
             _carrying(entry, ballot.idempotency_key),
         )
+
+
+def _as_written(task: AgenticTask, written: dict[str, Any]) -> AgenticTask:
+    """`task` as its status write left it, from the API server's answer: its metadata and
+    status parsed, its spec the one judged (not parsed again: the write's resourceVersion
+    precondition held, so the object had this very spec, and a status write changes none)."""
+    status = written.get("status")
+    return task.model_copy(
+        update={
+            "metadata": ObjectMeta.model_validate(written["metadata"]),
+            "status": AgenticTaskStatus.from_wire(status) if status is not None else None,
+        }
+    )
 
 
 def _request(principal: Principal, ballot: Ballot, step: Step) -> taskflow.DecisionRequest:

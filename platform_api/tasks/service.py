@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 from sqlalchemy import select
@@ -116,33 +116,38 @@ def phase_of(task: AgenticTask, now: datetime) -> TaskPhase:
     return task.current_status().phase or taskflow.derive_phase(task, now)
 
 
-def summary(task: AgenticTask, now: datetime, archived: bool = False) -> TaskSummary:
+def _summary_fields(task: AgenticTask, now: datetime, archived: bool) -> dict[str, Any]:
     status = task.current_status()
     meta = task.metadata
     phase = phase_of(task, now)
-    return TaskSummary(
-        id=f"{meta.namespace}/{meta.name}",
-        uid=meta.uid or "",
-        namespace=meta.namespace or "",
-        name=meta.name,
-        org_id=uuid.UUID(task.spec.org_id),
-        agent=task.spec.agent_ref.name,
-        description=task.spec.description,
-        requested_by=requester_of(task),
-        phase=phase,
-        seed_status=seed_status(task, phase, now),
-        current_step=status.current_step,
-        highest_pending_risk=status.highest_pending_risk,
-        next_deadline=status.next_deadline,
-        created_at=meta.creation_timestamp,
-        resource_version=meta.resource_version or "",
-        archived=archived,
-    )
+    return {
+        "id": f"{meta.namespace}/{meta.name}",
+        "uid": meta.uid or "",
+        "namespace": meta.namespace or "",
+        "name": meta.name,
+        "org_id": uuid.UUID(task.spec.org_id),
+        "agent": task.spec.agent_ref.name,
+        "description": task.spec.description,
+        "requested_by": requester_of(task),
+        "phase": phase,
+        "seed_status": seed_status(task, phase, now),
+        "current_step": status.current_step,
+        "highest_pending_risk": status.highest_pending_risk,
+        "next_deadline": status.next_deadline,
+        "created_at": meta.creation_timestamp,
+        "resource_version": meta.resource_version or "",
+        "archived": archived,
+    }
+
+
+def summary(task: AgenticTask, now: datetime, archived: bool = False) -> TaskSummary:
+    return TaskSummary(**_summary_fields(task, now, archived))
 
 
 def read_model(task: AgenticTask, now: datetime, archived: bool = False) -> TaskRead:
+    """The task's read model, validated once (its summary's fields and the rest)."""
     return TaskRead(
-        **summary(task, now, archived).model_dump(),
+        **_summary_fields(task, now, archived),
         spec=task.spec.to_wire(),
         status=task.current_status().to_wire(),
         step_hashes={step.id: taskflow.step_hash(step) for step in task.spec.steps},

@@ -6,21 +6,24 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
+from asyncpg.transaction import Transaction
 from fastapi import FastAPI
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from platform_api.audit.cli import verify_database
-from platform_api.db import SESSIONS
+from platform_api.db import SESSIONS, autocommit_driver
 from platform_api.floor.audit.chain import GENESIS, content_of, row_hash
 from platform_api.floor.audit.service import record
+from platform_api.tasks.autocommit import autocommitting, together
 from tests.platform.conftest import Api, TwoOrgs
 
 
@@ -262,7 +265,6 @@ async def test_concurrent_appends_keep_one_unbroken_chain(
     admin = await api.admin()
     org = await api.org(admin, "busy")
     sessions = SESSIONS.of(app.state)
-    import uuid
 
     async def append(i: int) -> None:
         async with sessions() as session, session.begin():
@@ -298,3 +300,106 @@ async def test_audit_log_is_append_only_in_the_database(
             await conn.execute(text(statement))
     async with db.connect() as conn:
         assert (await conn.execute(text("SELECT count(*) FROM audit_log"))).scalar_one() > 1
+
+
+async def test_appends_of_sessions_that_autocommit_keep_one_chain(
+    app: FastAPI, api: Api, database_url: str
+) -> None:
+    """The decision routes' session runs each statement on its own (`tasks.autocommit`):
+    its appends go to the driver directly, interleaved with sessions in a transaction, and
+    the chain stays one; what `together` holds rolls back with the block."""
+    admin = await api.admin()
+    org = uuid.UUID(await api.org(admin, "lean"))
+    sessions = SESSIONS.of(app.state)
+
+    async def append(i: int) -> None:
+        details = {"i": i, "text": "é ✓", "nested": {"b": [1, None, True]}}
+        if i % 2:
+            async with sessions() as session:
+                await autocommitting(session)
+                assert autocommit_driver(session) is not None
+                made = await record(
+                    session,
+                    actor=f"a{i}",
+                    action="lean.event",
+                    target="t",
+                    org_id=org,
+                    details=details,
+                )  # no commit: the statement committed on its own
+                assert made.at is not None and made.at.tzinfo is not None
+                await session.commit()  # as `deciding` does; the driver is no longer lent
+                assert autocommit_driver(session) is None
+                return
+        async with sessions() as session, session.begin():
+            await record(
+                session,
+                actor=f"a{i}",
+                action="lean.event",
+                target="t",
+                org_id=org,
+                details=details,
+            )
+
+    await asyncio.gather(*(append(i) for i in range(20)))
+    async with sessions() as session:
+        await autocommitting(session)
+        with pytest.raises(RuntimeError):
+            async with together(session):
+                await record(session, actor="x", action="lean.undone", target="t", org_id=org)
+                raise RuntimeError("the block fails")
+        await record(session, actor="x", action="lean.kept", target="t", org_id=org)
+    assert await verify_database(database_url) == []
+    async with sessions() as session:
+        rows = (
+            await session.execute(
+                text("SELECT action, details FROM audit_log WHERE chain = :c ORDER BY seq"),
+                {"c": str(org)},
+            )
+        ).all()
+    actions = [action for action, _ in rows]
+    assert actions.count("lean.event") == 20 and "lean.undone" not in actions
+    assert actions[-1] == "lean.kept"
+    assert {details["i"] for action, details in rows if action == "lean.event"} == set(range(20))
+    assert all(
+        details["text"] == "é ✓" and details["nested"] == {"b": [1, None, True]}
+        for action, details in rows
+        if action == "lean.event"
+    )
+
+
+async def test_a_together_block_whose_rollback_fails_gives_its_connection_up(
+    app: FastAPI, api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The explicit transaction of `together` is the driver's: the pool does not know it.
+    When its rollback does not finish, the connection is invalidated, not pooled again
+    inside a transaction whose statements would then never commit."""
+    admin = await api.admin()
+    org = uuid.UUID(await api.org(admin, "stuck"))
+    sessions = SESSIONS.of(app.state)
+
+    async def lost(self: object) -> None:
+        raise ConnectionError("the rollback did not finish")
+
+    async with sessions() as session:
+        await autocommitting(session)
+        driver = autocommit_driver(session)
+        assert driver is not None
+        with monkeypatch.context() as patch:
+            patch.setattr(Transaction, "_Transaction__rollback", lost)
+            with pytest.raises(ConnectionError):
+                async with together(session):
+                    await record(session, actor="x", action="stuck.row", target="t", org_id=org)
+                    raise RuntimeError("the block fails")
+        assert driver.is_closed()  # invalidated: never lent again
+    async with sessions() as session:
+        await autocommitting(session)
+        await record(session, actor="x", action="stuck.after", target="t", org_id=org)
+    async with sessions() as session:
+        actions = (
+            await session.execute(
+                text("SELECT action FROM audit_log WHERE chain = :c ORDER BY seq"),
+                {"c": str(org)},
+            )
+        ).scalars()
+        found = list(actions)
+    assert "stuck.row" not in found and found[-1] == "stuck.after"

@@ -9,9 +9,10 @@ at most. SQLite (tests) takes the lock, reads the head and writes in separate st
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import JSON, ColumnElement, LargeBinary, bindparam, func, select, text
@@ -19,6 +20,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from platform_api.db import autocommit_driver
 from platform_api.floor.audit.chain import (
     GENESIS,
     HASHED_TIMESTAMP_SQL,
@@ -30,34 +32,36 @@ from platform_api.floor.audit.chain import (
 from platform_api.models import AuditChainHead, AuditRecord, UTCDateTime, utcnow
 
 _STAMP = HASHED_TIMESTAMP_SQL.format(at="stamped.at")
-APPEND_SQL = (
-    text(
-        f"""
+_APPEND = f"""
     WITH old AS (
-        SELECT seq, hash FROM audit_chain_heads WHERE chain = :chain FOR UPDATE
+        SELECT seq, hash FROM audit_chain_heads WHERE chain = {{chain}} FOR UPDATE
     ), stamped AS (
         SELECT seq + 1 AS seq, hash AS prev_hash, clock_timestamp() AS at FROM old
     ), head AS (
         UPDATE audit_chain_heads AS h
         SET seq = stamped.seq,
             hash = encode(sha256(
-                CAST(:p0 AS bytea) || convert_to({_STAMP}, 'UTF8')
-                || CAST(:p1 AS bytea) || convert_to(stamped.seq::text, 'UTF8')
-                || CAST(:p2 AS bytea) || convert_to(stamped.prev_hash, 'UTF8')
-                || CAST(:p3 AS bytea)
+                CAST({{p0}} AS bytea) || convert_to({_STAMP}, 'UTF8')
+                || CAST({{p1}} AS bytea) || convert_to(stamped.seq::text, 'UTF8')
+                || CAST({{p2}} AS bytea) || convert_to(stamped.prev_hash, 'UTF8')
+                || CAST({{p3}} AS bytea)
             ), 'hex')
         FROM stamped
-        WHERE h.chain = :chain
+        WHERE h.chain = {{chain}}
         RETURNING h.seq, h.hash, stamped.prev_hash, stamped.at
     )
     INSERT INTO audit_log
         (chain, seq, org_id, at, actor, action, target, outcome, details, prev_hash, hash)
-    SELECT :chain, head.seq, CAST(:org_id AS uuid), head.at, :actor, :action, :target,
-        :outcome, CAST(:details AS json), head.prev_hash, head.hash
+    SELECT {{chain}}, head.seq, CAST({{org_id}} AS uuid), head.at, {{actor}}, {{action}},
+        {{target}}, {{outcome}}, CAST({{details}} AS json), head.prev_hash, head.hash
     FROM head
     RETURNING id, seq, at, prev_hash, hash
     """
-    )
+_PARAMETERS = ("chain", "org_id", "actor", "action", "target", "outcome", "details")
+_PIECES = ("p0", "p1", "p2", "p3")
+
+APPEND_SQL = (
+    text(_APPEND.format(**{name: f":{name}" for name in (*_PARAMETERS, *_PIECES)}))
     .bindparams(
         bindparam("p0", type_=LargeBinary),
         bindparam("p1", type_=LargeBinary),
@@ -68,6 +72,17 @@ APPEND_SQL = (
     .columns(at=UTCDateTime())
 )
 """One append on PostgreSQL: lock the head, stamp, move the head, insert the row."""
+
+_CASTS = {"org_id": "text", "details": "text", **{piece: "bytea" for piece in _PIECES}}
+APPEND_DRIVER_SQL = _APPEND.format(
+    **{
+        name: f"${number}::{_CASTS.get(name, 'varchar')}"
+        for number, name in enumerate((*_PARAMETERS, *_PIECES), start=1)
+    }
+)
+"""`APPEND_SQL` as the driver (asyncpg) takes it: numbered parameters, each typed, the
+details as JSON text, for a session whose statements each commit on their own
+(`db.autocommit_driver`)."""
 
 
 class AuditRepository:
@@ -137,16 +152,30 @@ class AuditRepository:
         return record
 
     async def _append_in_one_statement(self, record: AuditRecord) -> AuditRecord:
-        """`APPEND_SQL`; a chain without a head yet gets one first (its first append)."""
+        """`APPEND_SQL`; a chain without a head yet gets one first (its first append). A
+        session whose statements each commit on their own sends it to the driver itself
+        (`APPEND_DRIVER_SQL`: the same statement, without SQLAlchemy's execution)."""
         fields = _fields(record)
-        p0, p1, p2, p3 = hash_pieces(**fields)
+        pieces = hash_pieces(**fields)
+        driver = autocommit_driver(self.session)
+        if driver is not None:
+            values = [fields[name] for name in ("chain", "org_id", "actor", "action")]
+            values += [fields["target"], fields["outcome"], json.dumps(fields["details"])]
+            row = await driver.fetchrow(APPEND_DRIVER_SQL, *values, *pieces)
+            if row is None:
+                await self._ensure_head(record.chain)
+                row = await driver.fetchrow(APPEND_DRIVER_SQL, *values, *pieces)
+            record.id, record.seq, record.at = row["id"], row["seq"], row["at"].astimezone(UTC)
+            record.prev_hash, record.hash = row["prev_hash"], row["hash"]
+            return record
+        p0, p1, p2, p3 = pieces
         params = {**fields, "org_id": record.org_id, "p0": p0, "p1": p1, "p2": p2, "p3": p3}
-        row = (await self.session.execute(APPEND_SQL, params)).one_or_none()
-        if row is None:
+        found = (await self.session.execute(APPEND_SQL, params)).one_or_none()
+        if found is None:
             await self._ensure_head(record.chain)
-            row = (await self.session.execute(APPEND_SQL, params)).one()
-        record.id, record.seq, record.at = row.id, row.seq, row.at
-        record.prev_hash, record.hash = row.prev_hash, row.hash
+            found = (await self.session.execute(APPEND_SQL, params)).one()
+        record.id, record.seq, record.at = found.id, found.seq, found.at
+        record.prev_hash, record.hash = found.prev_hash, found.hash
         return record
 
     async def details_of(
