@@ -15,7 +15,8 @@ Which routes it guards is decided once, as the app is built (`guard_routes`): a 
 that cannot need it (a read, a path naming no org, a lifecycle path, a route checking
 itself) pays nothing per request. On a guarded route it reads the caller
 (`request_principal`, the query the route's own caller check then reuses), whose
-memberships carry each org's namespace and deactivated state: no query of its own.
+memberships carry each org's namespace and deactivated state: no query of its own, on a
+connection given back at once (the route may wait for connections of its own).
 """
 
 from __future__ import annotations
@@ -27,11 +28,13 @@ from typing import Any, TypeVar
 
 from fastapi import Depends, Request
 from fastapi.routing import APIRoute
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from platform_api.auth.dependencies import bearer, request_principal
-from platform_api.auth.tokens import Tokens
-from platform_api.db import Session
+from platform_api.auth.tokens import TOKENS, TokenService
+from platform_api.db import ENGINE
 from platform_api.errors import OrgDeactivated, Unauthenticated
+from platform_api.floor.principal import Principal
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 LIFECYCLE_PATHS = ("/deactivate", "/reactivate")
@@ -62,19 +65,34 @@ def _named_org(request: Request) -> tuple[uuid.UUID | None, str | None] | None:
         return None
 
 
-async def refuse_work_of_deactivated_orgs(
-    request: Request, session: Session, tokens: Tokens
-) -> None:
+async def _caller(request: Request, engine: AsyncEngine, tokens: TokenService) -> Principal | None:
+    """The authenticated caller (None for anyone else), read on a connection of its own
+    outside a transaction (one round trip, no BEGIN; the connection back at once: the
+    route may open sessions of its own) and kept for the request's own caller check."""
+    credentials = await bearer(request)  # not a dependency: no security in the schema
+    if credentials is None:
+        return None
+    async with engine.connect() as conn:
+        autocommit = await conn.execution_options(isolation_level="AUTOCOMMIT")
+        session = AsyncSession(bind=autocommit)
+        try:
+            return await request_principal(request, session, tokens, credentials)
+        except Unauthenticated:
+            return None  # not a member: the route answers for itself
+        finally:
+            await session.close()
+
+
+async def refuse_work_of_deactivated_orgs(request: Request) -> None:
     """409 `org_deactivated` for a member's change to a deactivated org (see the module
     docstring); on the routes `guard_routes` chose only."""
     named = _named_org(request)
-    credentials = await bearer(request)  # not a dependency: no security in the schema
-    if named is None or credentials is None:
+    if named is None:
         return
-    try:
-        principal = await request_principal(request, session, tokens, credentials)
-    except Unauthenticated:
-        return  # not a member: the route answers for itself
+    state = request.app.state
+    principal = await _caller(request, ENGINE.of(state), TOKENS.of(state))
+    if principal is None:
+        return
     org_id, namespace = named
     for org, grant in principal.grants.items():
         if (org == org_id or (namespace is not None and grant.namespace == namespace)) and (

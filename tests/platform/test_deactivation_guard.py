@@ -25,11 +25,13 @@ CALLER_QUERY = "memberships.user_id = users.id"
 
 @contextmanager
 def statements(app: FastAPI) -> Iterator[list[str]]:
-    """The SQL statements the app runs meanwhile."""
+    """The SQL statements the app runs meanwhile (`autocommit:` before those run outside
+    a transaction)."""
     seen: list[str] = []
 
-    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        seen.append(statement)
+    def record(conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        level = conn.get_execution_options().get("isolation_level")
+        seen.append(("autocommit:" if level == "AUTOCOMMIT" else "") + statement)
 
     engine = ENGINE.of(app.state).sync_engine
     event.listen(engine, "before_cursor_execute", record)
@@ -67,6 +69,8 @@ async def test_a_guarded_change_reads_its_caller_once_and_no_org(
         r = await client.put(url, json={"enabled": True}, headers=two_orgs.admin_a.headers)
     assert r.status_code == 200, r.text
     assert sum(CALLER_QUERY in s for s in seen) == 1, seen
+    # read on a connection given back at once (no BEGIN, not held through the route)
+    assert next(s for s in seen if CALLER_QUERY in s).startswith("autocommit:")
     assert not [s for s in seen if "deactivated_at IS NOT NULL" in s], seen
 
 
