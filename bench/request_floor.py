@@ -25,7 +25,10 @@ by their server: their CPU per request is the figure. Run by hand or with `make 
 it prints and asserts nothing.
 
     .venv/bin/python bench/request_floor.py [--clients 8] [--requests 1000] [--tasks 200]
-        [--rounds 3]
+        [--rounds 3] [--profile PREFIX]
+
+With `--profile PREFIX`, py-spy records the platform during the first round's b and c
+phases (collapsed stacks into PREFIX-me.txt and PREFIX-approve.txt).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -42,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-from _kit import bench_org, login, scratch_platform
+from _kit import bench_org, login, py_spy, scratch_platform
 from decisions import _approve_all, _cpu_seconds, _create_tasks
 
 from humanwork_dev.processes import PlatformProcess, free_port
@@ -187,6 +191,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=1000, help="GETs per phase and round")
     parser.add_argument("--tasks", type=int, default=200, help="approvals per round")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--profile", default=None, help="py-spy the first round's b and c")
     parser.add_argument("--no-bare", dest="bare", action="store_false", help="skip d, e, f")
     args = parser.parse_args()
     with scratch_platform("hw-bench-floor-") as scratch:
@@ -232,12 +237,16 @@ def _run(args: argparse.Namespace, platform: PlatformProcess, bare: list[BareSer
         _get_round(
             health, pid, lambda: asyncio.run(_hammer(base, "/healthz", anonymous, args.requests))
         )
+        spy = py_spy(f"{args.profile}-me.txt" if args.profile and i == 0 else None, pid)
         _get_round(me, pid, lambda: asyncio.run(_hammer(base, "/users/me", experts, args.requests)))
+        _stop(spy)
         task_ids = _create_tasks(http, requester, org_id, args.tasks)
         time.sleep(1)  # the platform's watch has seen them
+        spy = py_spy(f"{args.profile}-approve.txt" if args.profile and i == 0 else None, pid)
         cpu0 = _cpu_seconds(pid)
         wall, latencies, failed = asyncio.run(_approve_all(base, experts, task_ids))
         approve.rounds.append((len(latencies), wall, _cpu_seconds(pid) - cpu0))
+        _stop(spy)
         approve.failed += len(failed)
         for answer in failed[:3]:
             print(f"approvals: not 200: {answer}")
@@ -251,6 +260,13 @@ def _run(args: argparse.Namespace, platform: PlatformProcess, bare: list[BareSer
         loads.append(os.getloadavg()[0])
         print(f"round {i + 1}/{args.rounds} done; load average {loads[-1]:.2f}", flush=True)
     _report(args, [health, me, approve, *(f for f, _ in bares)], loads)
+
+
+def _stop(spy: subprocess.Popen[bytes] | None) -> None:
+    """Stop a py-spy recording (it writes its file as it stops)."""
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)
+        spy.wait(60)
 
 
 def _report(args: argparse.Namespace, floors: list[Floor], loads: list[float]) -> None:

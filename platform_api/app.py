@@ -17,7 +17,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 
 import httpx
-from fastapi import Depends, FastAPI
+from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from starlette.datastructures import State
 
@@ -45,7 +45,7 @@ from platform_api.corrections import service as corrections_service
 from platform_api.corrections.router import router as corrections_router
 from platform_api.corrections.service import CorrectionPusher
 from platform_api.db import ENGINE, SESSIONS, make_engine, make_sessionmaker, migrate
-from platform_api.deactivation.guard import refuse_work_of_deactivated_orgs
+from platform_api.deactivation.guard import guard_routes
 from platform_api.deactivation.router import router as deactivation_router
 from platform_api.dispatch.agents import KubeAgents
 from platform_api.dispatch.loop import Dispatcher
@@ -474,12 +474,11 @@ def create_app(
         description=DESCRIPTION,
         openapi_tags=TAGS,
         lifespan=_lifespan(settings, namespaces, egress),
-        # a deactivated org takes no new work
-        dependencies=[Depends(refuse_work_of_deactivated_orgs)],
     )
     install_error_handlers(app)
     app.add_middleware(RequestMetrics, metrics=lambda: _metrics_of(app))
     for router in ROUTERS:
+        guard_routes(router.routes)  # a deactivated org takes no new work
         app.include_router(router)
     declare_capabilities(app.router)
     return app

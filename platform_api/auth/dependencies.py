@@ -2,7 +2,8 @@
 
 `CurrentPrincipal` authenticates the bearer token and loads the user, whether it is active
 and a platform administrator, and per membership its role and that role's capabilities
-(the access map's), fresh for each request, in one query: a deactivated user's token is
+(the access map's), fresh for each request, in one query (read once per request:
+`request_principal`): a deactivated user's token is
 refused at its next request (401 `user_deactivated`), a removed membership is gone at
 once. What a request may do in an org comes from the role in that org only:
 
@@ -81,7 +82,29 @@ async def get_principal(
     return Principal(user.id, user.username, grants, user.platform_admin)
 
 
-CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
+_PRINCIPAL = "humanwork_principal"
+"""Where a request keeps its caller once read (`request.state`): only for the rest of the
+same request (the deactivation guard's read serves the route's), never across requests."""
+
+
+async def request_principal(
+    request: Request,
+    session: Session,
+    tokens: Tokens,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> Principal:
+    """`get_principal` read once per request: the caller as the request's first read of
+    it found it (the deactivation guard, which runs first, reads it on the routes it
+    guards); a refusal is not kept (raised again by the next read)."""
+    known = getattr(request.state, _PRINCIPAL, None)
+    if isinstance(known, Principal):
+        return known
+    principal = await get_principal(session, tokens, credentials)
+    setattr(request.state, _PRINCIPAL, principal)
+    return principal
+
+
+CurrentPrincipal = Annotated[Principal, Depends(request_principal)]
 
 
 async def _deny(

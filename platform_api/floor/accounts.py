@@ -12,28 +12,40 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, String, bindparam, cast, delete, func, select
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    String,
+    bindparam,
+    case,
+    cast,
+    delete,
+    func,
+    select,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from platform_api.errors import Conflict
 from platform_api.floor.principal import Grant
-from platform_api.models import AccessGrant, Membership, User
+from platform_api.models import AccessGrant, Membership, Org, User
 
 SEPARATOR = "\n"
 """Between aggregated memberships (no org id, role or capability holds a line break)."""
 FIELD = " "
-"""Between a membership's org id, role and capabilities (none holds a space)."""
+"""Between a membership's org id, role, the org's deactivated flag (`1` or `0`) and
+namespace, and the role's capabilities (none holds a space)."""
 CAPABILITY = ","
 """Between a role's capabilities (a capability holds no comma: `access_map.schemas`)."""
 
 
 def _grants(joined: str | None) -> dict[uuid.UUID, Grant]:
-    """`org role cap,cap` lines back into grants."""
+    """`org role deactivated namespace cap,cap` lines back into grants."""
     out: dict[uuid.UUID, Grant] = {}
     for line in joined.split(SEPARATOR) if joined else []:
-        org, role, caps = [*line.split(FIELD, 2), "", ""][:3]
-        out[uuid.UUID(org)] = Grant(role, frozenset(c for c in caps.split(CAPABILITY) if c))
+        org, role, off, namespace, caps = [*line.split(FIELD, 4), "", "", "", ""][:5]
+        capabilities = frozenset(c for c in caps.split(CAPABILITY) if c)
+        out[uuid.UUID(org)] = Grant(role, capabilities, off == "1", namespace)
     return out
 
 
@@ -49,18 +61,21 @@ class Caller:
 
 
 def _principal_query(where: ColumnElement[bool]) -> Select[Any]:
-    """The caller's row and its memberships as `org role cap,cap` lines, in Core (no ORM
-    entity to load on every request's hot path)."""
+    """The caller's row and its memberships as `org role deactivated namespace cap,cap`
+    lines, in Core (no ORM entity to load on every request's hot path)."""
     users, members, grants = User.__table__.c, Membership.__table__.c, AccessGrant.__table__.c
+    orgs = Org.__table__.c
     capabilities = (
         select(func.aggregate_strings(grants.capability, CAPABILITY))
         .where(grants.role == members.role)
         .scalar_subquery()
     )
-    line = cast(members.org_id, String) + FIELD + members.role + FIELD
-    line = line + func.coalesce(capabilities, "")
+    off = case((orgs.deactivated_at.is_(None), "0"), else_="1")
+    line = cast(members.org_id, String) + FIELD + members.role + FIELD + off + FIELD
+    line = line + orgs.namespace + FIELD + func.coalesce(capabilities, "")
     joined = (
         select(func.aggregate_strings(line, SEPARATOR))
+        .select_from(Membership.__table__.join(Org.__table__, orgs.id == members.org_id))
         .where(members.user_id == users.id)
         .scalar_subquery()
     )

@@ -21,10 +21,14 @@ from typing import NamedTuple
 
 
 class Grant(NamedTuple):
-    """A user's role in one org and that role's capabilities (the access map's)."""
+    """A user's role in one org and that role's capabilities (the access map's); with
+    the org's namespace and whether it is deactivated, read in the same query (what the
+    deactivation guard needs of a member, so it makes no query of its own)."""
 
     role: str
     capabilities: frozenset[str]
+    deactivated: bool = False
+    namespace: str = ""
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ replicas, or again after a restart, must notify once); without one a random id i
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -35,13 +36,52 @@ async def emit(
     now = utcnow()
     if not await EventRepository(session).add(org_id, event_id, event, data, now):
         return False
+    await _logged(session, org_id, event_id, event, data, now)
+    return True
+
+
+async def emit_many(
+    session: AsyncSession, events: list[tuple[uuid.UUID, str, dict[str, Any]]]
+) -> list[bool]:
+    """`emit` of each (org, event, payload) of `events`, their log in one statement (the
+    watch's notifier records what queued while it wrote, many tasks' events at once);
+    whether each was new (an event id twice in `events` is new once, the first time)."""
+    now = utcnow()
+    told: list[tuple[uuid.UUID, str, str, dict[str, Any]]] = []
+    for org_id, event, payload in events:
+        data = dict(payload)
+        told.append((org_id, str(data.pop("event_id", None) or uuid.uuid4()), event, data))
+    rows = [
+        {"org_id": o, "event_id": i, "event": e, "payload": d, "created_at": now}
+        for o, i, e, d in told
+    ]
+    fresh = await EventRepository(session).add_many(rows)
+    out = []
+    for org_id, event_id, event, data in told:
+        new = (org_id, event_id) in fresh
+        fresh.discard((org_id, event_id))
+        if new:
+            await _logged(session, org_id, event_id, event, data, now)
+        out.append(new)
+    return out
+
+
+async def _logged(
+    session: AsyncSession,
+    org_id: uuid.UUID,
+    event_id: str,
+    event: str,
+    data: dict[str, Any],
+    now: datetime,
+) -> None:
+    """What follows a newly logged event in its transaction: its webhook delivery queued
+    (when the org's webhook asks for it), the wake-ups after the commit."""
     hook = await _hook_of(session, org_id)
     if hook is not None and event in hook.events:
         body = envelope(org_id, event_id, event, data, now)
         await WebhookRepository(session).enqueue(org_id, event_id, event, body, hook.url, now)
         QUEUED.after_commit(session)
     WAKEUP.after_commit(session)
-    return True
 
 
 _HOOKS = "humanwork_webhooks"

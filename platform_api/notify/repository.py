@@ -47,6 +47,20 @@ def _event_insert(insert: Any) -> Any:
 _ADD_EVENT = {"postgresql": _event_insert(pg_insert), "sqlite": _event_insert(sqlite_insert)}
 
 
+def _events_insert(insert: Any) -> Any:
+    """The event log's insert of many events in one statement (SQLAlchemy's
+    "insertmanyvalues"), answering the keys of those it logged: built once per dialect."""
+    table = NotifyEvent.__table__
+    return (
+        insert(table)
+        .on_conflict_do_nothing(index_elements=["org_id", "event_id"])
+        .returning(table.c.org_id, table.c.event_id)
+    )
+
+
+_ADD_EVENTS = {"postgresql": _events_insert(pg_insert), "sqlite": _events_insert(sqlite_insert)}
+
+
 class EventRepository:
     """The org's event log (the live stream reads it) and the deliveries it causes."""
 
@@ -61,6 +75,16 @@ class EventRepository:
         values = {"org_id": org_id, "event_id": event_id, "event": event, "payload": payload}
         found = await self.session.execute(_ADD_EVENT[dialect], {**values, "created_at": at})
         return found.scalar_one_or_none() is not None
+
+    async def add_many(self, rows: list[dict[str, Any]]) -> set[tuple[uuid.UUID, str]]:
+        """Log each event of `rows` (`org_id`, `event_id`, `event`, `payload`,
+        `created_at`) unless it is logged already, in one statement; the (org, event id)
+        of those that were new."""
+        if not rows:
+            return set()
+        dialect = self.session.bind.dialect.name if self.session.bind else "postgresql"
+        found = await self.session.execute(_ADD_EVENTS[dialect], rows)
+        return {(org_id, event_id) for org_id, event_id in found.all()}
 
     async def since(
         self, org_ids: Collection[uuid.UUID], after: int, limit: int

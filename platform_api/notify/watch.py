@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -32,7 +33,7 @@ from humanwork_core.resources import AgenticTask
 from platform_api.notify import events, progress
 from platform_api.notify.deadlines import Deadlines
 from platform_api.notify.delivery import Deliverer
-from platform_api.notify.emitter import emit
+from platform_api.notify.emitter import emit, emit_many
 from platform_api.notify.repository import EventRepository
 from platform_api.notify.wakeup import QUEUED, WAKEUP, utcnow
 from platform_api.settings import Settings
@@ -197,39 +198,47 @@ class TaskNotifier:
             self._put(batches[0], retried=True)
 
     async def _record(self, batches: list[_Batch]) -> None:
-        """Record the events of `batches` in one transaction; then remember them and
-        conclude the requests they ended."""
-        recorded: list[_Batch] = []
+        """Record the events of `batches` in one transaction, logged in one statement;
+        then remember them and conclude the requests they ended."""
+        recorded: list[tuple[_Batch, uuid.UUID]] = []
         endings: list[tuple[AgenticTask, uuid.UUID, events.Event]] = []
         async with self._sessions() as session, session.begin():
+            told: list[tuple[uuid.UUID, events.Event, dict[str, Any]]] = []
             for batch in batches:
-                try:
-                    org_id = uuid.UUID(batch.org_id)
-                except ValueError:
+                org_id = await self._org_of(session, batch)
+                if org_id is None:
                     continue
-                if await self._namespace(session, org_id) != batch.namespace:
-                    self._namespaces.pop(org_id, None)  # an org made since: look again later
-                    continue
-                recorded.append(batch)
+                recorded.append((batch, org_id))
+                for event in batch.events:
+                    told.append((org_id, event, await _payload(session, org_id, event)))
+            new = iter(await emit_many(session, [(org, e.event, d) for org, e, d in told]))
+            for batch, org_id in recorded:  # in the order `told` was made
                 ended: events.Event | None = None
                 for event in batch.events:
-                    payload = {**event.payload, "event_id": event.event_id}
-                    if event.receipt_key is not None:
-                        repo = EventRepository(session)
-                        payload["receipt"] = await repo.receipt(org_id, *event.receipt_key)
-                    new = await emit(session, org_id, event.event, payload)
-                    if new:  # the task's conversation hears of its progress, once
-                        await progress.tell(session, org_id, event)
-                    if new and event.event in ENDING_TEXT:
+                    if not next(new):
+                        continue
+                    await progress.tell(session, org_id, event)  # the conversation, once
+                    if event.event in ENDING_TEXT:
                         ended = event
                 if ended is not None and batch.task is not None:
                     endings.append((batch.task, org_id, ended))
-        for batch in recorded:
+        for batch, _ in recorded:
             self._remember(batch)
         for task, org_id, ended in endings:
             ending = asyncio.create_task(self._conclude(task, org_id, ended))
             self._endings.add(ending)
             ending.add_done_callback(self._endings.discard)
+
+    async def _org_of(self, session: AsyncSession, batch: _Batch) -> uuid.UUID | None:
+        """The batch's org, when its namespace is that org's (None: not recorded)."""
+        try:
+            org_id = uuid.UUID(batch.org_id)
+        except ValueError:
+            return None
+        if await self._namespace(session, org_id) != batch.namespace:
+            self._namespaces.pop(org_id, None)  # an org made since: look again later
+            return None
+        return org_id
 
     async def _conclude(self, task: AgenticTask, org_id: uuid.UUID, ended: events.Event) -> None:
         """A task ended: a rejection with feedback asks for a revision (the request goes
@@ -329,6 +338,14 @@ class _Batch:
         added = [e for e in later.events if e.event_id not in ids]
         task = later.task or self.task
         return _Batch(self.key, later.org_id, later.namespace, self.events + added, task)
+
+
+async def _payload(session: AsyncSession, org_id: uuid.UUID, event: events.Event) -> dict[str, Any]:
+    """The event's payload as logged: with its id, and its signed receipt when it has one."""
+    payload = {**event.payload, "event_id": event.event_id}
+    if event.receipt_key is not None:
+        payload["receipt"] = await EventRepository(session).receipt(org_id, *event.receipt_key)
+    return payload
 
 
 def _ended(task: AgenticTask) -> bool:
