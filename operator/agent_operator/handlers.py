@@ -8,9 +8,10 @@
   periodic resync comes is reconciled by the operator's scheduler;
 - events of namespaces, instances, tasks and children of other shards are dropped before
   anything is read or written;
-- the agents' Deployments come from the operator's own watch of this shard's alone
-  (:mod:`agent_operator.deployment_watch`), not kopf's; one whose replica counts changed
-  brings only its owner's phase, counts and Ready condition up to date (one read, a
+- the children's events come from the operator's own watches (the agents' Deployments
+  of this shard's alone: :mod:`agent_operator.child_watch`), not kopf's; a Deployment
+  whose replica counts changed brings only its owner's phase, counts and Ready
+  condition up to date (one read, a
   status write when something changed; a change of the pod count alone waits a moment
   for the pod's readiness: :mod:`agent_operator.readiness`);
 - an event on any child the operator manages deleted or edited by hand reconciles its
@@ -40,10 +41,8 @@ from typing import Any
 import kopf
 
 from agent_operator import autoscale, builders, metrics, readiness
-from agent_operator.builders import MANAGED_BY
+from agent_operator.child_watch import CHILD_SELECTOR, ChildWatch, deployment_selector
 from agent_operator.config import OperatorSettings
-from agent_operator.deployment_watch import DeploymentWatch
-from agent_operator.deployment_watch import selector as deployment_selector
 from agent_operator.kube import Kube, KubeError
 from agent_operator.memories import EventsOnlyDiffBase, EventsOnlyProgress
 from agent_operator.reconcile import (
@@ -61,24 +60,26 @@ from agent_operator.workqueue import WorkQueue, run_due
 from humanwork_core import tracing
 from humanwork_core.resources import ORG_ID_LABEL, AgentInstance, names
 
-__all__ = ["State", "child_event", "instance_event", "namespace_event", "watch_selectors"]
+__all__ = ["State", "child_changed", "instance_event", "namespace_event", "watch_selectors"]
 
 GROUP, VERSION = GROUP_VERSION.split("/")
 INSTANCES = (GROUP, VERSION, names.INSTANCES)
 TASKS = (GROUP, VERSION, names.TASKS)
 CHILD_KINDS = (
-    ("", "v1", "serviceaccounts"),
-    ("", "v1", "configmaps"),
-    ("", "v1", "services"),
-    ("rbac.authorization.k8s.io", "v1", "roles"),
-    ("rbac.authorization.k8s.io", "v1", "rolebindings"),
-    ("networking.k8s.io", "v1", "networkpolicies"),
+    ("v1", "ServiceAccount"),
+    ("v1", "ConfigMap"),
+    ("v1", "Service"),
+    ("rbac.authorization.k8s.io/v1", "Role"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+    ("networking.k8s.io/v1", "NetworkPolicy"),
 )
-"""The children kopf watches; the agents' Deployments, the noisiest, are watched by the
-operator itself (:mod:`agent_operator.deployment_watch`, :func:`deployment_event`)."""
+"""The children watched (by the operator's own watches, :mod:`agent_operator.child_watch`,
+not kopf's) for a deletion or a stranger's edit; the agents' Deployments too, this shard's
+alone, for their readiness (:func:`deployment_event`)."""
 NAMESPACES = ("", "v1", "namespaces")
-CHILD_LABELS = {"app.kubernetes.io/managed-by": MANAGED_BY, "app.kubernetes.io/component": "agent"}
 KOPF_PREFIX = f"kopf.{GROUP}"
+ACTED = ("MODIFIED", "DELETED")
+"""The children's events the operator acts on (an ADDED one is its own creation)."""
 RESYNC_SECONDS = 300.0
 SCHEDULER_TICK_SECONDS = 1.0
 KEYRING_SECONDS = 60.0
@@ -99,15 +100,12 @@ def _state(memo: kopf.Memo) -> State:
 
 
 def watch_selectors() -> dict[tuple[str, str, str], str]:
-    """The label selectors the API server applies to the operator's watches, the same as
-    its handlers' label filters: every namespace gets a ServiceAccount and a ConfigMap of
-    its own, and without them each would reach the operator only to be dropped (9,000
-    orgs of another shard were about 36,000 such events)."""
-    children = label_selector(CHILD_LABELS)
-    return {
-        **{kind: children for kind in CHILD_KINDS},
-        NAMESPACES: label_selector({ORG_ID_LABEL: None}),
-    }
+    """The label selectors the API server applies to kopf's watches, the same as the
+    handlers' label filters: the org namespaces alone. (The children's watches select
+    the operator's own children, :data:`agent_operator.child_watch.CHILD_SELECTOR`: every
+    namespace gets a ServiceAccount and a ConfigMap of its own, and 9,000 orgs of another
+    shard were about 36,000 events to drop without it.)"""
+    return {NAMESPACES: label_selector({ORG_ID_LABEL: None})}
 
 
 @kopf.on.login()
@@ -145,10 +143,15 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     state.queue = WorkQueue(lambda key, job: _run_job(state, key, job), RECONCILERS)
     state.queue.start()
     state.scheduler = asyncio.create_task(_schedule(state), name="humanwork-scheduler")
-    state.deployments = DeploymentWatch(
-        kube, deployment_selector(op_settings.shard), partial(deployment_event, state)
-    )
-    state.deployments.start()
+    state.watches = [
+        ChildWatch(kube, version, kind, CHILD_SELECTOR, partial(child_changed, state), types=ACTED)
+        for version, kind in CHILD_KINDS
+    ]
+    selector = deployment_selector(op_settings.shard)
+    handle = partial(deployment_event, state)
+    state.watches.append(ChildWatch(kube, "apps/v1", "Deployment", selector, handle, types=ACTED))
+    for watch in state.watches:
+        watch.start()
     memo["state"] = state
     metrics.INSTANCES.source = state.phases.values
     metrics.OPEN_TASKS.source = state.open_tasks.counts
@@ -165,8 +168,8 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     if isinstance(state, State):
         if state.scheduler:
             state.scheduler.cancel()
-        if state.deployments is not None:
-            await state.deployments.stop()
+        for watch in state.watches:
+            await watch.stop()
         if state.queue is not None:  # (an empty queue is falsy)
             await state.queue.stop()
         await state.kube.close()
@@ -457,12 +460,6 @@ def _owner(body: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-async def child_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    """A managed child (but a Deployment, watched by the operator's own watch) changed."""
-    if event.get("type") in ("MODIFIED", "DELETED"):
-        await child_changed(_state(memo), event.get("type"), body)
-
-
 async def deployment_event(state: State, kind: str, body: dict[str, Any]) -> None:
     """An event of the operator's own watch of this shard's agents' Deployments. One that
     left the watch without being deleted, for it now names another shard (its org moved
@@ -584,6 +581,4 @@ async def _adopt(state: State, ns: str) -> None:
         state.task_due[(ns, task["metadata"]["name"])] = _utcnow()
 
 
-for _group, _version, _plural in CHILD_KINDS:
-    kopf.on.event(_group, _version, _plural, labels=CHILD_LABELS)(child_event)
 kopf.on.event(*NAMESPACES, labels={ORG_ID_LABEL: kopf.PRESENT})(namespace_event)

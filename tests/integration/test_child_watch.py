@@ -11,7 +11,7 @@ from typing import Any
 
 from kubernetes import client
 
-from agent_operator.deployment_watch import DeploymentWatch, selector
+from agent_operator.child_watch import ChildWatch, deployment_selector
 from agent_operator.kube import Kube
 from humanwork_core import kube_credentials
 from tests.conftest import Cluster
@@ -66,7 +66,9 @@ async def test_the_watch_sees_its_shards_deployments_alone_across_ended_streams(
             ours_seen.set()
 
     # the API server ends each stream after a second
-    watch = DeploymentWatch(kube, selector(shard), handle, server_timeout=1)
+    watch = ChildWatch(
+        kube, "apps/v1", "Deployment", deployment_selector(shard), handle, server_timeout=1
+    )
     watch.start()
     try:
         await asyncio.wait_for(watch.listed.wait(), timeout=30)

@@ -3,7 +3,7 @@ server's Deployment collection (a list, then watch streams): it watches again fr
 last resourceVersion when the server ends a stream, lists again on 410 Gone and hands on
 what changed meanwhile (deletions included), and asks for this shard's Deployments alone.
 A stream ended by the real API server and another shard's Deployments on a real one are
-in tests/integration/test_deployment_watch.py."""
+in tests/integration/test_child_watch.py."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from agent_operator.deployment_watch import DeploymentWatch, selector
+from agent_operator.child_watch import ChildWatch, deployment_selector
 from agent_operator.kube import Kube
 from humanwork_core.kube_credentials import Credentials
 
@@ -28,7 +28,10 @@ def deployment(name: str, version: str, ready: int = 0) -> dict[str, Any]:
             "namespace": "org-a",
             "name": name,
             "resourceVersion": version,
-            "ownerReferences": [{"kind": "AgentInstance", "name": name}],
+            "ownerReferences": [
+                {"apiVersion": "humanwork.io/v1alpha1", "kind": "AgentInstance", "name": name}
+                | {"controller": True, "uid": "u-" + name}
+            ],
         },
         "status": {"replicas": 1, "readyReplicas": ready},
     }
@@ -100,12 +103,15 @@ class Seen:
 
     def __init__(self) -> None:
         self.events: list[tuple[str, str, str]] = []
+        self.owners: dict[tuple[str, str], str] = {}
         self._changed = asyncio.Condition()
 
     async def handle(self, kind: str, body: dict[str, Any]) -> None:
         meta = body["metadata"]
         async with self._changed:
             self.events.append((kind, meta["name"], str(meta.get("resourceVersion") or "")))
+            refs = meta.get("ownerReferences") or [{}]
+            self.owners[(kind, meta["name"])] = f"{refs[0].get('kind')}/{refs[0].get('name')}"
             self._changed.notify_all()
 
     async def wait_for(self, count: int) -> list[tuple[str, str, str]]:
@@ -131,7 +137,9 @@ async def test_a_stream_the_server_ends_is_watched_again_from_the_last_version(
         ],
     )
     seen = Seen()
-    watch = DeploymentWatch(await served(fake), selector("s1"), seen.handle)
+    watch = ChildWatch(
+        await served(fake), "apps/v1", "Deployment", deployment_selector("s1"), seen.handle
+    )
     watch.start()
     try:
         events = await seen.wait_for(2)
@@ -159,7 +167,9 @@ async def test_410_gone_lists_again_and_hands_on_every_change_missed(served: Any
         ],
     )
     seen = Seen()
-    watch = DeploymentWatch(await served(fake), selector("s1"), seen.handle)
+    watch = ChildWatch(
+        await served(fake), "apps/v1", "Deployment", deployment_selector("s1"), seen.handle
+    )
     watch.start()
     try:
         events = await seen.wait_for(4)
@@ -176,6 +186,7 @@ async def test_410_gone_lists_again_and_hands_on_every_change_missed(served: Any
     assert [q["resourceVersion"] for q in fake.watch_queries][:2] == ["10", "20"]
     assert len(fake.list_queries) == 2
     assert set(watch.known) == {("org-a", "a"), ("org-a", "c")}
+    assert seen.owners[("DELETED", "b")] == "AgentInstance/b"  # what the handler reconciles
 
 
 async def test_a_refused_watch_is_tried_again_and_every_request_asks_for_the_shard(
@@ -186,7 +197,9 @@ async def test_a_refused_watch_is_tried_again_and_every_request_asks_for_the_sha
         watches=[500, [{"type": "ADDED", "object": deployment("a", "11")}], None],
     )
     seen = Seen()
-    watch = DeploymentWatch(await served(fake), selector("s1"), seen.handle)
+    watch = ChildWatch(
+        await served(fake), "apps/v1", "Deployment", deployment_selector("s1"), seen.handle
+    )
     watch.start()
     try:
         assert await seen.wait_for(1) == [("ADDED", "a", "11")]
@@ -199,8 +212,8 @@ async def test_a_refused_watch_is_tried_again_and_every_request_asks_for_the_sha
 
 
 def test_the_default_shard_selects_the_deployments_without_a_shard_label() -> None:
-    assert selector("").endswith(",!humanwork.io/shard")
-    assert selector("s1").endswith(",humanwork.io/shard=s1")
+    assert deployment_selector("").endswith(",!humanwork.io/shard")
+    assert deployment_selector("s1").endswith(",humanwork.io/shard=s1")
 
 
 async def test_events_of_one_deployment_are_handled_in_turn_the_latest_state_kept() -> None:
@@ -213,7 +226,7 @@ async def test_events_of_one_deployment_are_handled_in_turn_the_latest_state_kep
         handled.append((kind, body["metadata"]["resourceVersion"]))
         await release.wait()
 
-    watch = DeploymentWatch(None, "", handle)  # type: ignore[arg-type]
+    watch = ChildWatch(None, "apps/v1", "Deployment", "", handle)  # type: ignore[arg-type]
     watch._event("MODIFIED", deployment("a", "1"))
     await asyncio.sleep(0)
     watch._event("DELETED", deployment("a", "2"))
@@ -233,3 +246,20 @@ async def _until(condition: Callable[[], bool]) -> None:
             return
         await asyncio.sleep(0.02)
     raise AssertionError("the condition never held")
+
+
+async def test_only_the_types_asked_for_are_handed_on_and_every_object_is_known() -> None:
+    handled: list[str] = []
+
+    async def handle(kind: str, body: dict[str, Any]) -> None:
+        handled.append(kind)
+
+    watch = ChildWatch(None, "v1", "ConfigMap", "", handle, types=("DELETED",))  # type: ignore[arg-type]
+    watch._event("ADDED", deployment("a", "1"))
+    watch._event("MODIFIED", deployment("a", "2"))
+    assert watch.known == {("org-a", "a"): ("humanwork.io/v1alpha1", "AgentInstance", "a")}
+    watch._event("DELETED", deployment("a", "3"))  # the positive control
+    await asyncio.wait_for(_until(lambda: handled == ["DELETED"]), timeout=5)
+    assert watch.known == {}
+    assert watch.version == "3"
+    await watch.stop()

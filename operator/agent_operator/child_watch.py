@@ -1,27 +1,30 @@
-"""The operator's own watch of its agents' Deployments, in place of kopf's for that kind.
+"""The operator's own watches of the children it manages, in place of kopf's for them.
 
-Each Deployment event (a pod created, turning Ready, counts moving: about six per org)
-went through kopf's per-event machinery (worker slots, memories, cause detection, handler
-invocation, logging contexts) before the operator's handler looked at two counts; with
-other shards' Deployments on the same control plane, each of theirs cost the same to be
-dropped. This watch decodes each event once and hands it to the handler directly:
+Each child's event (about six per org when its children are created, and every change of
+its Deployment: a pod created, turning Ready, counts moving) went through kopf's
+per-event machinery (worker slots, memories, cause detection, handler invocation, logging
+contexts) before the operator's handler looked at its type or at two counts; each child
+of another shard's org cost the same to be dropped. A :class:`ChildWatch` of one kind
+decodes each event once and hands it to the handler directly:
 
-- it lists the Deployments matching its label selector across every namespace (this
-  shard's managed agents only: :func:`selector`), then watches from the list's
-  resourceVersion, bookmarks included;
+- it lists the kind's objects matching its label selector across every namespace (the
+  operator's managed agents' children; for Deployments this shard's alone:
+  :func:`deployment_selector`), then watches from the list's resourceVersion, bookmarks
+  included;
 - when the API server ends the stream (its `timeoutSeconds`, a restart) or the connection
   drops, it watches again from the last resourceVersion seen;
-- on 410 Gone (that version is no longer kept) it lists again: every Deployment listed is
+- on 410 Gone (that version is no longer kept) it lists again: every object listed is
   handed on as MODIFIED (the handler decides from what it reported whether anything
   changed) and every one known before but not listed as DELETED, so a change made while
   the watch was away is never lost. The first listing is handed on to no one (the
   instances' own listing reconciles each of them at start, as with kopf);
-- each event is handled in a task of its own, one at a time per Deployment (a newer event
-  waiting for the one before is coalesced with it: the latest state, a deletion kept), at
-  most `workers` at once, so one slow owner never holds the others;
+- only the event types asked for are handed on (the handlers act on no ADDED: their own
+  creations); each in a task of its own, one at a time per object (a newer event waiting
+  for the one before is coalesced with it: the latest state, a deletion kept), at most
+  `workers` at once, so one slow owner never holds the others;
 - it runs from the operator's startup to its cleanup, which kopf runs only while the
   operator leads its shard (:mod:`agent_operator.main` takes the Lease first), and
-  :meth:`DeploymentWatch.stop` ends it and every handler task.
+  :meth:`ChildWatch.stop` ends it and every handler task.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -39,26 +43,33 @@ from agent_operator.kube import Kube, KubeError
 from agent_operator.shards import SHARD_LABEL
 from humanwork_core.kube_client import WATCH_READ_SLACK, cluster_path
 
-__all__ = ["DeploymentWatch", "selector"]
+__all__ = ["CHILD_SELECTOR", "ChildWatch", "deployment_selector"]
 
 Key = tuple[str, str]
+Owner = tuple[str, str, str] | None
+"""An object's controlling owner: (apiVersion, kind, name)."""
 Handler = Callable[[str, dict[str, Any]], Awaitable[None]]
 
-PATH = cluster_path("apps/v1", "Deployment")
+EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED")
 SERVER_TIMEOUT = 300
 """The `timeoutSeconds` asked of the API server for one stream (then it is watched again)."""
 RETRY_SECONDS = (0.5, 1.0, 2.0, 5.0)
 """The waits before watching again after failures in a row (the last one repeated)."""
 WORKERS = 200
-"""Deployment events handled at once at most."""
+"""Events of one kind handled at once at most."""
 LOG = logging.getLogger("humanwork.operator")
 
 
-def selector(shard: str) -> str:
+CHILD_SELECTOR = f"app.kubernetes.io/managed-by={MANAGED_BY},app.kubernetes.io/component=agent"
+"""The label selector of the children of every agent the operator manages."""
+
+
+def deployment_selector(shard: str) -> str:
     """The label selector of the agents' Deployments this shard manages: the operator's
     managed agents, labelled with the shard (none for the default shard)."""
-    managed = f"app.kubernetes.io/managed-by={MANAGED_BY},app.kubernetes.io/component=agent"
-    return f"{managed},{SHARD_LABEL}={shard}" if shard else f"{managed},!{SHARD_LABEL}"
+    return (
+        f"{CHILD_SELECTOR},{SHARD_LABEL}={shard}" if shard else f"{CHILD_SELECTOR},!{SHARD_LABEL}"
+    )
 
 
 def _key(body: dict[str, Any]) -> Key:
@@ -66,31 +77,53 @@ def _key(body: dict[str, Any]) -> Key:
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
-def _stub(body: dict[str, Any]) -> dict[str, Any]:
-    """What is kept of a Deployment to tell of its deletion if a relisting misses it."""
-    meta = body.get("metadata") or {}
-    kept = {k: meta[k] for k in ("namespace", "name", "ownerReferences", "labels") if k in meta}
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": kept}
+def _owner(body: dict[str, Any]) -> Owner:
+    """The controlling owner reference of an object, as kept to tell of its deletion if a
+    relisting misses it (little memory for every child of every org)."""
+    for ref in (body.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return (
+                sys.intern(str(ref.get("apiVersion"))),
+                sys.intern(str(ref.get("kind"))),
+                str(ref.get("name")),
+            )
+    return None
 
 
-class DeploymentWatch:
-    """List, then watch, the Deployments matching `label_selector`, handing each change to
-    `handle(event_type, body)`; `start()` and `stop()` bound its life."""
+def _stub(api_version: str, kind: str, key: Key, owner: Owner) -> dict[str, Any]:
+    """An object gone while the watch was away, as its DELETED event would carry it."""
+    meta: dict[str, Any] = {"namespace": key[0], "name": key[1]}
+    if owner is not None:
+        ref = {"apiVersion": owner[0], "kind": owner[1], "name": owner[2], "controller": True}
+        meta["ownerReferences"] = [ref]
+    return {"apiVersion": api_version, "kind": kind, "metadata": meta}
+
+
+class ChildWatch:
+    """List, then watch, the objects of `kind` matching `label_selector` across every
+    namespace, handing each change of the `types` asked for to `handle(event_type, body)`;
+    `start()` and `stop()` bound its life."""
 
     def __init__(
         self,
         kube: Kube,
+        api_version: str,
+        kind: str,
         label_selector: str,
         handle: Handler,
         *,
+        types: tuple[str, ...] = EVENT_TYPES,
         workers: int = WORKERS,
         server_timeout: int = SERVER_TIMEOUT,
     ) -> None:
         self.kube = kube
+        self.api_version, self.kind = api_version, kind
+        self.path = cluster_path(api_version, kind)
+        self.types = types
         self.label_selector = label_selector
         self.handle = handle
         self.server_timeout = server_timeout
-        self.known: dict[Key, dict[str, Any]] = {}
+        self.known: dict[Key, Owner] = {}
         self.version = ""
         self.listings = 0
         self._slots = asyncio.Semaphore(workers)
@@ -101,7 +134,7 @@ class DeploymentWatch:
         """Set once the first listing is in (the watch is then running)."""
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self.run(), name="humanwork-deployment-watch")
+        self._task = asyncio.create_task(self.run(), name=f"humanwork-watch-{self.kind}")
 
     async def stop(self) -> None:
         """End the watch and every handler task still running."""
@@ -123,7 +156,7 @@ class DeploymentWatch:
                     await self._list()
                 events = 0
                 async for event in self.kube.stream(
-                    PATH, self._query(), self.server_timeout + WATCH_READ_SLACK
+                    self.path, self._query(), self.server_timeout + WATCH_READ_SLACK
                 ):
                     events, failures = events + 1, 0
                     self._event(str(event.get("type") or ""), event.get("object") or {})
@@ -132,7 +165,7 @@ class DeploymentWatch:
                 continue  # the server ended the stream: watch again from the version
             except KubeError as exc:
                 if exc.status == 410:
-                    LOG.info("the Deployment watch's version expired: listing again")
+                    LOG.info("the %s watch's version expired: listing again", self.kind)
                     self.version = ""
                     continue
                 reason: object = exc
@@ -140,7 +173,7 @@ class DeploymentWatch:
                 reason = str(exc) or type(exc).__name__
             wait = RETRY_SECONDS[min(failures, len(RETRY_SECONDS) - 1)]
             failures += 1
-            LOG.warning("the Deployment watch failed (%s); again in %.1fs", reason, wait)
+            LOG.warning("the %s watch failed (%s); again in %.1fs", self.kind, reason, wait)
             await asyncio.sleep(wait)
 
     def _query(self) -> list[tuple[str, str]]:
@@ -153,19 +186,24 @@ class DeploymentWatch:
         ]
 
     async def _list(self) -> None:
-        """List every matching Deployment; after the first listing, hand each on as
-        MODIFIED and each known one no longer there as DELETED."""
+        """List every matching object; after the first listing, hand each on as MODIFIED
+        and each known one no longer there as DELETED."""
         seen: dict[Key, dict[str, Any]] = {}
         version = ""
-        async for items, listed in self.kube.list_pages(PATH, label_selector=self.label_selector):
+        pages = self.kube.list_pages(self.path, label_selector=self.label_selector)
+        async for items, listed in pages:
             version = listed
             for item in items:
-                item.setdefault("apiVersion", "apps/v1")
-                item.setdefault("kind", "Deployment")
+                item.setdefault("apiVersion", self.api_version)
+                item.setdefault("kind", self.kind)
                 seen[_key(item)] = item
         relisting = self.listings > 0
-        gone = [stub for key, stub in self.known.items() if key not in seen]
-        self.known = {key: _stub(item) for key, item in seen.items()}
+        gone = [
+            _stub(self.api_version, self.kind, key, owner)
+            for key, owner in self.known.items()
+            if key not in seen
+        ]
+        self.known = {key: _owner(item) for key, item in seen.items()}
         self.version = version
         self.listings += 1
         self.listed.set()
@@ -180,14 +218,15 @@ class DeploymentWatch:
         version = (body.get("metadata") or {}).get("resourceVersion")
         if version:
             self.version = str(version)
-        if kind not in ("ADDED", "MODIFIED", "DELETED"):
+        if kind not in EVENT_TYPES:
             return  # a BOOKMARK: its version alone
         key = _key(body)
         if kind == "DELETED":
             self.known.pop(key, None)
-        else:
-            self.known[key] = _stub(body)
-        self._dispatch(kind, body)
+        elif key not in self.known:
+            self.known[key] = _owner(body)
+        if kind in self.types:
+            self._dispatch(kind, body)
 
     def _dispatch(self, kind: str, body: dict[str, Any]) -> None:
         key = _key(body)
@@ -199,13 +238,13 @@ class DeploymentWatch:
             self._workers[key] = asyncio.create_task(self._work(key))
 
     async def _work(self, key: Key) -> None:
-        """Handle the events of one Deployment in turn, until none is waiting."""
+        """Handle the events of one object in turn, until none is waiting."""
         try:
             while (pending := self._pending.pop(key, None)) is not None:
                 async with self._slots:
                     try:
                         await self.handle(*pending)
-                    except Exception as exc:  # one Deployment's trouble must not stop others
-                        LOG.warning("a Deployment event of %s/%s failed: %s", *key, exc)
+                    except Exception as exc:  # one object's trouble must not stop the others
+                        LOG.warning("a %s event of %s/%s failed: %s", self.kind, *key, exc)
         finally:
             self._workers.pop(key, None)
