@@ -151,6 +151,9 @@ async def test_a_stream_the_server_ends_is_watched_again_from_the_last_version(
     assert [q["resourceVersion"] for q in fake.watch_queries] == ["10", "11", "13"]
     assert len(fake.list_queries) == 1  # resumed, never listed again
     assert watch.listings == 1
+    # stopped with the operator: its stream held open is ended, no handler task is left
+    assert watch._task is not None and watch._task.done()
+    assert not watch._workers
 
 
 async def test_410_gone_lists_again_and_hands_on_every_change_missed(served: Any) -> None:
