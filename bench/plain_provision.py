@@ -39,13 +39,17 @@ DEPLOYMENTS = "/apis/apps/v1/deployments"
 class PlainClient:
     """Provisions orgs by hand; records when each org's status said Ready."""
 
-    def __init__(self, server: str, ca: Path, token: str, threads: int = 16) -> None:
+    def __init__(
+        self, server: str, ca: Path, token: str, threads: int = 16, shard: str = ""
+    ) -> None:
         self.server = server
         self.ctx = ssl.create_default_context(cafile=str(ca))
         self.headers = {"Authorization": f"Bearer {token}"}
         limits = httpx.Limits(max_connections=threads + 4, max_keepalive_connections=threads + 4)
         self.http = httpx.Client(verify=self.ctx, timeout=30.0, limits=limits)
-        self.settings = OperatorSettings()
+        # the children as the operator of the orgs' shard builds them (its Deployments
+        # labelled with it: only that shard's operator watches them)
+        self.settings = OperatorSettings(shard=shard)
         self.key = tokens.generate_signing_key()
         self.callback_master = generate_secret()
         self.api_server: list[builders.ApiServerEndpoint] = []

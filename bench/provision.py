@@ -54,6 +54,8 @@ from humanwork_dev import cluster, crdwait
 from humanwork_dev.processes import OperatorProcess
 
 SHARD_LABEL = "humanwork.io/shard"
+PLAIN_SHARD = "plain"
+"""The plain client's orgs' shard (no operator of it runs)."""
 REQUESTS = "humanwork_operator_api_requests_total"
 WRITE_VERBS = ("PATCH", "POST", "PUT", "DELETE")
 
@@ -427,7 +429,7 @@ class Bench:
         n = self.args.orgs
         cpu = CpuMeter({**self.info.pids, "operator": operator.pid})
         plain = self.plain_client(operator)
-        orgs = self.prepare("plain", n, shard="plain")
+        orgs = self.prepare("plain", n, shard=PLAIN_SHARD)
         cpu.start()
         created = self.burst(orgs, plain.provision)
         _wait_all(plain.ready, list(created), timeout=self.wait_seconds)
@@ -461,7 +463,7 @@ class Bench:
         doc = yaml.safe_load(Path(operator.kubeconfig).read_text())
         token = doc["users"][0]["user"]["token"]
         ca = Path(self.info.state_dir) / "pki" / "ca.crt"
-        plain = PlainClient(self.info.server, ca, token, self.args.threads)
+        plain = PlainClient(self.info.server, ca, token, self.args.threads, PLAIN_SHARD)
         plain.start()
         return plain
 
@@ -474,7 +476,8 @@ class Bench:
         _wait_all(ready.ready, list(created), timeout=self.wait_seconds)
         _rate(f"operator, steady {rate:g}/s, {n} orgs", created, ready.ready)
         plain = self.plain_client(operator)
-        plain_created = self.paced(self.prepare("steady-plain", n, shard="plain"), plain.provision)
+        plain_orgs = self.prepare("steady-plain", n, shard=PLAIN_SHARD)
+        plain_created = self.paced(plain_orgs, plain.provision)
         _wait_all(plain.ready, list(plain_created), timeout=self.wait_seconds)
         _rate(f"plain client, steady {rate:g}/s, {n} orgs", plain_created, plain.ready)
         plain.stop()

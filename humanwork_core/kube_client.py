@@ -215,12 +215,16 @@ class Kube:
         doc = await self.call("GET", path, query=[("labelSelector", label_selector)])
         return list(doc.get("items") or [])
 
-    async def list_pages(self, path: str, limit: int = 500) -> AsyncIterator[tuple[Items, str]]:
-        """Every object of the collection at `path`, `limit` at a time, each page with the
-        list's resourceVersion (one snapshot: the version to watch from)."""
+    async def list_pages(
+        self, path: str, limit: int = 500, *, label_selector: str = ""
+    ) -> AsyncIterator[tuple[Items, str]]:
+        """Every object of the collection at `path` (that matches `label_selector`, when
+        given), `limit` at a time, each page with the list's resourceVersion (one
+        snapshot: the version to watch from)."""
         token = ""
+        selected = [("labelSelector", label_selector)] if label_selector else []
         while True:
-            query = [("limit", str(limit))] + ([("continue", token)] if token else [])
+            query = [("limit", str(limit)), *selected] + ([("continue", token)] if token else [])
             page = await self.call("GET", path, query=query)
             meta = page.get("metadata") or {}
             yield list(page.get("items") or []), str(meta.get("resourceVersion") or "")

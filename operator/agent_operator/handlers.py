@@ -8,10 +8,12 @@
   periodic resync comes is reconciled by the operator's scheduler;
 - events of namespaces, instances, tasks and children of other shards are dropped before
   anything is read or written;
-- a Deployment whose replica counts changed brings only its owner's phase, counts and
-  Ready condition up to date (one read, a status write when something changed; a change
-  of the pod count alone waits a moment for the pod's readiness:
-  :mod:`agent_operator.readiness`);
+- the children's events come from the operator's own watches (the agents' Deployments
+  of this shard's alone: :mod:`agent_operator.child_watch`), not kopf's; a Deployment
+  whose replica counts changed brings only its owner's phase, counts and Ready
+  condition up to date (one read, a
+  status write when something changed; a change of the pod count alone waits a moment
+  for the pod's readiness: :mod:`agent_operator.readiness`);
 - an event on any child the operator manages deleted or edited by hand reconciles its
   owner, which restores the child; Secrets are
   not watched (a cluster-wide watch needs a cluster-wide `list`, and the operator reads
@@ -31,14 +33,15 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import kopf
 
 from agent_operator import autoscale, builders, metrics, readiness
-from agent_operator.builders import MANAGED_BY
+from agent_operator.child_watch import CHILD_SELECTOR, ChildWatch, deployment_selector
 from agent_operator.config import OperatorSettings
 from agent_operator.kube import Kube, KubeError
 from agent_operator.memories import EventsOnlyDiffBase, EventsOnlyProgress
@@ -50,30 +53,33 @@ from agent_operator.reconcile import (
     revoke,
     seconds_until_rotation,
 )
-from agent_operator.shards import fingerprint, label_selector, shard_of, trigger_for
+from agent_operator.shards import SHARD_LABEL, fingerprint, label_selector, shard_of, trigger_for
 from agent_operator.state import Job, State, stamp
 from agent_operator.tasks import reconcile_task
-from agent_operator.workqueue import WorkQueue
+from agent_operator.workqueue import WorkQueue, run_due
 from humanwork_core import tracing
 from humanwork_core.resources import ORG_ID_LABEL, AgentInstance, names
 
-__all__ = ["State", "child_event", "instance_event", "namespace_event", "watch_selectors"]
+__all__ = ["State", "child_changed", "instance_event", "namespace_event", "watch_selectors"]
 
 GROUP, VERSION = GROUP_VERSION.split("/")
 INSTANCES = (GROUP, VERSION, names.INSTANCES)
 TASKS = (GROUP, VERSION, names.TASKS)
 CHILD_KINDS = (
-    ("", "v1", "serviceaccounts"),
-    ("", "v1", "configmaps"),
-    ("", "v1", "services"),
-    ("rbac.authorization.k8s.io", "v1", "roles"),
-    ("rbac.authorization.k8s.io", "v1", "rolebindings"),
-    ("networking.k8s.io", "v1", "networkpolicies"),
-    ("apps", "v1", "deployments"),
+    ("v1", "ServiceAccount"),
+    ("v1", "ConfigMap"),
+    ("v1", "Service"),
+    ("rbac.authorization.k8s.io/v1", "Role"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+    ("networking.k8s.io/v1", "NetworkPolicy"),
 )
+"""The children watched (by the operator's own watches, :mod:`agent_operator.child_watch`,
+not kopf's) for a deletion or a stranger's edit; the agents' Deployments too, this shard's
+alone, for their readiness (:func:`deployment_event`)."""
 NAMESPACES = ("", "v1", "namespaces")
-CHILD_LABELS = {"app.kubernetes.io/managed-by": MANAGED_BY, "app.kubernetes.io/component": "agent"}
 KOPF_PREFIX = f"kopf.{GROUP}"
+ACTED = ("MODIFIED", "DELETED")
+"""The children's events the operator acts on (an ADDED one is its own creation)."""
 RESYNC_SECONDS = 300.0
 SCHEDULER_TICK_SECONDS = 1.0
 KEYRING_SECONDS = 60.0
@@ -94,15 +100,12 @@ def _state(memo: kopf.Memo) -> State:
 
 
 def watch_selectors() -> dict[tuple[str, str, str], str]:
-    """The label selectors the API server applies to the operator's watches, the same as
-    its handlers' label filters: every namespace gets a ServiceAccount and a ConfigMap of
-    its own, and without them each would reach the operator only to be dropped (9,000
-    orgs of another shard were about 36,000 such events)."""
-    children = label_selector(CHILD_LABELS)
-    return {
-        **{kind: children for kind in CHILD_KINDS},
-        NAMESPACES: label_selector({ORG_ID_LABEL: None}),
-    }
+    """The label selectors the API server applies to kopf's watches, the same as the
+    handlers' label filters: the org namespaces alone. (The children's watches select
+    the operator's own children, :data:`agent_operator.child_watch.CHILD_SELECTOR`: every
+    namespace gets a ServiceAccount and a ConfigMap of its own, and 9,000 orgs of another
+    shard were about 36,000 events to drop without it.)"""
+    return {NAMESPACES: label_selector({ORG_ID_LABEL: None})}
 
 
 @kopf.on.login()
@@ -140,6 +143,15 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     state.queue = WorkQueue(lambda key, job: _run_job(state, key, job), RECONCILERS)
     state.queue.start()
     state.scheduler = asyncio.create_task(_schedule(state), name="humanwork-scheduler")
+    state.watches = [
+        ChildWatch(kube, version, kind, CHILD_SELECTOR, partial(child_changed, state), types=ACTED)
+        for version, kind in CHILD_KINDS
+    ]
+    selector = deployment_selector(op_settings.shard)
+    handle = partial(deployment_event, state)
+    state.watches.append(ChildWatch(kube, "apps/v1", "Deployment", selector, handle, types=ACTED))
+    for watch in state.watches:
+        watch.start()
     memo["state"] = state
     metrics.INSTANCES.source = state.phases.values
     metrics.OPEN_TASKS.source = state.open_tasks.counts
@@ -156,6 +168,8 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     if isinstance(state, State):
         if state.scheduler:
             state.scheduler.cancel()
+        for watch in state.watches:
+            await watch.stop()
         if state.queue is not None:  # (an empty queue is falsy)
             await state.queue.stop()
         await state.kube.close()
@@ -335,9 +349,9 @@ async def _schedule(state: State) -> None:
             except Exception as exc:
                 LOG.warning("refreshing the signing keys failed: %s", exc)
         _platform_ca_changed(state, now)
-        await _run_due(state.task_due, now, lambda key: _reconcile_task(state, key), "tick of task")
-        await _run_due(state.scale_due, now, lambda key: _autoscale(state, key), "autoscaling")
-        await _run_due(state.counts_due, now, lambda key: _readiness(state, key, None), "counts")
+        await run_due(state.task_due, now, lambda key: _reconcile_task(state, key), "tick of task")
+        await run_due(state.scale_due, now, lambda key: _autoscale(state, key), "autoscaling")
+        await run_due(state.counts_due, now, lambda key: _readiness(state, key, None), "counts")
         for key, (when, trigger) in list(state.due.items()):
             if when > now or state.due.get(key) != (when, trigger):
                 continue
@@ -363,25 +377,6 @@ def _platform_ca_changed(state: State, now: datetime) -> None:
     LOG.info("the platform CA changed: re-applying it for %d agents", len(state.due))
     for key in list(state.due):
         state.due[key] = (now, "platform-ca")
-
-
-async def _run_due(
-    due: dict[tuple[str, str], datetime],
-    now: datetime,
-    run: Callable[[tuple[str, str]], Awaitable[None]],
-    what: str,
-) -> None:
-    """Run `run` for each key of `due` whose time has come (and was not moved meanwhile);
-    one that fails is tried again in 5 seconds."""
-    for key, at in list(due.items()):
-        if at > now or due.get(key) != at:
-            continue
-        del due[key]
-        try:
-            await run(key)
-        except Exception as exc:  # one object's trouble must not stop the others
-            LOG.warning("%s %s/%s failed: %s", what, key[0], key[1], exc)
-            due.setdefault(key, now + timedelta(seconds=5))
 
 
 async def _reconcile_task(state: State, key: tuple[str, str]) -> None:
@@ -458,24 +453,35 @@ async def _count_task(
         await _autoscale(state, changed)
 
 
-def _owner(body: kopf.Body) -> tuple[str, str] | None:
+def _owner(body: Mapping[str, Any]) -> tuple[str, str] | None:
     for ref in body.get("metadata", {}).get("ownerReferences") or []:
         if ref.get("kind") == "AgentInstance" and ref.get("apiVersion", "").startswith(GROUP):
             return body["metadata"]["namespace"], ref["name"]
     return None
 
 
-async def child_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+async def deployment_event(state: State, kind: str, body: dict[str, Any]) -> None:
+    """An event of the operator's own watch of this shard's agents' Deployments. One that
+    left the watch without being deleted, for it now names another shard (its org moved
+    there and that shard's operator applied it), is that shard's."""
+    if kind == "DELETED":
+        meta = body["metadata"]
+        now = await state.kube.get("apps/v1", "Deployment", meta["namespace"], meta["name"])
+        shard = ((now or {}).get("metadata", {}).get("labels") or {}).get(SHARD_LABEL)
+        if shard is not None and shard != state.settings.shard:
+            return
+    await child_changed(state, kind, body)
+
+
+async def child_changed(state: State, kind: str | None, body: Mapping[str, Any]) -> None:
     """A managed child went away or was edited by someone else: reconcile its owner, which
     restores it. A Deployment whose readiness changed refreshes the owner's status."""
-    kind = event.get("type")
     if kind not in ("MODIFIED", "DELETED"):
         return  # the initial listing and our own creations need nothing
     owner = _owner(body)
     if owner is None:
         return
     ns, name = owner
-    state = _state(memo)
     state.active()
     if not await state.serves(ns):
         return
@@ -575,6 +581,4 @@ async def _adopt(state: State, ns: str) -> None:
         state.task_due[(ns, task["metadata"]["name"])] = _utcnow()
 
 
-for _group, _version, _plural in CHILD_KINDS:
-    kopf.on.event(_group, _version, _plural, labels=CHILD_LABELS)(child_event)
 kopf.on.event(*NAMESPACES, labels={ORG_ID_LABEL: kopf.PRESENT})(namespace_event)

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from agent_operator import autoscale
+from agent_operator.child_watch import ChildWatch
 from agent_operator.config import OperatorSettings
 from agent_operator.kube import Kube
 from agent_operator.reconcile import ApiServerEndpoints, AppliedCache, Keyring
@@ -48,6 +49,8 @@ class State:
         # when each known instance is next due: (time, trigger), trigger rotation or resync
         self.due: dict[tuple[str, str], tuple[datetime, str]] = {}
         self.scheduler: asyncio.Task[None] | None = None
+        # the operator's own watches of the children (started with the operator)
+        self.watches: list[ChildWatch] = []
         # when each open AgenticTask next needs a tick (its nearest deadline, or its TTL)
         self.task_due: dict[tuple[str, str], datetime] = {}
         self.applied = AppliedCache()

@@ -11,7 +11,7 @@ before the later ones start, and the slots stay free for the children's events.
 
 A key is queued at most once: adding a queued key replaces what it carries (the latest
 event's body), adding one being worked queues it once more for after. Pure asyncio, no
-I/O of its own.
+I/O of its own. :func:`run_due` runs what the scheduler has due by a time.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
 from typing import Generic, TypeVar
 
 Key = tuple[str, str]
@@ -101,3 +102,22 @@ class WorkQueue(Generic[T]):
                 again = self._again.pop(key, None)
                 if again is not None:
                     self.add(key, again)
+
+
+async def run_due(
+    due: dict[tuple[str, str], datetime],
+    now: datetime,
+    run: Callable[[tuple[str, str]], Awaitable[None]],
+    what: str,
+) -> None:
+    """Run `run` for each key of `due` whose time has come (and was not moved meanwhile);
+    one that fails is tried again in 5 seconds."""
+    for key, at in list(due.items()):
+        if at > now or due.get(key) != at:
+            continue
+        del due[key]
+        try:
+            await run(key)
+        except Exception as exc:  # one object's trouble must not stop the others
+            LOG.warning("%s %s/%s failed: %s", what, key[0], key[1], exc)
+            due.setdefault(key, now + timedelta(seconds=5))

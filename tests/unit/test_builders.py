@@ -705,3 +705,15 @@ def test_settings_from_environment() -> None:
     assert OperatorSettings.from_env({}) == OperatorSettings()
     with pytest.raises(ValueError, match="AGENT_PORT"):
         OperatorSettings.from_env({"HUMANWORK_OPERATOR_AGENT_PORT": "many"})
+
+
+def test_a_named_shards_deployment_carries_its_shard_label_and_its_pods_do_not() -> None:
+    """So that each shard's watch of Deployments (agent_operator.child_watch) is given its
+    own alone, and moving an org to another shard rolls no pod."""
+    sharded = builders.deployment(instance(), OperatorSettings(shard="s1"))
+    unsharded = builders.deployment(instance(), SETTINGS)
+    assert sharded["metadata"]["labels"]["humanwork.io/shard"] == "s1"
+    assert "humanwork.io/shard" not in unsharded["metadata"]["labels"]  # the default shard
+    assert sharded["spec"]["template"] == unsharded["spec"]["template"]
+    rest = {k: v for k, v in sharded["metadata"]["labels"].items() if k != "humanwork.io/shard"}
+    assert rest == unsharded["metadata"]["labels"]

@@ -11,6 +11,7 @@ from humanwork_core.resources import (
 )
 
 from ..config import OperatorSettings
+from ..shards import SHARD_LABEL
 from .configuration import PLATFORM_CA_FILE
 from .naming import (
     CONFIG_FILE,
@@ -330,10 +331,16 @@ def scheduling(spec: AgentInstanceSpec) -> dict[str, Any]:
 
 
 def deployment(instance: AgentInstance, settings: OperatorSettings) -> Manifest:
+    """The agent's Deployment; labelled with the operator's shard, if named, so that the
+    shard's watch of its Deployments (:mod:`agent_operator.deployment_watch`) is given
+    its own alone (not its pod template: moving an org to another shard restarts no pod)."""
+    metadata = _metadata(instance, agent_name(instance))
+    if settings.shard:
+        metadata["labels"][SHARD_LABEL] = settings.shard
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _metadata(instance, agent_name(instance)),
+        "metadata": metadata,
         "spec": {
             "replicas": desired_replicas(instance.spec),
             "selector": {"matchLabels": selector_labels(instance)},
