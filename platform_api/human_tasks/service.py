@@ -50,7 +50,7 @@ from platform_api.human_tasks.schemas import (
 )
 from platform_api.human_tasks.unknown import unknown_outcome
 from platform_api.kube.client import KubeClient, KubeError
-from platform_api.mcp_servers.pins import pinned_definition
+from platform_api.mcp_servers.pins import pinned_definitions
 from platform_api.models import AuditRecord
 from platform_api.orgs.repository import OrgRepository
 from platform_api.tasks.decisions import Ballot, DecisionService
@@ -97,12 +97,8 @@ async def _pins(
     session: AsyncSession, org_id: uuid.UUID, task: AgenticTask
 ) -> dict[str, ToolDefinitionRead]:
     """The tool definition each step of an org's MCP tool pins, by step id."""
-    pins = {}
-    for step in task.spec.steps:
-        pin = await pinned_definition(session, org_id, step.tool, step.parameters)
-        if pin is not None:
-            pins[step.id] = ToolDefinitionRead(**dataclasses.asdict(pin))
-    return pins
+    pins = await pinned_definitions(session, org_id, task.spec.steps)
+    return {step_id: ToolDefinitionRead(**dataclasses.asdict(pin)) for step_id, pin in pins.items()}
 
 
 def _plan(

@@ -6,21 +6,23 @@ last `tools/list` stored, which the org's admin sees). The agent that wrote the 
 approval never covers a definition nobody on the platform's side has seen. The proxy checks
 the server's live definition again before the call (`proxy.py`).
 
-`pinned_definition` gives the reviewer the text of the definition a step pins (name,
-description, input schema), when it is the stored one: what the expert approves."""
+`pinned_definitions` gives the reviewer the text of the definition each step of a plan pins
+(name, description, input schema), when it is the stored one: what the expert approves. The
+stored tools of all the plan's steps are read in one query, whatever the number of steps."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from humanwork_core.resources import Step
 from platform_api.mcp_servers import definitions
 from platform_api.mcp_servers.errors import ToolDefinitionChanged
-from platform_api.mcp_servers.repository import McpServerRepository
+from platform_api.mcp_servers.repository import McpServerRepository, ToolKey
 from platform_api.models import McpTool
 
 
@@ -35,32 +37,45 @@ class PinnedDefinition:
     definition: dict[str, Any] | None
 
 
-async def _stored(
-    session: AsyncSession, org_id: uuid.UUID, server_name: str, parameters: Mapping[str, Any]
-) -> McpTool | None:
-    """The tool `parameters.action` of the org's server as its last discovery stored it."""
+def _key(server_name: str, parameters: Mapping[str, Any]) -> ToolKey | None:
+    """(server, tool) a step of `server_name`'s tool calls; None without an action."""
     action = parameters.get("action")
-    repo = McpServerRepository(session)
-    server = await repo.get(org_id, server_name)
-    if server is None or not isinstance(action, str):
-        return None
-    return await repo.tool(server.id, action)
+    return (server_name, action) if isinstance(action, str) else None
 
 
-async def pinned_definition(
-    session: AsyncSession, org_id: uuid.UUID, tool: str | None, parameters: Mapping[str, Any]
-) -> PinnedDefinition | None:
-    """What a step calling `tool` pins, for its reviewer; None for a tool that is not one
-    of the org's MCP servers'."""
-    server_name = definitions.server_of_step_tool(tool or "")
-    if server_name is None:
-        return None
+async def _stored(
+    session: AsyncSession, org_id: uuid.UUID, keys: Iterable[ToolKey | None]
+) -> dict[ToolKey, McpTool]:
+    """The tools named by `keys` as the org's last discoveries stored them, in one query."""
+    wanted = {key for key in keys if key is not None}
+    if not wanted:
+        return {}
+    return await McpServerRepository(session).tools_named(org_id, wanted)
+
+
+def _pin(parameters: Mapping[str, Any], stored: McpTool | None) -> PinnedDefinition:
     raw = parameters.get("definition")
     pinned = raw if isinstance(raw, str) else None
-    stored = await _stored(session, org_id, server_name, parameters)
     current = stored.definition_hash if stored is not None else None
     known = stored.definition if stored is not None and pinned == current else None
     return PinnedDefinition(pinned, current, dict(known) if known is not None else None)
+
+
+async def pinned_definitions(
+    session: AsyncSession, org_id: uuid.UUID, steps: Iterable[Step]
+) -> dict[str, PinnedDefinition]:
+    """What each step of an org's MCP tool pins, for its reviewer, by step id (the steps
+    of any other tool are left out)."""
+    keys: dict[str, tuple[Mapping[str, Any], ToolKey | None]] = {}
+    for step in steps:
+        server_name = definitions.server_of_step_tool(step.tool or "")
+        if server_name is not None:
+            keys[step.id] = (step.parameters, _key(server_name, step.parameters))
+    stored = await _stored(session, org_id, (key for _, key in keys.values()))
+    return {
+        step_id: _pin(parameters, stored.get(key) if key is not None else None)
+        for step_id, (parameters, key) in keys.items()
+    }
 
 
 async def require_known_definition(
@@ -73,7 +88,8 @@ async def require_known_definition(
     if server_name is None:
         return
     pinned = parameters.get("definition")
-    stored = await _stored(session, org_id, server_name, parameters)
+    key = _key(server_name, parameters)
+    stored = (await _stored(session, org_id, [key])).get(key) if key is not None else None
     current = stored.definition_hash if stored is not None else None
     if current is None or pinned != current:
         raise ToolDefinitionChanged(

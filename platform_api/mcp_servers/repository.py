@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from platform_api.models import McpServer, McpTool
+
+ToolKey = tuple[str, str]
+"""(server name, tool name) of one of an org's MCP tools."""
 
 
 class McpServerRepository:
@@ -42,6 +46,17 @@ class McpServerRepository:
 
     async def tool(self, server_id: uuid.UUID, name: str) -> McpTool | None:
         return await self.session.get(McpTool, (server_id, name))
+
+    async def tools_named(
+        self, org_id: uuid.UUID, keys: Collection[ToolKey]
+    ) -> dict[ToolKey, McpTool]:
+        """The org's stored tools named by `keys`, by key, in one query (absent: none)."""
+        result = await self.session.execute(
+            select(McpServer.name, McpTool)
+            .join(McpServer, McpTool.server_id == McpServer.id)
+            .where(McpServer.org_id == org_id, tuple_(McpServer.name, McpTool.name).in_(list(keys)))
+        )
+        return {(server, tool.name): tool for server, tool in result.all()}
 
     async def save(self, row: McpServer | McpTool) -> None:
         self.session.add(row)

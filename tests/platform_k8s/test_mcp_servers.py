@@ -12,7 +12,8 @@ plane, the operator), with the SDK's client as the agent:
   verifies offline;
 - a changed tool definition refuses the old approval, audited, and reaches nothing;
 - an approval covers only the definition the platform discovered, never a pin the agent
-  chose otherwise.
+  chose otherwise;
+- the review detail reads the stored definitions of all a plan's MCP steps at once.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from humanwork_core import receipts
 from humanwork_dev.fakes.mcp_server import FakeMcpServer
 from tests.agents import agent_credentials, provision_agent
 from tests.conftest import Cluster
+from tests.platform.test_deactivation_guard import statements
 from tests.platform_k8s.conftest import Orgs, TaskApi
 from tests.platform_k8s.test_mcp import mcp_session, names
 from tests.platform_k8s.test_tasks import opt_in, settled
@@ -339,3 +341,64 @@ async def test_an_approval_covers_only_the_definition_the_platform_discovered(
     fresh = await tasks.create(orgs.requester, orgs.org_a, **plan(current))
     assert (await tasks.decide(orgs.expert, fresh["id"], "refund")).status_code == 200
     assert fake.calls() == []
+
+
+async def test_the_review_detail_reads_every_pin_of_a_plan_in_one_query(
+    app: FastAPI,
+    client: httpx.AsyncClient,
+    tasks: TaskApi,
+    orgs: Orgs,
+    agent: dict[str, str],
+) -> None:
+    """A plan of several MCP steps (two pinning the stored definitions, one a hash never
+    discovered, one an action the server does not list, one a server the org lacks): the
+    detail gives each its pin, the stored hash and the text when they match, reading the
+    stored tools in one statement whatever the number of steps."""
+    listed = await client.get(f"/orgs/{orgs.org_a}/mcp-servers", headers=orgs.admin_a.headers)
+    stored = {t["name"]: t for t in listed.json()[0]["tools"]}
+    hashes = {name: tool["definitionHash"] for name, tool in stored.items()}
+    unseen = "sha256:" + "0" * 64
+    pins = {
+        "refund": ("mcp_billing", "refund_order", hashes["refund_order"]),
+        "lookup": ("mcp_billing", "lookup_order", hashes["lookup_order"]),
+        "stale": ("mcp_billing", "refund_order", unseen),
+        "unlisted": ("mcp_billing", "void_order", unseen),
+        "elsewhere": ("mcp_ledger", "refund_order", hashes["refund_order"]),
+    }
+    steps = [
+        {
+            "id": step_id,
+            "description": f"Step {step_id}",
+            "kind": "action",
+            "tool": tool,
+            "parameters": {"action": action, "params": REFUND, "definition": pin},
+            "risk": "high",
+        }
+        for step_id, (tool, action, pin) in pins.items()
+    ]
+    task = await tasks.create(orgs.requester, orgs.org_a, **{**plan(unseen), "steps": steps})
+
+    with statements(app) as seen:
+        r = await client.get(f"/human-tasks/{task['id']}/refund", headers=orgs.expert.headers)
+    assert r.status_code == 200, r.text
+    assert len([s for s in seen if "mcp_tools" in s or "mcp_servers" in s]) == 1, seen
+    shown = {step["id"]: step["tool_definition"] for step in r.json()["plan"]}
+    for step_id in ("refund", "lookup"):
+        name = pins[step_id][1]
+        definition = {k: stored[name][k] for k in ("name", "description", "inputSchema")}
+        assert shown[step_id] == {
+            "pinned": hashes[name],
+            "current": hashes[name],
+            "definition": definition,
+        }
+    assert shown["stale"] == {
+        "pinned": unseen,
+        "current": hashes["refund_order"],
+        "definition": None,
+    }
+    assert shown["unlisted"] == {"pinned": unseen, "current": None, "definition": None}
+    assert shown["elsewhere"] == {
+        "pinned": hashes["refund_order"],
+        "current": None,
+        "definition": None,
+    }
