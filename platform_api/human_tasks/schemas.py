@@ -8,6 +8,8 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
+from platform_api.mcp_servers.schemas import ToolDefinitionRead
+
 ITEM_EXAMPLE: dict[str, Any] = {
     "id": "org-acme/task-7x2kq/write",
     "task_id": "org-acme/task-7x2kq",
@@ -237,21 +239,6 @@ class StepExecution(BaseModel):
     finished_at: datetime | None
     result_summary: dict[str, Any] | None = Field(description="what the tool reported")
     error: str | None
-
-
-class ToolDefinitionRead(BaseModel):
-    """The definition of an org's MCP tool that a step pins, as its reviewer approves it."""
-
-    pinned: str | None = Field(description="the hash the step pins (`parameters.definition`)")
-    current: str | None = Field(
-        description="the hash of the definition the platform's last discovery of the tool "
-        "stored (null: the org has no such server or tool)"
-    )
-    definition: dict[str, Any] | None = Field(
-        description="the pinned definition (`name`, `description`, `inputSchema`) when it is "
-        "the stored one; null otherwise, and an approval is refused (409 "
-        "`tool_definition_changed`): the step must be planned again"
-    )
 
 
 class PlanStep(BaseModel):

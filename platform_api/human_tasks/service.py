@@ -13,7 +13,6 @@ retried with the same key: the items already decided replay their decisions."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import hashlib
 import uuid
 from collections import Counter
@@ -45,12 +44,12 @@ from platform_api.human_tasks.schemas import (
     StepExecution,
     Thread,
     ThreadMessage,
-    ToolDefinitionRead,
     ValueChange,
 )
 from platform_api.human_tasks.unknown import unknown_outcome
 from platform_api.kube.client import KubeClient, KubeError
 from platform_api.mcp_servers.pins import pinned_definitions
+from platform_api.mcp_servers.schemas import ToolDefinitionRead
 from platform_api.models import AuditRecord
 from platform_api.orgs.repository import OrgRepository
 from platform_api.tasks.decisions import Ballot, DecisionService
@@ -91,14 +90,6 @@ def _status(task: AgenticTask, step_id: str, now: datetime) -> str:
     if decidable is None or decidable.id != step_id:
         return "waiting"
     return "escalated" if entry.escalations > 0 else "pending"
-
-
-async def _pins(
-    session: AsyncSession, org_id: uuid.UUID, task: AgenticTask
-) -> dict[str, ToolDefinitionRead]:
-    """The tool definition each step of an org's MCP tool pins, by step id."""
-    pins = await pinned_definitions(session, org_id, task.spec.steps)
-    return {step_id: ToolDefinitionRead(**dataclasses.asdict(pin)) for step_id, pin in pins.items()}
 
 
 def _plan(
@@ -222,7 +213,9 @@ async def detail(
         escalations=entry.escalations,
         archived=archived,
         plan=_plan(
-            task, await OrgRepository(session).policy(org.id), await _pins(session, org.id, task)
+            task,
+            await OrgRepository(session).policy(org.id),
+            await pinned_definitions(session, org.id, task.spec.steps),
         ),
         conversation=await _thread(session, task, org.id),
         revision=await _revision(session, kube, org, task),

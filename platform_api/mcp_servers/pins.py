@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -23,18 +22,8 @@ from humanwork_core.resources import Step
 from platform_api.mcp_servers import definitions
 from platform_api.mcp_servers.errors import ToolDefinitionChanged
 from platform_api.mcp_servers.repository import McpServerRepository, ToolKey
+from platform_api.mcp_servers.schemas import ToolDefinitionRead
 from platform_api.models import McpTool
-
-
-@dataclass(frozen=True)
-class PinnedDefinition:
-    """A step's pin, the hash the platform's last discovery stored for the tool (None: no
-    such server or tool) and the pinned definition when the two are the same (else None:
-    an approval is refused)."""
-
-    pinned: str | None
-    current: str | None
-    definition: dict[str, Any] | None
 
 
 def _key(server_name: str, parameters: Mapping[str, Any]) -> ToolKey | None:
@@ -53,17 +42,19 @@ async def _stored(
     return await McpServerRepository(session).tools_named(org_id, wanted)
 
 
-def _pin(parameters: Mapping[str, Any], stored: McpTool | None) -> PinnedDefinition:
+def _pin(parameters: Mapping[str, Any], stored: McpTool | None) -> ToolDefinitionRead:
     raw = parameters.get("definition")
     pinned = raw if isinstance(raw, str) else None
     current = stored.definition_hash if stored is not None else None
     known = stored.definition if stored is not None and pinned == current else None
-    return PinnedDefinition(pinned, current, dict(known) if known is not None else None)
+    return ToolDefinitionRead(
+        pinned=pinned, current=current, definition=dict(known) if known is not None else None
+    )
 
 
 async def pinned_definitions(
     session: AsyncSession, org_id: uuid.UUID, steps: Iterable[Step]
-) -> dict[str, PinnedDefinition]:
+) -> dict[str, ToolDefinitionRead]:
     """What each step of an org's MCP tool pins, for its reviewer, by step id (the steps
     of any other tool are left out)."""
     keys: dict[str, tuple[Mapping[str, Any], ToolKey | None]] = {}

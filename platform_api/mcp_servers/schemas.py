@@ -1,5 +1,6 @@
 """Request and response bodies of `/orgs/{org_id}/mcp-servers` (a response never carries
-the server's auth)."""
+the server's auth), and the definition a step of an org's MCP tool pins
+(`ToolDefinitionRead`), which `pins.py` builds and the review detail shows."""
 
 from __future__ import annotations
 
@@ -79,3 +80,18 @@ class McpServerRead(BaseModel):
     createdBy: str
     refreshedAt: datetime
     tools: list[McpToolRead]
+
+
+class ToolDefinitionRead(BaseModel):
+    """The definition of an org's MCP tool that a step pins, as its reviewer approves it."""
+
+    pinned: str | None = Field(description="the hash the step pins (`parameters.definition`)")
+    current: str | None = Field(
+        description="the hash of the definition the platform's last discovery of the tool "
+        "stored (null: the org has no such server or tool)"
+    )
+    definition: dict[str, Any] | None = Field(
+        description="the pinned definition (`name`, `description`, `inputSchema`) when it is "
+        "the stored one; null otherwise, and an approval is refused (409 "
+        "`tool_definition_changed`): the step must be planned again"
+    )
