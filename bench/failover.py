@@ -39,10 +39,18 @@ from _kit import GROUP, INSTANCES, REPO, VERSION, agent_instance
 from kubernetes import client, config
 
 from humanwork_dev import cluster, crdwait
-from humanwork_dev.processes import PLATFORM_NS, OperatorProcess
+from humanwork_dev.processes import OperatorProcess
+from humanwork_dev.shards import (
+    SHARD_LABEL,
+    StartShard,
+    lease,
+    lease_env,
+    lease_name,
+    shard_operators,
+)
 
 SHARD = "bench"
-LEASE = f"humanwork-operator-{SHARD}"
+LEASE = lease_name(SHARD)
 
 
 def _until(check: Callable[[], bool], timeout: float = 180.0, interval: float = 0.05) -> float:
@@ -58,33 +66,24 @@ def _until(check: Callable[[], bool], timeout: float = 180.0, interval: float = 
 class Bench:
     """The scratch cluster's clients and the operator replicas of the bench's shard."""
 
-    def __init__(self, info: cluster.ClusterInfo, tmp: Path, env: dict[str, str]) -> None:
-        self.info, self.tmp, self.env = info, tmp, env
-        api = config.new_client_from_config(config_file=info.kubeconfig)
-        self.core = client.CoreV1Api(api)
-        self.objects = client.CustomObjectsApi(api)
-        self.leases = client.CoordinationV1Api(api)
+    def __init__(self, info: cluster.ClusterInfo, start: StartShard) -> None:
+        self.start = start
+        self.api = config.new_client_from_config(config_file=info.kubeconfig)
+        self.core = client.CoreV1Api(self.api)
+        self.objects = client.CustomObjectsApi(self.api)
         self.replicas: dict[str, OperatorProcess] = {}
         self.count = self.started = 0
 
     def start_replica(self) -> None:
         identity = f"replica-{self.started}"
         self.started += 1
-        env = {
-            **self.env,
-            "HUMANWORK_OPERATOR_SHARD": SHARD,
-            "HUMANWORK_OPERATOR_IDENTITY": identity,
-        }
-        proc = OperatorProcess(self.info.kubeconfig, self.info.kubectl, self.tmp / identity, env)
-        proc.start()
-        self.replicas[identity] = proc
+        self.replicas[identity] = self.start(SHARD, identity)
 
     def holder(self) -> str:
         try:
-            lease = self.leases.read_namespaced_lease(LEASE, PLATFORM_NS)
-        except client.ApiException:
+            return str(lease(self.api, LEASE)["holder"])
+        except client.ApiException:  # no replica made the Lease yet
             return ""
-        return str(lease.spec.holder_identity or "")
 
     def new_org(self) -> str:
         """A fresh org of the shard, with its AgentInstance; its namespace."""
@@ -92,7 +91,7 @@ class Bench:
         ns, org_id = f"fo-{self.count:03d}-{uuid.uuid4().hex[:4]}", str(uuid.uuid4())
         labels = {
             "humanwork.io/org-id": org_id,
-            "humanwork.io/shard": SHARD,
+            SHARD_LABEL: SHARD,
             "pod-security.kubernetes.io/enforce": "restricted",
         }
         self.core.create_namespace(
@@ -167,25 +166,22 @@ def main() -> None:
     parser.add_argument("--renew", type=int, default=10, help="renew deadline, seconds")
     parser.add_argument("--retry", type=int, default=2, help="retry period, seconds")
     args = parser.parse_args()
-    env = {
-        "HUMANWORK_OPERATOR_LEASE_DURATION_SECONDS": str(args.lease),
-        "HUMANWORK_OPERATOR_LEASE_RENEW_DEADLINE_SECONDS": str(args.renew),
-        "HUMANWORK_OPERATOR_LEASE_RETRY_SECONDS": str(args.retry),
-    }
+    env = lease_env(args.lease, args.renew, args.retry)
     with tempfile.TemporaryDirectory(prefix="hw-bench-failover-") as tmp:
         state = Path(tmp) / "cluster"
         info = cluster.up(state)
-        bench = Bench(info, Path(tmp), env)
         try:
             _install(info)
-            _run(bench, args)
-        except Exception:
-            for identity, proc in bench.replicas.items():
-                print(f"--- {identity} (exit {proc.proc and proc.proc.poll()}):\n{proc.tail(30)}")
-            raise
+            with shard_operators(info.kubeconfig, info.kubectl, Path(tmp), env) as start:
+                bench = Bench(info, start)
+                try:
+                    _run(bench, args)
+                except Exception:
+                    for identity, proc in bench.replicas.items():
+                        exit_code = proc.proc and proc.proc.poll()
+                        print(f"--- {identity} (exit {exit_code}):\n{proc.tail(30)}")
+                    raise
         finally:
-            for proc in bench.replicas.values():
-                proc.stop()
             cluster.down(state)
 
 
