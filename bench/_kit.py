@@ -1,6 +1,8 @@
 """What the bench scripts set up the same way: the platform on a scratch control plane and
-a throwaway PostgreSQL, py-spy on a process, the bench users' password and their login,
-the org `bench` with its users, and the AgentInstance of a bench org.
+a throwaway PostgreSQL, py-spy on a process, the bench users' password and their login
+(`login`, `login_async`, and the parts a bench that signs in its own way uses), the org
+`bench` with its users (`bench_experts`: a requester and experts, signed in), and the
+AgentInstance of a bench org.
 
 Imported by the scripts beside it (each runs as `python bench/<script>.py`, which puts
 this folder on the import path).
@@ -33,11 +35,36 @@ JWT_SECRET = "bench-jwt-secret-0123456789-0123456789"
 GROUP, VERSION, INSTANCES = "humanwork.io", "v1alpha1", "agentinstances"
 
 
-def login(http: httpx.Client, username: str) -> dict[str, str]:
-    """The bearer headers of `username` (every bench user has PASSWORD)."""
-    r = http.post("/auth/token", json={"username": username, "password": PASSWORD})
-    r.raise_for_status()
-    return {"Authorization": f"Bearer {r.json()['access_token']}"}
+def bearer(token: str) -> dict[str, str]:
+    """The headers that present `token`."""
+    return {"Authorization": f"Bearer {token}"}
+
+
+TOKEN_PATH = "/auth/token"
+"""Where a user signs in (`POST`, with `credentials`)."""
+
+
+def credentials(username: str, password: str = PASSWORD) -> dict[str, str]:
+    """The body that signs `username` in (every bench user has PASSWORD, unless the bench
+    gave it another)."""
+    return {"username": username, "password": password}
+
+
+def token_of(answer: httpx.Response) -> str:
+    """The access token a `POST /auth/token` answered (raises on an error status)."""
+    return str(answer.raise_for_status().json()["access_token"])
+
+
+def login(http: httpx.Client, username: str, password: str = PASSWORD) -> dict[str, str]:
+    """The bearer headers of `username`."""
+    return bearer(token_of(http.post(TOKEN_PATH, json=credentials(username, password))))
+
+
+async def login_async(
+    http: httpx.AsyncClient, username: str, password: str = PASSWORD
+) -> dict[str, str]:
+    """The bearer headers of `username`, asked without blocking."""
+    return bearer(token_of(await http.post(TOKEN_PATH, json=credentials(username, password))))
 
 
 def bench_org(http: httpx.Client, users: list[tuple[str, str]]) -> str:
@@ -54,6 +81,16 @@ def bench_org(http: httpx.Client, users: list[tuple[str, str]]) -> str:
             headers=admin,
         ).raise_for_status()
     return org_id
+
+
+def bench_experts(
+    http: httpx.Client, experts: int
+) -> tuple[str, dict[str, str], list[dict[str, str]]]:
+    """The org `bench` with a requester and `experts` experts (`expert0`, ...), each signed
+    in: the org's id, the requester's headers and the experts'."""
+    names = [f"expert{i}" for i in range(experts)]
+    org_id = bench_org(http, [("requester", "operator")] + [(n, "expert") for n in names])
+    return org_id, login(http, "requester"), [login(http, name) for name in names]
 
 
 @dataclass(frozen=True)

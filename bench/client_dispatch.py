@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from _kit import JWT_SECRET, PASSWORD
+from _kit import JWT_SECRET, PASSWORD, bench_org, login, login_async
 from approval_latency import CREDENTIALS_KEY, STEP, Observer
 from kubernetes import client as kclient
 from kubernetes import config
@@ -108,21 +108,15 @@ async def _one(http: httpx.AsyncClient, org: str, client: dict[str, str]) -> tup
         await asyncio.sleep(0.005)
 
 
-async def _login(http: httpx.AsyncClient, username: str, password: str) -> dict[str, str]:
-    r = await http.post("/auth/token", json={"username": username, "password": password})
-    r.raise_for_status()
-    return {"Authorization": f"Bearer {r.json()['access_token']}"}
-
-
 async def _client_of_new_org(http: httpx.AsyncClient) -> tuple[str, dict[str, str]]:
     """An org `bench` and the headers of a client of it, made as the admin would."""
-    root = await _login(http, "admin", PASSWORD)
+    root = await login_async(http, "admin")
     r = await http.post("/orgs", json={"slug": "bench", "name": "Bench"}, headers=root)
     r.raise_for_status()
     org = str(r.json()["id"])
     user = {"username": "client-bench", "password": PASSWORD, "role": "client", "org_ids": [org]}
     (await http.post("/users", json=user, headers=root)).raise_for_status()
-    return org, await _login(http, "client-bench", PASSWORD)
+    return org, await login_async(http, "client-bench")
 
 
 async def main(postgres: PostgresServer, messages: int) -> None:
@@ -251,20 +245,9 @@ def _stack(state: Path) -> Iterator[tuple[cluster.ClusterInfo, PlatformProcess, 
 def _org(http: httpx.Client, shop: FakeShopify) -> tuple[str, dict[str, dict[str, str]]]:
     """The bench org with Shopify enabled, and its people's headers (a requester, an
     expert and a client)."""
-
-    def login(username: str) -> dict[str, str]:
-        r = http.post("/auth/token", json={"username": username, "password": PASSWORD})
-        r.raise_for_status()
-        return {"Authorization": f"Bearer {r.json()['access_token']}"}
-
-    admin = login("admin")
-    org = http.post("/orgs", json={"slug": "bench", "name": "Bench"}, headers=admin)
-    org.raise_for_status()
-    org_id = org.json()["id"]
     people = {"requester": "operator", "expert": "expert", "client": "client"}
-    for username, role in people.items():
-        body = {"username": username, "password": PASSWORD, "role": role, "org_ids": [org_id]}
-        http.post("/users", json=body, headers=admin).raise_for_status()
+    org_id = bench_org(http, list(people.items()))
+    admin = login(http, "admin")
     tool = f"/orgs/{org_id}/tool-permissions/shopify"
     http.put(tool, json={"enabled": True}, headers=admin).raise_for_status()
     http.put(
@@ -272,7 +255,7 @@ def _org(http: httpx.Client, shop: FakeShopify) -> tuple[str, dict[str, dict[str
         json={"credentials": shop.credentials()},
         headers=admin,
     ).raise_for_status()
-    return org_id, {username: login(username) for username in people}
+    return org_id, {username: login(http, username) for username in people}
 
 
 def _agent(info: cluster.ClusterInfo, org_id: str, ns: str) -> kclient.ApiClient:

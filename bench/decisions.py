@@ -48,7 +48,7 @@ from pathlib import Path
 
 import httpx
 import yaml
-from _kit import bench_org, login, py_spy, scratch_platform
+from _kit import bench_experts, py_spy, scratch_platform
 from kubernetes import client, config
 
 from humanwork_core import taskflow
@@ -315,10 +315,7 @@ def _run(
 ) -> None:
     base, platform_pid = platform.url, platform.pid
     http = httpx.Client(base_url=base, timeout=30)
-    expert_names = [f"expert{i}" for i in range(args.clients)]
-    org_id = bench_org(http, [("requester", "operator")] + [(n, "expert") for n in expert_names])
-    requester = login(http, "requester")
-    experts = [login(http, name) for name in expert_names]
+    org_id, requester, experts = bench_experts(http, args.clients)
     apiserver = ApiServer(platform.kubeconfig)
 
     meter = CpuMeter(

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-from _kit import bench_org, login, py_spy, scratch_platform
+from _kit import bench_experts, py_spy, scratch_platform
 from decisions import _approve_all, _cpu_seconds, _create_tasks
 
 from humanwork_dev.processes import PlatformProcess, free_port
@@ -209,11 +209,8 @@ def main() -> None:
 def _run(args: argparse.Namespace, platform: PlatformProcess, bare: list[BareServer]) -> None:
     base, pid = platform.url, platform.pid
     http = httpx.Client(base_url=base, timeout=30)
-    names = [f"expert{i}" for i in range(args.clients)]
-    org_id = bench_org(http, [("requester", "operator")] + [(n, "expert") for n in names])
-    requester = login(http, "requester")
-    experts = [login(http, name) for name in names]
-    anonymous = [{} for _ in names]
+    org_id, requester, experts = bench_experts(http, args.clients)
+    anonymous = [{} for _ in experts]
     health = Floor("a. GET /healthz")
     me = Floor("b. GET /users/me (authenticated)")
     approve = Floor("c. approval")

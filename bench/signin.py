@@ -39,7 +39,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-from _kit import JWT_SECRET, PASSWORD, scratch_platform
+from _kit import (
+    JWT_SECRET,
+    PASSWORD,
+    TOKEN_PATH,
+    bearer,
+    credentials,
+    login,
+    scratch_platform,
+    token_of,
+)
 
 from humanwork_dev.postgres import PostgresServer
 from humanwork_dev.processes import free_port
@@ -98,7 +107,7 @@ async def _owner(http: httpx.AsyncClient, phase: Phase, until: float) -> None:
 
 
 async def _reader(http: httpx.AsyncClient, phase: Phase, token: str, until: float) -> None:
-    headers = {"Authorization": f"Bearer {token}", **_as("192.0.2.11")}
+    headers = {**bearer(token), **_as("192.0.2.11")}
     while time.monotonic() < until:
         await _timed(phase, phase.me, "/users/me", http.get("/users/me", headers=headers))
 
@@ -133,8 +142,7 @@ async def _phase(url: str, token: str, seconds: float, guessers: int, addresses:
 def _setup(url: str) -> str:
     """The owner's user (in a bench org) and a token of it."""
     with httpx.Client(base_url=url, timeout=60) as http:
-        admin = http.post("/auth/token", json={"username": "admin", "password": PASSWORD})
-        headers = {"Authorization": f"Bearer {admin.raise_for_status().json()['access_token']}"}
+        headers = login(http, "admin")
         org = http.post("/orgs", json={"slug": "bench", "name": "Bench"}, headers=headers)
         user = {"username": OWNER, "password": PASSWORD, "role": "viewer"}
         http.post(
@@ -142,8 +150,7 @@ def _setup(url: str) -> str:
             json={**user, "org_ids": [org.raise_for_status().json()["id"]]},
             headers=headers,
         ).raise_for_status()
-        token = http.post("/auth/token", json={"username": OWNER, "password": PASSWORD})
-        return str(token.raise_for_status().json()["access_token"])
+        return token_of(http.post(TOKEN_PATH, json=credentials(OWNER)))
 
 
 @contextmanager

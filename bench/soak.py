@@ -49,6 +49,7 @@ from typing import Any
 os.environ.setdefault("HUMANWORK_STACK_PORT_OFFSET", "700")
 
 import httpx
+from _kit import TOKEN_PATH, bearer, credentials, token_of
 
 from humanwork_dev import cluster, stack
 from humanwork_dev.fakes import catalog
@@ -102,9 +103,8 @@ async def _send(http: httpx.AsyncClient, run: Run, method: str, path: str, **kw:
 
 
 async def _login(http: httpx.AsyncClient, run: Run, user: str, password: str) -> dict[str, str]:
-    r = await _send(http, run, "POST", "/auth/token", json={"username": user, "password": password})
-    r.raise_for_status()
-    return {"Authorization": f"Bearer {r.json()['access_token']}"}
+    answer = await _send(http, run, "POST", TOKEN_PATH, json=credentials(user, password))
+    return bearer(token_of(answer))
 
 
 def _plan(org_id: str, n: int) -> dict[str, Any]:
