@@ -21,21 +21,8 @@ from typing import Any
 from kubernetes import client
 
 from agent_operator.config import ENV_PREFIX, OperatorSettings
-from agent_operator.shards import SHARD_LABEL
+from agent_operator.shards import SHARD_LABEL as SHARD_LABEL  # the operator's, for the callers
 from humanwork_dev.processes import PLATFORM_NS, OperatorProcess
-
-__all__ = [
-    "DURATION",
-    "FAST_LEASE",
-    "RENEW_DEADLINE",
-    "RETRY",
-    "SHARD_LABEL",
-    "StartShard",
-    "lease",
-    "lease_env",
-    "lease_name",
-    "shard_operators",
-]
 
 
 def lease_env(duration: int, renew_deadline: int, retry: int) -> dict[str, str]:

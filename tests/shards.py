@@ -1,11 +1,6 @@
 """Operators of shards of a test's own on the test session's control plane: the shared
-`humanwork_dev.shards` (which the benches use too) bound to the session's `Cluster`.
-
-    with shard_operators(cluster, tmp_path, FAST_LEASE) as start:
-        armed = start(shard, f"{shard}-a", {"HUMANWORK_TEST_FAULT_POINT": point})
-        standby = start(shard, f"{shard}-b")
-        ...                      # every replica started here is stopped on the way out
-"""
+`humanwork_dev.shards` (which the benches use too) bound to the session's `Cluster`, so a
+test says `shard_operators(cluster, tmp_path, FAST_LEASE)` and `lease(cluster, name)`."""
 
 from __future__ import annotations
 
