@@ -15,6 +15,10 @@ is a merge of the caller's orgs' lists, cut before anything is serialised. Wheth
 decision expired depends on the time, so it is decided when read; expired rows sit at the
 front of their list (their deadline passed), so counting skips over a short prefix.
 
+The watch parses each changed task once, from its line (`kube.task_watch`); the last
+`RECENT` tasks so parsed are kept beside their rows, so a decision that reads its task
+soon after it changed takes that one rather than parsing the row's JSON again.
+
 Other parts of the platform (auto-approval, archiving) subscribe to every task the watch
 sees with `subscribe`.
 """
@@ -49,6 +53,10 @@ from platform_api.tasks.orgs import OrgDirectory
 log = logging.getLogger(__name__)
 
 RETRY_SECONDS = 2.0
+RECENT = 512
+"""Parsed tasks kept of those the watch saw change last (their rows' `task` read without
+parsing the row's JSON again: a decision usually follows soon after its task changed);
+a bounded number, so that the collector's walk stays small however many are open."""
 _FAR = datetime.max.replace(tzinfo=UTC)
 _EARLY = datetime.min.replace(tzinfo=UTC)
 _TIME_FIELDS = b',"near_deadline":false,"age_seconds":0}'
@@ -199,6 +207,8 @@ class DecisionIndex:
         self._rows: dict[Key, Row] = {}
         self._by_org: dict[str, list[Row]] = {}
         self._listeners: list[Listener] = []
+        self._recent: dict[Key, tuple[Row, AgenticTask]] = {}
+        """The last `RECENT` tasks the watch parsed, with the row each made."""
         self._forgetters: list[Callable[[Key], None]] = []
         self.orgs = OrgDirectory()
         """namespace <-> org cache shared by the task endpoints and the automation."""
@@ -217,6 +227,7 @@ class DecisionIndex:
     # --- keeping the rows -----------------------------------------------------------------
 
     def _drop(self, key: Key) -> None:
+        self._recent.pop(key, None)
         row = self._rows.pop(key, None)
         if row is None:
             return
@@ -248,6 +259,9 @@ class DecisionIndex:
             self._drop(key)
         else:
             self._put(row)
+            self._recent[key] = (row, task)
+            if len(self._recent) > RECENT:  # the oldest first (dicts keep their order)
+                del self._recent[next(iter(self._recent))]
         self._tell(task)
 
     def _tell(self, task: AgenticTask) -> None:
@@ -295,13 +309,17 @@ class DecisionIndex:
         for org_rows in by_org.values():
             org_rows.sort(key=_sort_key)
         self._rows, self._by_org = rows, by_org
+        self._recent.clear()
 
     # --- reading --------------------------------------------------------------------------
 
     def task(self, namespace: str, name: str) -> AgenticTask | None:
         """The last version the watch saw of an open task (None for any other)."""
         row = self._rows.get((namespace, name))
-        return row.task if row is not None else None
+        if row is None:
+            return None
+        recent = self._recent.get(row.key)
+        return recent[1] if recent is not None and recent[0] is row else row.task
 
     def count(self, org_ids: Collection[uuid.UUID | str], now: datetime) -> int:
         """How many decisions of `org_ids` are open at `now`."""

@@ -14,6 +14,7 @@ import pytest
 
 from humanwork_core.kube_errors import KubeGone
 from humanwork_core.resources import AgenticTask
+from platform_api.human_tasks import index as index_module
 from platform_api.human_tasks.index import DecisionIndex
 from platform_api.kube.task_watch import decode
 from tests.unit.test_queue_memory import NOW, ORG, _raw
@@ -112,3 +113,36 @@ def test_an_error_line_is_raised() -> None:
     status = {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}
     with pytest.raises(KubeGone, match="too old"):
         decode(_line("ERROR", status))
+
+
+def test_a_task_the_watch_just_parsed_is_read_without_parsing_it_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(index_module, "RECENT", 2)
+    index = DecisionIndex()
+    seen = {}
+    for name in ("a", "b", "c"):
+        task = decode(_line("ADDED", _raw(name, 30))).task
+        assert task is not None
+        index.observe_task(task)
+        seen[name] = task
+    assert index.task("org-a", "c") is seen["c"] and index.task("org-a", "b") is seen["b"]
+    # "a" is past the last two: read back from its row's JSON, the same task
+    first = index.task("org-a", "a")
+    assert first is not None and first is not seen["a"]
+    assert (first.metadata.uid, first.spec, first.status) == (
+        seen["a"].metadata.uid,
+        seen["a"].spec,
+        seen["a"].status,
+    )
+    changed = _raw("b", 45)
+    changed["metadata"]["resourceVersion"] = "8"
+    newer = decode(_line("MODIFIED", changed)).task
+    assert newer is not None
+    index.observe_task(newer)
+    assert index.task("org-a", "b") is newer  # never the version before the change
+    index.observe_task(decode(_line("MODIFIED", _decided("c"))).task)  # type: ignore[arg-type]
+    assert index.task("org-a", "c") is None  # closed: not read from the kept copy
+    index.replace([_raw("b", 45)])  # a relist: every row new, none kept
+    relisted = index.task("org-a", "b")
+    assert relisted is not None and relisted is not newer
