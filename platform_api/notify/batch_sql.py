@@ -124,6 +124,8 @@ def _message(event: events.Event) -> tuple[uuid.UUID | None, str | None, str | N
 async def record(driver: Any, told: list[Told], now: datetime) -> Recorded:
     """Log `told` in one statement on `driver` (an asyncpg connection that autocommits);
     this replica's streams and deliverer woken when it logged or queued anything."""
+    if not told:  # every batch of an org unknown here: nothing to send
+        return Recorded(set(), 0, 0)
     found = await driver.fetch(RECORD_SQL, *rows_of(told, now), now)
     new = {(row["org_id"], row["event_id"]) for row in found}
     queued = int(found[0]["queued"]) if found else 0
