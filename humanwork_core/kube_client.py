@@ -196,6 +196,27 @@ class Kube:
                     raise error_from_status(int(obj.get("code") or 500), obj)
                 yield event
 
+    async def stream_lines(
+        self, path: str, query: list[tuple[str, str]], read_timeout: float
+    ) -> AsyncIterator[bytes]:
+        """The raw lines of a streaming GET (a watch), unparsed, until the server ends the
+        stream: for a caller that parses each line into its own typed model in one go. A
+        refusal is its typed error; a watch's ERROR event is a line like any other here
+        (the caller raises it: `error_from_status` of its object)."""
+        if self._on_request is not None:
+            self._on_request("WATCH", path)
+        timeout = aiohttp.ClientTimeout(sock_read=read_timeout)
+        async with self._session.get(
+            self._server + path,
+            params=query,
+            headers=self._headers("application/json"),
+            timeout=timeout,
+        ) as response:
+            if response.status >= 400:
+                raise error_from_status(response.status, _document(await response.read()))
+            async for line in _lines(response.content):
+                yield line
+
     async def get(
         self, api_version: str, kind: str, namespace: str | None, name: str
     ) -> dict[str, Any] | None:

@@ -15,6 +15,10 @@ is a merge of the caller's orgs' lists, cut before anything is serialised. Wheth
 decision expired depends on the time, so it is decided when read; expired rows sit at the
 front of their list (their deadline passed), so counting skips over a short prefix.
 
+The watch parses each changed task once, from its line (`kube.task_watch`); the last
+`RECENT` tasks so parsed are kept beside their rows, so a decision that reads its task
+soon after it changed takes that one rather than parsing the row's JSON again.
+
 Other parts of the platform (auto-approval, archiving) subscribe to every task the watch
 sees with `subscribe`.
 """
@@ -26,7 +30,6 @@ import bisect
 import gc
 import heapq
 import itertools
-import json
 import logging
 import uuid
 from collections.abc import Callable, Collection, Iterator
@@ -43,12 +46,17 @@ from humanwork_core.requester import requester_of
 from humanwork_core.resources import AgenticTask, ExecutionState, Step, StepState, TaskPhase
 from platform_api.human_tasks.schemas import HumanTask
 from platform_api.kube.client import KubeClient, KubeError
+from platform_api.kube.task_watch import TaskEvent
 from platform_api.slots import Slot
 from platform_api.tasks.orgs import OrgDirectory
 
 log = logging.getLogger(__name__)
 
 RETRY_SECONDS = 2.0
+RECENT = 512
+"""Parsed tasks kept of those the watch saw change last (their rows' `task` read without
+parsing the row's JSON again: a decision usually follows soon after its task changed);
+a bounded number, so that the collector's walk stays small however many are open."""
 _FAR = datetime.max.replace(tzinfo=UTC)
 _EARLY = datetime.min.replace(tzinfo=UTC)
 _TIME_FIELDS = b',"near_deadline":false,"age_seconds":0}'
@@ -95,7 +103,7 @@ class Row:
         )
 
 
-def _row(key: Key, task: AgenticTask, step: Step, raw: dict[str, object]) -> Row:
+def _row(key: Key, task: AgenticTask, step: Step) -> Row:
     entry = task.current_status().step(step.id)
     meta = task.metadata
     task_id = f"{meta.namespace}/{meta.name}"
@@ -147,26 +155,32 @@ def _row(key: Key, task: AgenticTask, step: Step, raw: dict[str, object]) -> Row
         and entry.escalations >= task.spec.policy.escalation.max_escalations,
         expired_state=(entry.decision is None or client) and entry.state is StepState.EXPIRED,
         head=item_json[: -len(_TIME_FIELDS)],
-        raw=_compact(raw),
+        raw=_compact(task),
     )
 
 
-def _compact(raw: dict[str, object]) -> bytes:
-    """The task as compact JSON, without `metadata.managedFields` (about half of a task's
-    bytes, which nothing in the platform reads; memory per open decision)."""
-    meta = raw.get("metadata")
-    if isinstance(meta, dict) and "managedFields" in meta:
-        raw = {**raw, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
-    return json.dumps(raw, separators=(",", ":")).encode()
+def _compact(task: AgenticTask) -> bytes:
+    """The task as compact JSON, as it was given (the fields it was read with), without
+    `metadata.managedFields` (about half of a task's bytes, which nothing in the platform
+    reads; memory per open decision)."""
+    return task.model_dump_json(
+        by_alias=True, exclude_unset=True, exclude={"metadata": {"managedFields"}}
+    ).encode()
 
 
 def _seen(raw: dict[str, object]) -> tuple[Key, AgenticTask, Row | None] | None:
-    """A task as the watch or a list saw it: its key, the task, and its row when it waits
-    for a decision (None when it does not); None when it is no valid task."""
+    """A task as a list saw it: its key, the task, and its row when it waits for a
+    decision (None when it does not); None when it is no valid task."""
     try:
         task = AgenticTask.from_wire(raw)
     except ValidationError:
         return None
+    key, row = _seen_task(task)
+    return key, task, row
+
+
+def _seen_task(task: AgenticTask) -> tuple[Key, Row | None]:
+    """A valid task's key, and its row when it waits for a decision (None otherwise)."""
     key = (task.metadata.namespace or "", task.metadata.name)
     phase = task.current_status().phase
     step = (
@@ -178,8 +192,8 @@ def _seen(raw: dict[str, object]) -> tuple[Key, AgenticTask, Row | None] | None:
         step = taskflow.awaiting_retry(task)
         phase = None if step is not None else phase
     if (phase is not None and phase.terminal) or step is None:
-        return key, task, None
-    return key, task, _row(key, task, step, raw)
+        return key, None
+    return key, _row(key, task, step)
 
 
 def _sort_key(row: Row) -> tuple[bool, datetime, datetime, str, str]:
@@ -193,6 +207,8 @@ class DecisionIndex:
         self._rows: dict[Key, Row] = {}
         self._by_org: dict[str, list[Row]] = {}
         self._listeners: list[Listener] = []
+        self._recent: dict[Key, tuple[Row, AgenticTask]] = {}
+        """The last `RECENT` tasks the watch parsed, with the row each made."""
         self._forgetters: list[Callable[[Key], None]] = []
         self.orgs = OrgDirectory()
         """namespace <-> org cache shared by the task endpoints and the automation."""
@@ -211,6 +227,7 @@ class DecisionIndex:
     # --- keeping the rows -----------------------------------------------------------------
 
     def _drop(self, key: Key) -> None:
+        self._recent.pop(key, None)
         row = self._rows.pop(key, None)
         if row is None:
             return
@@ -230,15 +247,21 @@ class DecisionIndex:
         bisect.insort(self._by_org.setdefault(row.org_id, []), row, key=_sort_key)
 
     def observe(self, raw: dict[str, object]) -> None:
-        """Take in the current state of a task (added or modified)."""
+        """Take in the current state of a task (added or modified), as a dict."""
         seen = _seen(raw)
-        if seen is None:
-            return
-        key, task, row = seen
+        if seen is not None:
+            self.observe_task(seen[1])
+
+    def observe_task(self, task: AgenticTask) -> None:
+        """Take in the current state of a task (added or modified), validated already."""
+        key, row = _seen_task(task)
         if row is None:
             self._drop(key)
         else:
             self._put(row)
+            self._recent[key] = (row, task)
+            if len(self._recent) > RECENT:  # the oldest first (dicts keep their order)
+                del self._recent[next(iter(self._recent))]
         self._tell(task)
 
     def _tell(self, task: AgenticTask) -> None:
@@ -251,10 +274,13 @@ class DecisionIndex:
     def forget(self, raw: dict[str, object]) -> None:
         meta = raw.get("metadata")
         if isinstance(meta, dict):
-            key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
-            self._drop(key)
-            for forget in self._forgetters:
-                forget(key)
+            self.forget_key((str(meta.get("namespace", "")), str(meta.get("name", ""))))
+
+    def forget_key(self, key: Key) -> None:
+        """A task was deleted: its row dropped, the subscribers told."""
+        self._drop(key)
+        for forget in self._forgetters:
+            forget(key)
 
     def replace(self, items: list[dict[str, object]]) -> None:
         """Hold exactly `items` (a fresh list of every task)."""
@@ -283,13 +309,17 @@ class DecisionIndex:
         for org_rows in by_org.values():
             org_rows.sort(key=_sort_key)
         self._rows, self._by_org = rows, by_org
+        self._recent.clear()
 
     # --- reading --------------------------------------------------------------------------
 
     def task(self, namespace: str, name: str) -> AgenticTask | None:
         """The last version the watch saw of an open task (None for any other)."""
         row = self._rows.get((namespace, name))
-        return row.task if row is not None else None
+        if row is None:
+            return None
+        recent = self._recent.get(row.key)
+        return recent[1] if recent is not None and recent[0] is row else row.task
 
     def count(self, org_ids: Collection[uuid.UUID | str], now: datetime) -> int:
         """How many decisions of `org_ids` are open at `now`."""
@@ -347,6 +377,13 @@ class DecisionIndex:
 
     # --- the watch ------------------------------------------------------------------------
 
+    def _follow(self, event: TaskEvent) -> None:
+        """Take in one watch event (its task parsed once, from the line)."""
+        if event.type == "DELETED":
+            self.forget_key(event.key)
+        elif event.type in ("ADDED", "MODIFIED") and event.task is not None:
+            self.observe_task(event.task)
+
     async def run(self, kube: KubeClient) -> None:
         """List, then watch, forever (until cancelled)."""
         while True:
@@ -369,13 +406,9 @@ class DecisionIndex:
                     gc.freeze()
                 self.ready.set()
                 while True:
-                    async for kind, raw in kube.watch_tasks(version):
-                        meta = raw.get("metadata") or {}
-                        version = str(meta.get("resourceVersion") or version)
-                        if kind == "DELETED":
-                            self.forget(raw)
-                        elif kind in ("ADDED", "MODIFIED"):
-                            self.observe(raw)
+                    async for event in kube.watch_tasks(version):
+                        version = event.version or version
+                        self._follow(event)
             except KubeError as exc:
                 if exc.status != 410:
                     log.warning("the task watch failed (%s); listing again", exc.reason)

@@ -33,6 +33,7 @@ from humanwork_core.kube_errors import (
 )
 from humanwork_core.resources import common as resources
 from humanwork_core.resources import names
+from platform_api.kube.task_watch import TaskEvent, decode
 from platform_api.settings import Settings
 
 __all__ = [
@@ -139,11 +140,12 @@ class KubeClient:
 
     async def watch_tasks(
         self, resource_version: str, timeout_seconds: int = 120
-    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-        """(event type, object) of every AgenticTask change after `resource_version`,
-        bookmarks included, until the server ends the watch (the caller watches again
-        from the last resourceVersion it saw); `KubeError` status 410 when the version is
-        too old to resume from (the caller lists again)."""
+    ) -> AsyncIterator[TaskEvent]:
+        """Every AgenticTask change after `resource_version`, bookmarks included, each
+        line parsed once into a `TaskEvent` (`task_watch.decode`: the task validated
+        straight from the line's bytes), until the server ends the watch (the caller
+        watches again from the last resourceVersion it saw); `KubeError` status 410 when
+        the version is too old to resume from (the caller lists again)."""
         query = [
             ("watch", "1"),
             ("resourceVersion", resource_version),
@@ -153,8 +155,8 @@ class KubeClient:
         path = cluster_path(API_VERSION, TASK_KIND)
         read_timeout = timeout_seconds + WATCH_READ_SLACK
         try:
-            async for event in self._kube.stream(path, query, read_timeout):
-                yield str(event.get("type") or ""), dict(event.get("object") or {})
+            async for line in self._kube.stream_lines(path, query, read_timeout):
+                yield decode(line)
         except _TRANSPORT as exc:
             raise _unreachable(exc) from None
 

@@ -30,7 +30,8 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from humanwork_core.resources import AgenticTask
-from platform_api.notify import events, progress
+from platform_api.db import autocommit_driver, autocommitting
+from platform_api.notify import batch_sql, events, progress
 from platform_api.notify.deadlines import Deadlines
 from platform_api.notify.delivery import Deliverer
 from platform_api.notify.emitter import emit, emit_many
@@ -198,36 +199,48 @@ class TaskNotifier:
             self._put(batches[0], retried=True)
 
     async def _record(self, batches: list[_Batch]) -> None:
-        """Record the events of `batches` in one transaction, logged in one statement;
-        then remember them and conclude the requests they ended."""
-        recorded: list[tuple[_Batch, uuid.UUID]] = []
+        """Record the events of `batches` together: on PostgreSQL in one statement that
+        commits on its own (`batch_sql`: the event log's insert, the deliveries and the
+        conversation messages, no BEGIN, COMMIT or webhook read of their own), elsewhere
+        in one transaction; then remember them and conclude the requests they ended."""
+        async with self._sessions() as session:
+            await autocommitting(session)
+            if autocommit_driver(session) is None:
+                async with session.begin():
+                    recorded, told = await self._gathered(session, batches)
+                    new = await _logged_in(session, told)
+            else:
+                recorded, told = await self._gathered(session, batches)
+                done = await batch_sql.record(autocommit_driver(session), told, utcnow())
+                new = _first_new(told, done.new)
+        flags = iter(new)
         endings: list[tuple[AgenticTask, uuid.UUID, events.Event]] = []
-        async with self._sessions() as session, session.begin():
-            told: list[tuple[uuid.UUID, events.Event, dict[str, Any]]] = []
-            for batch in batches:
-                org_id = await self._org_of(session, batch)
-                if org_id is None:
-                    continue
-                recorded.append((batch, org_id))
-                for event in batch.events:
-                    told.append((org_id, event, await _payload(session, org_id, event)))
-            new = iter(await emit_many(session, [(org, e.event, d) for org, e, d in told]))
-            for batch, org_id in recorded:  # in the order `told` was made
-                ended: events.Event | None = None
-                for event in batch.events:
-                    if not next(new):
-                        continue
-                    await progress.tell(session, org_id, event)  # the conversation, once
-                    if event.event in ENDING_TEXT:
-                        ended = event
-                if ended is not None and batch.task is not None:
-                    endings.append((batch.task, org_id, ended))
+        for batch, org_id in recorded:  # in the order `told` was made
+            ended = [e for e in batch.events if next(flags) and e.event in ENDING_TEXT]
+            if ended and batch.task is not None:
+                endings.append((batch.task, org_id, ended[-1]))
         for batch, _ in recorded:
             self._remember(batch)
-        for task, org_id, ended in endings:
-            ending = asyncio.create_task(self._conclude(task, org_id, ended))
+        for task, org_id, last in endings:
+            ending = asyncio.create_task(self._conclude(task, org_id, last))
             self._endings.add(ending)
             ending.add_done_callback(self._endings.discard)
+
+    async def _gathered(
+        self, session: AsyncSession, batches: list[_Batch]
+    ) -> tuple[list[tuple[_Batch, uuid.UUID]], list[batch_sql.Told]]:
+        """The batches of a known org's namespace with their org, and their events with
+        their payloads as logged, in order."""
+        recorded: list[tuple[_Batch, uuid.UUID]] = []
+        told: list[batch_sql.Told] = []
+        for batch in batches:
+            org_id = await self._org_of(session, batch)
+            if org_id is None:
+                continue
+            recorded.append((batch, org_id))
+            for event in batch.events:
+                told.append((org_id, event, await _payload(session, org_id, event)))
+        return recorded, told
 
     async def _org_of(self, session: AsyncSession, batch: _Batch) -> uuid.UUID | None:
         """The batch's org, when its namespace is that org's (None: not recorded)."""
@@ -346,6 +359,27 @@ async def _payload(session: AsyncSession, org_id: uuid.UUID, event: events.Event
     if event.receipt_key is not None:
         payload["receipt"] = await EventRepository(session).receipt(org_id, *event.receipt_key)
     return payload
+
+
+async def _logged_in(session: AsyncSession, told: list[batch_sql.Told]) -> list[bool]:
+    """Log `told` in the session's transaction (one insert), each new event's message in
+    its conversation once; whether each was new."""
+    new = await emit_many(session, [(org, e.event, d) for org, e, d in told])
+    for (org_id, event, _), fresh in zip(told, new, strict=True):
+        if fresh:
+            await progress.tell(session, org_id, event)  # the conversation, once
+    return new
+
+
+def _first_new(told: list[batch_sql.Told], logged: set[tuple[uuid.UUID, str]]) -> list[bool]:
+    """Whether each event of `told` was new (an event id twice: new once, the first time)."""
+    fresh = set(logged)
+    out = []
+    for org_id, _, payload in told:
+        key = (org_id, str(payload.get("event_id")))
+        out.append(key in fresh)
+        fresh.discard(key)
+    return out
 
 
 def _ended(task: AgenticTask) -> bool:

@@ -77,11 +77,10 @@ async def _one_watch(kube: KubeClient, version: str) -> tuple[Seen, str]:
     last resourceVersion it saw (a real API server's versions are etcd's revisions:
     compared as numbers here, which a client must not do)."""
     seen: Seen = []
-    async for kind, raw in kube.watch_tasks(version, timeout_seconds=WATCH_SECONDS):
-        meta = raw.get("metadata") or {}
-        own = int(meta.get("resourceVersion") or 0)  # none: 0, below any version
+    async for event in kube.watch_tasks(version, timeout_seconds=WATCH_SECONDS):
+        own = int(event.version or 0)  # none: 0, below any version
         version = str(own or version)
-        seen.append((kind, str(meta.get("namespace")), str(meta.get("name")), own))
+        seen.append((event.type, *event.key, own))
     return seen, version
 
 
