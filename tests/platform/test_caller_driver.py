@@ -9,8 +9,9 @@ a cancellation."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -25,6 +26,9 @@ from platform_api.auth.tokens import TOKENS
 from platform_api.db import ENGINE, autocommitting, driver_connection
 from platform_api.errors import Unauthenticated
 from platform_api.floor.accounts import UserRepository, principal_on_driver
+from platform_api.kube.client import KubeClient
+from platform_api.state import KUBE
+from platform_api.tasks.deciding import deciding
 from tests.platform.conftest import Api, TwoOrgs
 
 ISSUER = "https://idp.example.test"
@@ -195,3 +199,48 @@ async def test_driver_connection_keeps_a_sound_connection_and_gives_up_a_cancell
             assert await driver.fetchval("SELECT 1") == 1
     finally:
         await engine.dispose()
+
+
+async def test_a_decision_routes_session_ends_with_every_answer(
+    app: FastAPI, client: httpx.AsyncClient, two_orgs: TwoOrgs
+) -> None:
+    """`tasks.deciding` is a plain dependency whose session ends on FastAPI's exit stack:
+    whatever the answer (the caller refused, the capability missing, the body invalid, no
+    Kubernetes API behind the check), its connection is back in the pool afterwards."""
+    assert not inspect.isasyncgenfunction(deciding)  # no yield dependency's machinery
+    pool = ENGINE.of(app.state).sync_engine.pool
+    mine = asyncio.current_task()  # the transport runs the app in this task
+    held: set[int] = set()
+    lent: list[int] = []
+
+    def checkout(_dbapi: Any, record: Any, _proxy: Any) -> None:
+        if asyncio.current_task() is mine:
+            held.add(id(record))
+            lent.append(id(record))
+
+    def checkin(_dbapi: Any, record: Any) -> None:
+        held.discard(id(record))
+
+    event.listen(pool, "checkout", checkout)
+    event.listen(pool, "checkin", checkin)
+    path = "/agentic/tasks/org-alpha/t1/steps/s1"
+    expert = two_orgs.expert_a.headers
+    cases = [
+        (f"{path}/approve", {}, None, 401, "unauthenticated"),
+        (f"{path}/approve", two_orgs.viewer_a.headers, None, 403, "forbidden"),
+        (f"{path}/approve", expert, None, 503, "kubernetes_unavailable"),
+        (f"{path}/reject", expert, {}, 422, "validation_failed"),  # with a client, below
+    ]
+    try:
+        for i, (url, headers, body, status, code) in enumerate(cases * 20):  # > the pool
+            # a client that is never called: the body's validation fails after the checks
+            KUBE.put(app.state, KubeClient(cast(Any, None)) if status == 422 else None)
+            lent.clear()
+            r = await client.post(url, headers=headers, json=body)
+            assert (r.status_code, r.json()["code"]) == (status, code), r.text
+            assert lent, "the positive control: the route took a connection"
+            assert held == set(), (i, url, status)  # every one of them back
+    finally:
+        KUBE.put(app.state, None)
+        event.remove(pool, "checkout", checkout)
+        event.remove(pool, "checkin", checkin)
