@@ -3,9 +3,10 @@
 `CurrentPrincipal` authenticates the bearer token and loads the user, whether it is active
 and a platform administrator, and per membership its role and that role's capabilities
 (the access map's), fresh for each request, in one query (read once per request:
-`request_principal`): a deactivated user's token is
-refused at its next request (401 `user_deactivated`), a removed membership is gone at
-once. What a request may do in an org comes from the role in that org only:
+`request_principal`; straight to the driver on a session that autocommits, the decision
+routes', and for `/users/me`: `floor.accounts.principal_on_driver`): a deactivated
+user's token is refused at its next request (401 `user_deactivated`), a removed
+membership is gone at once. What a request may do in an org comes from the role in that org only:
 
 - `require("cap")` answers the principal narrowed to the orgs whose role holds `cap`
   (403 when none does; a user of no org gets an empty view), so a service scoping its
