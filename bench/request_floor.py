@@ -7,8 +7,9 @@ change of the machine's load touches them all alike):
 
   a. `GET /healthz`: no authentication; `SELECT 1` on a connection and the newest
      restore's audit row in a session (two checkouts, two statements);
-  b. `GET /users/me`, authenticated: the token check, the caller's query, and two reads
-     of its own (the caller's orgs and user row);
+  b. `GET /users/me`, authenticated: the token check, the caller's query and one read of
+     its own (the caller's orgs), both on the driver with no transaction (before
+     `ee0fe85`: in a session's transaction, and the user's row read as well);
   c. the approval, as bench/decisions.py makes it: TASKS fresh tasks (created through the
      API before the round, not timed), one approval each;
   d. a bare ASGI app (one route answering `{}`, no framework) in a subprocess, served by

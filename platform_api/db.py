@@ -9,6 +9,7 @@ request holds a pooled connection while it waits for another.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,6 +17,11 @@ from typing import Annotated, Any
 
 from alembic import command
 from alembic.config import Config
+from asyncpg import (  # type: ignore[import-untyped]
+    InterfaceError,
+    InternalClientError,
+    PostgresError,
+)
 from fastapi import Depends, Request
 from sqlalchemy import Connection, event, make_url, text
 from sqlalchemy.exc import DisconnectionError
@@ -27,6 +33,7 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 from sqlalchemy.pool import ConnectionPoolEntry
+from sqlalchemy.util import greenlet_spawn
 
 from platform_api.privileges import grant_statements
 from platform_api.slots import Slot
@@ -242,3 +249,40 @@ def autocommit_driver(session: AsyncSession) -> Any | None:
         return None
     transaction, driver = held
     return driver if session.sync_session.get_transaction() is transaction else None
+
+
+@contextlib.asynccontextmanager
+async def driver_connection(engine: AsyncEngine) -> AsyncIterator[Any | None]:
+    """A pooled connection's driver (asyncpg) for a few statements of its own, each its
+    own transaction (no BEGIN, no COMMIT, no session around them): on PostgreSQL; None
+    on any other database (the caller takes its session's path). The connection goes
+    back to the pool at the end of the block, also when the block raises an error of its
+    own or the server refused a statement; a block cancelled (possibly mid-statement),
+    timed out or that lost its connection gives it up instead (`_spoils`): the pool never
+    saw what was sent on it."""
+    if engine.dialect.name != "postgresql":
+        yield None
+        return
+    raw = await engine.raw_connection()
+    driver: Any = raw.driver_connection
+    try:
+        yield driver
+    except BaseException as exc:
+        if _spoils(exc) or driver.is_closed():
+            await greenlet_spawn(raw.invalidate)
+        raise
+    finally:
+        await greenlet_spawn(raw.close)
+
+
+def _spoils(exc: BaseException) -> bool:
+    """Whether a connection whose block raised `exc` may be in an unknown state: a
+    cancellation or any other non-`Exception`, an OS-level error (a timeout, a lost
+    connection) or the driver's own trouble (asyncpg's `InterfaceError`, an operation
+    still in progress). The server's refusal of a statement (`PostgresError`) and the
+    block's own errors leave it as it was."""
+    if isinstance(exc, PostgresError):
+        return False
+    return not isinstance(exc, Exception) or isinstance(
+        exc, OSError | InterfaceError | InternalClientError
+    )

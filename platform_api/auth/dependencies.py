@@ -3,9 +3,10 @@
 `CurrentPrincipal` authenticates the bearer token and loads the user, whether it is active
 and a platform administrator, and per membership its role and that role's capabilities
 (the access map's), fresh for each request, in one query (read once per request:
-`request_principal`): a deactivated user's token is
-refused at its next request (401 `user_deactivated`), a removed membership is gone at
-once. What a request may do in an org comes from the role in that org only:
+`request_principal`; straight to the driver on a session that autocommits, the decision
+routes', and for `/users/me`: `floor.accounts.principal_on_driver`): a deactivated
+user's token is refused at its next request (401 `user_deactivated`), a removed
+membership is gone at once. What a request may do in an org comes from the role in that org only:
 
 - `require("cap")` answers the principal narrowed to the orgs whose role holds `cap`
   (403 when none does; a user of no org gets an empty view), so a service scoping its
@@ -33,13 +34,13 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from platform_api.auth.tokens import Tokens
+from platform_api.auth.tokens import TokenIdentity, Tokens
 from platform_api.db import Session, Sessions, abandon
 from platform_api.errors import Forbidden, NotFound, Unauthenticated
-from platform_api.floor.accounts import UserRepository
+from platform_api.floor.accounts import Caller, UserRepository
 from platform_api.floor.audit.service import record_detached
 from platform_api.floor.capabilities import declare
-from platform_api.floor.principal import OrgScope, Principal
+from platform_api.floor.principal import Grant, OrgScope, Principal
 from platform_api.models import Org
 from platform_api.openapi import PLATFORM_ADMIN, mark
 
@@ -59,27 +60,41 @@ class PlatformAdminRequired(Forbidden):
     code = "platform_admin_required"
 
 
-async def get_principal(
-    session: Session,
-    tokens: Tokens,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
-) -> Principal:
-    """The authenticated caller; 401 `unauthenticated` otherwise."""
+async def identity_of(
+    tokens: Tokens, credentials: HTTPAuthorizationCredentials | None
+) -> TokenIdentity:
+    """Who the bearer token names (no database read); 401 `unauthenticated` otherwise."""
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise Unauthenticated("a bearer token is required")
-    identity = await tokens.verify(credentials.credentials)
-    users = UserRepository(session)
-    if identity.username is not None:
-        found = await users.principal_of(username=identity.username)
-    else:
-        assert identity.issuer is not None and identity.subject is not None
-        found = await users.principal_of(issuer=identity.issuer, subject=identity.subject)
+    return await tokens.verify(credentials.credentials)
+
+
+def principal_from(found: tuple[Caller, dict[uuid.UUID, Grant]] | None) -> Principal:
+    """The caller's query's answer as the request's principal: 401 `unauthenticated` for
+    no such user, 401 `user_deactivated` for a deactivated one."""
     if found is None:
         raise Unauthenticated("the token's user does not exist")
     user, grants = found
     if user.deactivated_at is not None:
         raise UserDeactivated("the user is deactivated")
     return Principal(user.id, user.username, grants, user.platform_admin)
+
+
+async def get_principal(
+    session: Session,
+    tokens: Tokens,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> Principal:
+    """The authenticated caller; 401 `unauthenticated` otherwise. The caller's query goes
+    to the driver when the session autocommits (`UserRepository.principal_of`)."""
+    identity = await identity_of(tokens, credentials)
+    users = UserRepository(session)
+    if identity.username is not None:
+        found = await users.principal_of(username=identity.username)
+    else:
+        assert identity.issuer is not None and identity.subject is not None
+        found = await users.principal_of(issuer=identity.issuer, subject=identity.subject)
+    return principal_from(found)
 
 
 _PRINCIPAL = "humanwork_principal"

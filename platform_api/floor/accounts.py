@@ -26,6 +26,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from platform_api.db import autocommit_driver
 from platform_api.errors import Conflict
 from platform_api.floor.principal import Grant
 from platform_api.models import AccessGrant, Membership, Org, User
@@ -58,6 +59,8 @@ class Caller:
     username: str
     platform_admin: bool
     deactivated_at: datetime | None
+    role: str = ""
+    """The role the user was created with (a record: `/users/me` shows it)."""
 
 
 def _principal_query(where: ColumnElement[bool]) -> Select[Any]:
@@ -80,7 +83,7 @@ def _principal_query(where: ColumnElement[bool]) -> Select[Any]:
         .scalar_subquery()
     )
     return select(
-        users.id, users.username, users.platform_admin, users.deactivated_at, joined
+        users.id, users.username, users.platform_admin, users.deactivated_at, joined, users.role
     ).where(where)
 
 
@@ -90,6 +93,51 @@ _BY_OIDC = _principal_query(
     (_USERS.oidc_issuer == bindparam("issuer")) & (_USERS.oidc_subject == bindparam("subject"))
 )
 """Built once: SQLAlchemy keeps a statement's cache key, so each request only binds."""
+
+_CAPABILITIES_SQL = (
+    "(SELECT string_agg(access_map.capability, ',') FROM access_map"
+    " WHERE access_map.role = memberships.role)"
+)
+_LINE_SQL = (
+    "CAST(memberships.org_id AS VARCHAR) || ' ' || memberships.role || ' ' ||"
+    " CASE WHEN orgs.deactivated_at IS NULL THEN '0' ELSE '1' END || ' ' ||"
+    f" orgs.namespace || ' ' || coalesce({_CAPABILITIES_SQL}, '')"
+)
+_PRINCIPAL_SQL = (
+    "SELECT users.id, users.username, users.platform_admin, users.deactivated_at,"
+    f" (SELECT string_agg({_LINE_SQL}, E'\\n') FROM memberships"
+    " JOIN orgs ON orgs.id = memberships.org_id WHERE memberships.user_id = users.id),"
+    " users.role FROM users WHERE "
+)
+BY_USERNAME_DRIVER = _PRINCIPAL_SQL + "users.username = $1::varchar"
+BY_OIDC_DRIVER = (
+    _PRINCIPAL_SQL + "users.oidc_issuer = $1::varchar AND users.oidc_subject = $2::varchar"
+)
+"""The same statements as the driver (asyncpg) takes them, on PostgreSQL: the same SQL
+as `_BY_USERNAME` and `_BY_OIDC` compile to, its separators written in (the tests compare
+both forms' rows), sent without SQLAlchemy's execution around it."""
+
+
+def _caller(row: Any) -> tuple[Caller, dict[uuid.UUID, Grant]]:
+    user_id, name, platform_admin, deactivated_at, joined, role = row
+    caller = Caller(user_id, name, bool(platform_admin), deactivated_at, str(role))
+    return caller, _grants(joined)
+
+
+async def principal_on_driver(
+    driver: Any,
+    *,
+    username: str | None = None,
+    issuer: str | None = None,
+    subject: str | None = None,
+) -> tuple[Caller, dict[uuid.UUID, Grant]] | None:
+    """`UserRepository.principal_of` on an asyncpg connection (outside a transaction or in
+    one): the same single statement, the same answer."""
+    if username is not None:
+        row = await driver.fetchrow(BY_USERNAME_DRIVER, username)
+    else:
+        row = await driver.fetchrow(BY_OIDC_DRIVER, issuer, subject)
+    return None if row is None else _caller(row)
 
 
 class UserRepository:
@@ -118,16 +166,19 @@ class UserRepository:
         """The user named by `username` (else bound to the OIDC `issuer` and `subject`)
         and, per membership, its role and that role's capabilities, in one query
         (correlated aggregates, a statement built once), or None when there is no such
-        user."""
+        user. On a session that autocommits (`db.autocommit_driver`) the statement goes to
+        the driver directly."""
+        driver = autocommit_driver(self.session)
+        if driver is not None:
+            return await principal_on_driver(
+                driver, username=username, issuer=issuer, subject=subject
+            )
         if username is not None:
             found = await self.session.execute(_BY_USERNAME, {"username": username})
         else:
             found = await self.session.execute(_BY_OIDC, {"issuer": issuer, "subject": subject})
         row = found.first()
-        if row is None:
-            return None
-        user_id, name, platform_admin, deactivated_at, joined = row
-        return Caller(user_id, name, bool(platform_admin), deactivated_at), _grants(joined)
+        return None if row is None else _caller(row)
 
     async def org_ids(self, user_id: uuid.UUID) -> frozenset[uuid.UUID]:
         result = await self.session.execute(

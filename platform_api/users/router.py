@@ -5,14 +5,21 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, status
+from fastapi import APIRouter, Depends, Path, Request, status
+from fastapi.security import HTTPAuthorizationCredentials
 
-from platform_api.auth.dependencies import CurrentPrincipal, require, require_platform_admin
+from platform_api.auth.dependencies import (
+    CurrentPrincipal,
+    bearer,
+    require,
+    require_platform_admin,
+)
 from platform_api.db import Session
 from platform_api.errors import error_responses
 from platform_api.floor.principal import Principal
 from platform_api.openapi import EXTENSION, PLATFORM_ADMIN
 from platform_api.users import accounts, service
+from platform_api.users.me import describe_caller
 from platform_api.users.schemas import (
     Me,
     OidcIdentity,
@@ -76,8 +83,11 @@ async def bind_oidc_identity(
     "role in each org, whether a platform administrator.",
     responses=error_responses(401),
 )
-async def me(session: Session, principal: CurrentPrincipal) -> Me:
-    return await service.describe(session, principal)
+async def me(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> Me:
+    return await describe_caller(request, credentials)  # the caller's check, on the driver
 
 
 STATE_CAPABILITY = {EXTENSION: ["users.manage", PLATFORM_ADMIN]}  # checked by the service

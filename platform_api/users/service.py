@@ -1,6 +1,6 @@
 """User use cases: create a user (in orgs where the caller holds `users.manage`, with a
 role it may give there: `users.grants`), bind an OIDC identity, bootstrap the first
-platform administrator, describe the caller."""
+platform administrator (`me` describes the caller)."""
 
 from __future__ import annotations
 
@@ -16,13 +16,10 @@ from platform_api.auth.passwords import hash_password
 from platform_api.errors import Conflict, NotFound
 from platform_api.floor.accounts import UserRepository
 from platform_api.floor.audit.service import record
-from platform_api.floor.capabilities import ORG_GRANTABLE, PLATFORM
 from platform_api.floor.principal import Principal
 from platform_api.models import User
-from platform_api.orgs.repository import OrgRepository
-from platform_api.orgs.schemas import OrgRead
 from platform_api.users.grants import ensure_grantable, ensure_manageable
-from platform_api.users.schemas import Me, OidcIdentity, UserCreate, UserRead
+from platform_api.users.schemas import OidcIdentity, UserCreate, UserRead
 
 log = logging.getLogger(__name__)
 
@@ -117,24 +114,6 @@ async def _audited(
         created_at=user.created_at,
         oidc_issuer=user.oidc_issuer,
         oidc_subject=user.oidc_subject,
-    )
-
-
-async def describe(session: AsyncSession, principal: Principal) -> Me:
-    """The caller with its capabilities (of every org's role together, and a platform
-    administrator's), its role per org and its orgs."""
-    orgs = await OrgRepository(session).list_in(principal.org_ids)
-    user = await UserRepository(session).get(principal.user_id)
-    assert user is not None
-    platform = PLATFORM if principal.platform_admin else frozenset()
-    return Me(
-        id=user.id,
-        username=user.username,
-        role=user.role,
-        capabilities=sorted((principal.capabilities - {ORG_GRANTABLE}) | platform),
-        orgs=[OrgRead.model_validate(o) for o in orgs],
-        roles={str(o): principal.grants[o].role for o in sorted(principal.org_ids)},
-        platformAdmin=principal.platform_admin,
     )
 
 
