@@ -154,8 +154,12 @@ class Kube:
         body: Any = None,
         content_type: str = "application/json",
         query: list[tuple[str, str]] | None = None,
+        answer: bool = True,
     ) -> dict[str, Any]:
-        """One request; the answer's JSON, or the typed error of a refusal."""
+        """One request; the answer's JSON, or the typed error of a refusal. With `answer`
+        False (a write whose answer nobody reads) a success's body is read but not
+        decoded (an object with its managed fields is most of a write's cost here) and
+        the result is `{}`; a refusal's body is decoded into its error all the same."""
         if self._on_request is not None:
             self._on_request(method, path)
         data = body if isinstance(body, bytes) or body is None else encode_body(body)
@@ -168,10 +172,9 @@ class Kube:
         ) as response:
             raw = await response.read()
             status = response.status
-        doc = _document(raw)
         if status >= 400:
-            raise error_from_status(status, doc)
-        return doc
+            raise error_from_status(status, _document(raw))
+        return _document(raw) if answer else {}
 
     async def stream(
         self, path: str, query: list[tuple[str, str]], read_timeout: float
@@ -233,17 +236,19 @@ class Kube:
                 return
 
     async def apply(
-        self, manifest: dict[str, Any], *, subresource: str | None = None
+        self, manifest: dict[str, Any], *, subresource: str | None = None, answer: bool = True
     ) -> dict[str, Any]:
         """Server-side apply `manifest` as the field manager, conflicts forced (the
         component owns what it declares, so hand edits of those fields are undone); a
-        `metadata.resourceVersion` in it is a precondition (409 when it changed)."""
+        `metadata.resourceVersion` in it is a precondition (409 when it changed). The
+        object as applied, or `{}` with `answer` False (see :meth:`call`)."""
         return await self.call(
             "PATCH",
             _object_path(manifest, subresource),
             body=encode_body(manifest),
             content_type=APPLY_CONTENT_TYPE,
             query=[("fieldManager", self.field_manager), ("force", "true")],
+            answer=answer,
         )
 
     async def merge_patch(
@@ -255,7 +260,9 @@ class Kube:
         patch: dict[str, Any],
         *,
         subresource: str | None = None,
+        answer: bool = True,
     ) -> dict[str, Any]:
+        """The object as patched, or `{}` with `answer` False (see :meth:`call`)."""
         path = path_for(api_version, kind, namespace, name)
         if subresource:
             path += f"/{subresource}"
@@ -265,6 +272,7 @@ class Kube:
             body=patch,
             content_type="application/merge-patch+json",
             query=[("fieldManager", self.field_manager)],
+            answer=answer,
         )
 
     async def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> None:
@@ -287,12 +295,17 @@ class Kube:
             query=[("fieldManager", self.field_manager)],
         )
 
-    async def create(self, manifest: dict[str, Any]) -> dict[str, Any]:
+    async def create(self, manifest: dict[str, Any], *, answer: bool = True) -> dict[str, Any]:
+        """The object as created, or `{}` with `answer` False (see :meth:`call`)."""
         meta = manifest["metadata"]
         path = path_for(manifest["apiVersion"], manifest["kind"], meta.get("namespace"))
         # generateName objects have no name yet: POST to the collection either way
         return await self.call(
-            "POST", path, body=manifest, query=[("fieldManager", self.field_manager)]
+            "POST",
+            path,
+            body=manifest,
+            query=[("fieldManager", self.field_manager)],
+            answer=answer,
         )
 
 
