@@ -2,11 +2,13 @@
 scripted as the API server: a success's body is not decoded (an answer that is not even
 JSON still succeeds, and the decoder is never called), while a refusal still raises its
 typed error with the reason and message of its decoded Status body, as with an answer
-wanted. The operator's own writes that drop their answers are in
-tests/integration/test_operator_writes.py (they must keep working on the real server)."""
+wanted. The decoder gives what `json.loads` gives. The operator's own writes that drop
+their answers are in tests/integration/test_operator_writes.py (they must keep working on
+the real server)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -117,3 +119,43 @@ async def test_a_refusal_still_raises_its_typed_error(
         await kube.merge_patch("v1", "ConfigMap", "org-a", "agent-a", {}, answer=answer)
     assert (invalid.value.status, invalid.value.reason) == (422, "Invalid")
     assert "spec.replicas" in invalid.value.message
+
+
+EVENT_LINE = (
+    '{"type":"MODIFIED","object":{"apiVersion":"apps/v1","kind":"Deployment","metadata":'
+    '{"name":"agent-a","namespace":"org-a","resourceVersion":"18446744073709551617",'
+    '"generation":3,"labels":{"app.kubernetes.io/component":"agent"},"annotations":'
+    '{"note":"caf\\u00e9 \\ud83d\\ude00 \\"quoted\\" \\\\ back\\/slash\\n"},"managedFields":'
+    '[{"manager":"humanwork-operator","operation":"Apply","fieldsV1":{"f:spec":{".":{}}}},'
+    '{"manager":"kube-controller-manager","subresource":"status","fieldsV1":{}}]},'
+    '"spec":{"replicas":1,"ratio":0.25,"big":1e300,"neg":-12,"none":null,"on":true,'
+    '"off":false,"empty":[],"nested":[[1,2],{"a":[{}]}]},'
+    '"status":{"replicas":1,"readyReplicas":1,"conditions":[{"type":"Available",'
+    '"status":"True"}]}}}'
+)
+
+
+@pytest.mark.parametrize("as_bytes", [True, False])
+def test_the_decoder_gives_what_json_loads_gives(as_bytes: bool) -> None:
+    raw: bytes | str = EVENT_LINE.encode() if as_bytes else EVENT_LINE
+    decoded = kube_client.decode_json(raw)
+    assert decoded == json.loads(raw)
+    meta = decoded["object"]["metadata"]
+    assert meta["annotations"]["note"] == 'café 😀 "quoted" \\ back/slash\n'
+    assert meta["resourceVersion"] == "18446744073709551617"
+    assert decoded["object"]["spec"]["big"] == 1e300
+    for bad in (b"this is not JSON {", b'{"a":1}{', b"\xff\xfe"):
+        with pytest.raises(ValueError):
+            kube_client.decode_json(bad)
+
+
+async def test_a_body_that_is_not_json_becomes_its_message(served: tuple[Script, Kube]) -> None:
+    script, kube = served
+    script.answers = [
+        (200, b"not JSON at all", "text/plain"),
+        (503, b"upstream connect error", "text/plain"),
+    ]
+    assert await kube.call("GET", "/api/v1/namespaces") == {"message": "not JSON at all"}
+    with pytest.raises(kube_client.KubeError) as refused:
+        await kube.call("GET", "/api/v1/namespaces")
+    assert (refused.value.status, refused.value.message) == (503, "upstream connect error")
