@@ -7,6 +7,12 @@ merge patches, and a watch (a streaming GET of JSON lines). It knows the paths o
 kinds the components touch and nothing of their meaning; everything it returns is plain
 JSON, every refusal a :class:`~humanwork_core.kube_errors.KubeError`.
 
+Answers and watch events are decoded by pydantic-core's JSON parser
+(:func:`decode_json`): the same objects as `json.loads` in about a third of its time (an
+agent's Deployment event, some 10 KB with its pod template and managed fields: 30 against
+85 microseconds here). A write whose answer nobody reads is not decoded at all
+(`answer=False`).
+
 The connection pool reuses its idle connections most recently released first
 (:mod:`humanwork_core.kube_pool`). The session does not read the environment
 (`trust_env` off: no proxy variables, no ~/.netrc read per request).
@@ -16,11 +22,11 @@ Imports aiohttp: the agent's image (which has none) does not import this module.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Self
 
 import aiohttp
+import pydantic_core
 
 from humanwork_core.kube_body import APPLY_CONTENT_TYPE, encode_body
 from humanwork_core.kube_credentials import Credentials
@@ -28,7 +34,7 @@ from humanwork_core.kube_errors import KubeError, error_from_status
 from humanwork_core.kube_pool import reuse_most_recent_first
 from humanwork_core.resources import names
 
-__all__ = ["Kube", "KubeError", "cluster_path", "path_for", "resource_of"]
+__all__ = ["Kube", "KubeError", "cluster_path", "decode_json", "path_for", "resource_of"]
 
 Items = list[dict[str, Any]]
 
@@ -56,6 +62,13 @@ _KINDS: dict[str, tuple[str, bool]] = {
     "AgenticTask": (names.TASKS, True),
     "Lease": ("leases", True),
 }
+
+
+def decode_json(raw: bytes | str) -> Any:
+    """A JSON document as Python objects, as `json.loads` gives them; ValueError when it
+    is not JSON. Its string cache is off: faster still for documents of mostly distinct
+    strings, and no process-wide cache to keep."""
+    return pydantic_core.from_json(raw, cache_strings=False)
 
 
 def path_for(api_version: str, kind: str, namespace: str | None, name: str | None = None) -> str:
@@ -154,8 +167,12 @@ class Kube:
         body: Any = None,
         content_type: str = "application/json",
         query: list[tuple[str, str]] | None = None,
+        answer: bool = True,
     ) -> dict[str, Any]:
-        """One request; the answer's JSON, or the typed error of a refusal."""
+        """One request; the answer's JSON, or the typed error of a refusal. With `answer`
+        False (a write whose answer nobody reads) a success's body is read but not
+        decoded (an object with its managed fields is most of a write's cost here) and
+        the result is `{}`; a refusal's body is decoded into its error all the same."""
         if self._on_request is not None:
             self._on_request(method, path)
         data = body if isinstance(body, bytes) or body is None else encode_body(body)
@@ -168,10 +185,9 @@ class Kube:
         ) as response:
             raw = await response.read()
             status = response.status
-        doc = _document(raw)
         if status >= 400:
-            raise error_from_status(status, doc)
-        return doc
+            raise error_from_status(status, _document(raw))
+        return _document(raw) if answer else {}
 
     async def stream(
         self, path: str, query: list[tuple[str, str]], read_timeout: float
@@ -190,7 +206,7 @@ class Kube:
             if response.status >= 400:
                 raise error_from_status(response.status, _document(await response.read()))
             async for line in _lines(response.content):
-                event = json.loads(line)
+                event = decode_json(line)
                 if event.get("type") == "ERROR":
                     obj = event.get("object") or {}
                     raise error_from_status(int(obj.get("code") or 500), obj)
@@ -254,17 +270,19 @@ class Kube:
                 return
 
     async def apply(
-        self, manifest: dict[str, Any], *, subresource: str | None = None
+        self, manifest: dict[str, Any], *, subresource: str | None = None, answer: bool = True
     ) -> dict[str, Any]:
         """Server-side apply `manifest` as the field manager, conflicts forced (the
         component owns what it declares, so hand edits of those fields are undone); a
-        `metadata.resourceVersion` in it is a precondition (409 when it changed)."""
+        `metadata.resourceVersion` in it is a precondition (409 when it changed). The
+        object as applied, or `{}` with `answer` False (see :meth:`call`)."""
         return await self.call(
             "PATCH",
             _object_path(manifest, subresource),
             body=encode_body(manifest),
             content_type=APPLY_CONTENT_TYPE,
             query=[("fieldManager", self.field_manager), ("force", "true")],
+            answer=answer,
         )
 
     async def merge_patch(
@@ -276,7 +294,9 @@ class Kube:
         patch: dict[str, Any],
         *,
         subresource: str | None = None,
+        answer: bool = True,
     ) -> dict[str, Any]:
+        """The object as patched, or `{}` with `answer` False (see :meth:`call`)."""
         path = path_for(api_version, kind, namespace, name)
         if subresource:
             path += f"/{subresource}"
@@ -286,6 +306,7 @@ class Kube:
             body=patch,
             content_type="application/merge-patch+json",
             query=[("fieldManager", self.field_manager)],
+            answer=answer,
         )
 
     async def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> None:
@@ -308,12 +329,17 @@ class Kube:
             query=[("fieldManager", self.field_manager)],
         )
 
-    async def create(self, manifest: dict[str, Any]) -> dict[str, Any]:
+    async def create(self, manifest: dict[str, Any], *, answer: bool = True) -> dict[str, Any]:
+        """The object as created, or `{}` with `answer` False (see :meth:`call`)."""
         meta = manifest["metadata"]
         path = path_for(manifest["apiVersion"], manifest["kind"], meta.get("namespace"))
         # generateName objects have no name yet: POST to the collection either way
         return await self.call(
-            "POST", path, body=manifest, query=[("fieldManager", self.field_manager)]
+            "POST",
+            path,
+            body=manifest,
+            query=[("fieldManager", self.field_manager)],
+            answer=answer,
         )
 
 
@@ -337,7 +363,7 @@ def _document(raw: bytes) -> dict[str, Any]:
     if not raw:
         return {}
     try:
-        doc: Any = json.loads(raw)
+        doc: Any = decode_json(raw)
     except ValueError:
         return {"message": raw.decode(errors="replace")[:500]}
     return dict(doc) if isinstance(doc, dict) else {"message": str(doc)[:500]}

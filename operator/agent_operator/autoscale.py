@@ -184,5 +184,6 @@ async def autoscale(
         meta["name"],
         {"spec": {"replicas": decision.replicas}},
         subresource="scale",
+        answer=False,
     )
     return Scaled(decision, Event("Scaled", decision.message))

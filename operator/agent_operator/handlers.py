@@ -230,18 +230,19 @@ async def _reconcile(
     for event in outcome.events:
         if event.token:
             metrics.ROTATIONS.labels(reason=event.token).inc()
-        await state.kube.create(
-            builders.event(
-                fresh,
-                event.reason,
-                event.message,
-                warning=event.warning,
-                now=_utcnow(),
-                reporter=state.settings.replica,
-            )
-        )
+        await _post(state, fresh, event.reason, event.message, warning=event.warning)
     if (fresh.get("spec") or {}).get("autoscaling") or (ns, name) in state.low_since:
         await _autoscale(state, (ns, name))
+
+
+async def _post(
+    state: State, about: dict[str, Any], reason: str, message: str, *, warning: bool
+) -> None:
+    """Post an Event about `about` (its answer, the Event as stored, is not read)."""
+    event = builders.event(
+        about, reason, message, warning=warning, now=_utcnow(), reporter=state.settings.replica
+    )
+    await state.kube.create(event, answer=False)
 
 
 async def _autoscale(state: State, key: tuple[str, str]) -> None:
@@ -272,16 +273,7 @@ async def _autoscale(state: State, key: tuple[str, str]) -> None:
         state.scale_due.pop(key, None)
     if scaled.event is not None:
         metrics.SCALINGS.inc()
-        await state.kube.create(
-            builders.event(
-                fresh,
-                scaled.event.reason,
-                scaled.event.message,
-                warning=False,
-                now=_utcnow(),
-                reporter=state.settings.replica,
-            )
-        )
+        await _post(state, fresh, scaled.event.reason, scaled.event.message, warning=False)
 
 
 @kopf.on.event(*INSTANCES)
@@ -405,16 +397,7 @@ async def _reconcile_task(state: State, key: tuple[str, str]) -> None:
     else:
         state.task_due.pop(key, None)
     for event in outcome.events:
-        await state.kube.create(
-            builders.event(
-                fresh,
-                event.reason,
-                event.message,
-                warning=event.warning,
-                now=_utcnow(),
-                reporter=state.settings.replica,
-            )
-        )
+        await _post(state, fresh, event.reason, event.message, warning=event.warning)
 
 
 def _task_span(task: dict[str, Any]) -> contextlib.AbstractContextManager[Any]:

@@ -36,7 +36,7 @@ async def ensure_keyring(kube: Kube, settings: OperatorSettings, now: datetime) 
     if secret is None:
         keys = [(tokens.generate_signing_key(), now)]
         try:
-            await kube.create(builders.signing_keys_secret(keys, settings))
+            await kube.create(builders.signing_keys_secret(keys, settings), answer=False)
         except KubeError as exc:
             if exc.status != 409:
                 raise
@@ -44,7 +44,7 @@ async def ensure_keyring(kube: Kube, settings: OperatorSettings, now: datetime) 
     if secret is not None:
         keys = builders.read_signing_keys_secret(secret.get("data") or {})
     retention = tokens.key_retention(keys, LONGEST_TOKEN_TTL, now)
-    await kube.apply(builders.jwks_config_map(retention.publish, settings))
+    await kube.apply(builders.jwks_config_map(retention.publish, settings), answer=False)
     return Keyring(
         current=retention.current,
         published=retention.publish,
@@ -108,4 +108,4 @@ async def record_revocations(
                 data[key] = None
         except ValueError:
             data[key] = None
-    await kube.merge_patch("v1", "ConfigMap", ns, name, {"data": data})
+    await kube.merge_patch("v1", "ConfigMap", ns, name, {"data": data}, answer=False)

@@ -281,7 +281,7 @@ class InstanceReconcile:
         missing_psa = builders.missing_pod_security_labels(ns_labels)
         if missing_psa:
             patch = {"metadata": {"labels": missing_psa}}
-            await self.kube.merge_patch("v1", "Namespace", None, ns, patch)
+            await self.kube.merge_patch("v1", "Namespace", None, ns, patch, answer=False)
             if ns in self.namespace_labels:
                 self.namespace_labels[ns] = {**ns_labels, **missing_psa}
             self.events.append(
@@ -375,19 +375,21 @@ class InstanceReconcile:
         )
         bindings = [child for child in first if child["kind"] == "RoleBinding"]
         for batch in ([child for child in first if child not in bindings], bindings):
-            await asyncio.gather(*(self._apply(child) for child in batch))
+            # their answers are not read: not decoded (each holds its managed fields)
+            await asyncio.gather(*(self._apply(child, answer=False) for child in batch))
         applied = await self._apply(last)
         if applied is None:  # unchanged: as it is now, for its readiness
             return await kube.get("apps/v1", "Deployment", ns, last["metadata"]["name"])
         return applied
 
-    async def _apply(self, child: dict[str, Any]) -> dict[str, Any] | None:
-        """Apply one child unless its manifest is the one last applied; the result."""
+    async def _apply(self, child: dict[str, Any], *, answer: bool = True) -> dict[str, Any] | None:
+        """Apply one child unless its manifest is the one last applied (None); the object
+        as applied (`{}` when no `answer` is wanted)."""
         key = (child["kind"], child["metadata"]["name"])
         digest = manifest_digest(child)
         if self.done.get(key) == digest:
             return None
-        result = await self.kube.apply(child)
+        result = await self.kube.apply(child, answer=answer)
         self.done[key] = digest
         return result
 
@@ -445,6 +447,7 @@ class InstanceReconcile:
                 self.ns,
                 self.name,
                 {"metadata": {"annotations": done_requests}},
+                answer=False,
             )
 
 
@@ -485,7 +488,7 @@ async def _read_token_secret(
     digest = manifest_digest(binding)
     fresh_binding = done.get(key) != digest
     if fresh_binding:
-        await kube.apply(binding)
+        await kube.apply(binding, answer=False)
         done[key] = digest
     name = builders.token_secret_name(instance)
     for pause in (*BINDING_WAIT_SECONDS, None):
@@ -513,12 +516,20 @@ async def _take_over_token_secret(
         builders.namespace_of(instance),
         builders.token_secret_name(instance),
         {"metadata": {"ownerReferences": [builders.owner_reference(instance)]}, "data": data},
+        answer=False,
     )
 
 
 async def write_status(kube: Kube, ns: str, name: str, status: dict[str, Any]) -> None:
     # a merge patch replaces the conditions list whole, which is what the operator wants:
-    # it is the only writer of AgentInstance status
+    # it is the only writer of AgentInstance status; its answer (the whole instance) is
+    # not read
     await kube.merge_patch(
-        GROUP_VERSION, "AgentInstance", ns, name, {"status": status}, subresource="status"
+        GROUP_VERSION,
+        "AgentInstance",
+        ns,
+        name,
+        {"status": status},
+        subresource="status",
+        answer=False,
     )

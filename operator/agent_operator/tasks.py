@@ -250,7 +250,7 @@ async def reconcile_task(
     mine_before = taskflow.owned_status(old, taskflow.Writer.OPERATOR)
     mine_after = taskflow.owned_status(new, taskflow.Writer.OPERATOR)
     if mine_after != mine_before:
-        await kube.apply(status_body(task, new), subresource="status")
+        await kube.apply(status_body(task, new), subresource="status", answer=False)
     wake_at = new.next_deadline
     if (
         new.phase is not None
