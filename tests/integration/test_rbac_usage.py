@@ -351,6 +351,11 @@ class _Recorder(LeanKube):
         for event in ():
             yield event
 
+    async def stream_lines(self, path: str, *_: Any) -> AsyncIterator[bytes]:
+        self._record("WATCH", path)
+        for line in ():
+            yield line
+
 
 async def _every_call(kube: kube_client.KubeClient) -> None:
     """Every public method of the platform's client, once, with placeholder arguments."""
@@ -374,8 +379,8 @@ async def _every_call(kube: kube_client.KubeClient) -> None:
 def calls_in_code() -> set[Permission]:
     """The (apiGroup, resource, verb) of every Kubernetes API call the platform's one module
     that talks to the API server can make: each of its public methods run once over a
-    recording lean client (every request of that client goes through `call` or
-    `stream`)."""
+    recording lean client (every request of that client goes through `call`, `stream` or
+    `stream_lines`)."""
     recorder = _Recorder()
     asyncio.run(_every_call(kube_client.KubeClient(recorder)))
     return recorder.seen
