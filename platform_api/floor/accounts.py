@@ -1,8 +1,9 @@
 """On the shared floor (`platform_api.floor`): database access of users and memberships,
 and the caller's identity in one query (`principal_of`: the user and, per membership, the
-org, the role there and that role's capabilities, read fresh on every request). Read by
-sign-in, the request's principal (`auth`) and several slices; `platform_api.users` is
-their HTTP side."""
+org, the role there and that role's capabilities, read fresh on every request; on the
+decision routes, `principal_in`: the same statement with the stored policy of the org
+owning the path's namespace beside it). Read by sign-in, the request's principal (`auth`)
+and several slices; `platform_api.users` is their HTTP side."""
 
 from __future__ import annotations
 
