@@ -10,6 +10,9 @@ On a throwaway PostgreSQL (migrated, one org, one expert):
   first statement, COMMIT after the last), each statement through SQLAlchemy's session.
   Now: the decision routes' session (`tasks.autocommit.autocommitting`), each statement
   its own transaction, the policy read and the append sent to the driver directly;
+- the caller and the org's policy: before, the caller's statement, then the org's policy
+  and active flag (`OrgRepository.policy_if_active`), each sent to the driver; now one
+  statement for both (`UserRepository.principal_in`, the decision routes' form);
 - the answer's task: the read model of the task as the status write left it, from the API
   server's answer parsed whole (`AgenticTask.from_wire`, before) or from the judged task
   with the answer's metadata and status (`tasks.decisions._as_written`, now).
@@ -42,7 +45,7 @@ from platform_api.db import make_engine, make_sessionmaker, migrate
 from platform_api.floor.accounts import UserRepository
 from platform_api.floor.audit.service import record
 from platform_api.models import Membership, Org, User
-from platform_api.orgs.repository import OrgRepository
+from platform_api.orgs.repository import OrgRepository, stored_policy
 from platform_api.tasks.autocommit import autocommitting
 from platform_api.tasks.decisions import _as_written
 from platform_api.tasks.service import read_model
@@ -63,6 +66,24 @@ async def _statements(session: AsyncSession, n: int) -> None:
         org_id=ORG_ID,
         details=details,
     )
+
+
+async def _caller_then_policy(sessions: Sessions, _: int) -> None:
+    async with sessions() as session:
+        await autocommitting(session)
+        await UserRepository(session).principal_of(username="expert")
+        await OrgRepository(session).policy_if_active(ORG_ID)
+        await session.commit()
+
+
+async def _caller_with_policy(sessions: Sessions, _: int) -> None:
+    async with sessions() as session:
+        await autocommitting(session)
+        found = await UserRepository(session).principal_in("org-bench", username="expert")
+        if found is None or found[2] is None:
+            raise RuntimeError("the bench's expert is no member of its org")
+        stored_policy(found[2].policy)
+        await session.commit()
 
 
 async def _in_a_transaction(sessions: Sessions, n: int) -> None:
@@ -135,6 +156,7 @@ Call = Callable[[Sessions, int], Awaitable[None]]
 PAIRS: list[tuple[str, Call, Call]] = [
     ("the statements, BEGIN / COMMIT (before)", _in_a_transaction, _autocommitting),
     ("the answer's task read model", _parsed_whole, _as_judged),
+    ("the caller, then the org's policy (before)", _caller_then_policy, _caller_with_policy),
 ]
 
 

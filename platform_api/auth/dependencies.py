@@ -37,7 +37,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from platform_api.auth.tokens import TokenIdentity, Tokens
 from platform_api.db import Session, Sessions, abandon
 from platform_api.errors import Forbidden, NotFound, Unauthenticated
-from platform_api.floor.accounts import Caller, UserRepository
+from platform_api.floor.accounts import Caller, OrgOfPath, UserRepository
 from platform_api.floor.audit.service import record_detached
 from platform_api.floor.capabilities import declare
 from platform_api.floor.principal import Grant, OrgScope, Principal
@@ -95,6 +95,32 @@ async def get_principal(
         assert identity.issuer is not None and identity.subject is not None
         found = await users.principal_of(issuer=identity.issuer, subject=identity.subject)
     return principal_from(found)
+
+
+async def get_principal_in(
+    session: Session,
+    tokens: Tokens,
+    credentials: HTTPAuthorizationCredentials | None,
+    namespace: str,
+) -> tuple[Principal, OrgOfPath | None]:
+    """`get_principal` for a request naming `namespace` (the decision routes'): the same
+    checks and refusals, and beside the caller the org owning `namespace` with its stored
+    policy when the caller is a member of it, read by the caller's own statement on a
+    session that autocommits (`UserRepository.principal_in`); None otherwise (another
+    org's namespace, or SQLite: the route reads the org itself)."""
+    identity = await identity_of(tokens, credentials)
+    users = UserRepository(session)
+    if identity.username is not None:
+        found = await users.principal_in(namespace, username=identity.username)
+    else:
+        assert identity.issuer is not None and identity.subject is not None
+        found = await users.principal_in(
+            namespace, issuer=identity.issuer, subject=identity.subject
+        )
+    if found is None:
+        return principal_from(None), None  # raises: no such user
+    caller, grants, org = found
+    return principal_from((caller, grants)), org
 
 
 _PRINCIPAL = "humanwork_principal"

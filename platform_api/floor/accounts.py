@@ -1,8 +1,9 @@
 """On the shared floor (`platform_api.floor`): database access of users and memberships,
 and the caller's identity in one query (`principal_of`: the user and, per membership, the
-org, the role there and that role's capabilities, read fresh on every request). Read by
-sign-in, the request's principal (`auth`) and several slices; `platform_api.users` is
-their HTTP side."""
+org, the role there and that role's capabilities, read fresh on every request; on the
+decision routes, `principal_in`: the same statement with the stored policy of the org
+owning the path's namespace beside it). Read by sign-in, the request's principal (`auth`)
+and several slices; `platform_api.users` is their HTTP side."""
 
 from __future__ import annotations
 
@@ -103,19 +104,43 @@ _LINE_SQL = (
     " CASE WHEN orgs.deactivated_at IS NULL THEN '0' ELSE '1' END || ' ' ||"
     f" orgs.namespace || ' ' || coalesce({_CAPABILITIES_SQL}, '')"
 )
-_PRINCIPAL_SQL = (
-    "SELECT users.id, users.username, users.platform_admin, users.deactivated_at,"
-    f" (SELECT string_agg({_LINE_SQL}, E'\\n') FROM memberships"
-    " JOIN orgs ON orgs.id = memberships.org_id WHERE memberships.user_id = users.id),"
-    " users.role FROM users WHERE "
-)
-BY_USERNAME_DRIVER = _PRINCIPAL_SQL + "users.username = $1::varchar"
-BY_OIDC_DRIVER = (
-    _PRINCIPAL_SQL + "users.oidc_issuer = $1::varchar AND users.oidc_subject = $2::varchar"
-)
+
+
+def _principal_sql(extra: str = "") -> str:
+    """The caller's statement up to its `WHERE`, with `extra` columns after the six."""
+    return (
+        "SELECT users.id, users.username, users.platform_admin, users.deactivated_at,"
+        f" (SELECT string_agg({_LINE_SQL}, E'\\n') FROM memberships"
+        " JOIN orgs ON orgs.id = memberships.org_id WHERE memberships.user_id = users.id),"
+        f" users.role{extra} FROM users WHERE "
+    )
+
+
+_BY_USERNAME_WHERE = "users.username = $1::varchar"
+_BY_OIDC_WHERE = "users.oidc_issuer = $1::varchar AND users.oidc_subject = $2::varchar"
+BY_USERNAME_DRIVER = _principal_sql() + _BY_USERNAME_WHERE
+BY_OIDC_DRIVER = _principal_sql() + _BY_OIDC_WHERE
 """The same statements as the driver (asyncpg) takes them, on PostgreSQL: the same SQL
 as `_BY_USERNAME` and `_BY_OIDC` compile to, its separators written in (the tests compare
 both forms' rows), sent without SQLAlchemy's execution around it."""
+
+
+def _policy_sql(namespace: str) -> str:
+    """The stored approval policy of the org owning the namespace `namespace` (a
+    parameter), of the caller's memberships only: NULL for another org's namespace (and
+    for a member's org that set none: the caller's grants tell the two apart)."""
+    return (
+        ", (SELECT orgs.approval_policy FROM memberships JOIN orgs ON orgs.id ="
+        " memberships.org_id WHERE memberships.user_id = users.id"
+        f" AND orgs.namespace = {namespace}::varchar)"
+    )
+
+
+BY_USERNAME_IN_DRIVER = _principal_sql(_policy_sql("$2")) + _BY_USERNAME_WHERE
+BY_OIDC_IN_DRIVER = _principal_sql(_policy_sql("$3")) + _BY_OIDC_WHERE
+"""The caller's statement for a request naming a namespace (the decision routes'), built
+once: beside the caller, the stored policy of that namespace's org when the caller is a
+member of it, in the same statement (one round trip for both, one snapshot)."""
 
 
 def _caller(row: Any) -> tuple[Caller, dict[uuid.UUID, Grant]]:
@@ -138,6 +163,45 @@ async def principal_on_driver(
     else:
         row = await driver.fetchrow(BY_OIDC_DRIVER, issuer, subject)
     return None if row is None else _caller(row)
+
+
+@dataclass(frozen=True, slots=True)
+class OrgOfPath:
+    """The org owning a request's namespace, of which the caller is a member, as the
+    caller's own statement read it: its id, whether it is deactivated (its grant's flag)
+    and its stored approval policy (None when it set none: the strict default)."""
+
+    id: uuid.UUID
+    deactivated: bool
+    policy: Any
+
+
+CallerIn = tuple[Caller, dict[uuid.UUID, Grant], OrgOfPath | None]
+"""The caller, its grants and the org of the namespace named (None: not a member)."""
+
+
+async def principal_in_on_driver(
+    driver: Any,
+    namespace: str,
+    *,
+    username: str | None = None,
+    issuer: str | None = None,
+    subject: str | None = None,
+) -> CallerIn | None:
+    """`principal_on_driver` and, in the same statement, the org owning `namespace` when
+    the caller is a member of it (`OrgOfPath`), else None beside the caller."""
+    if username is not None:
+        row = await driver.fetchrow(BY_USERNAME_IN_DRIVER, username, namespace)
+    else:
+        row = await driver.fetchrow(BY_OIDC_IN_DRIVER, issuer, subject, namespace)
+    if row is None:
+        return None
+    *principal, policy = row
+    caller, grants = _caller(principal)
+    for org_id, grant in grants.items():
+        if grant.namespace == namespace:
+            return caller, grants, OrgOfPath(org_id, grant.deactivated, policy)
+    return caller, grants, None
 
 
 class UserRepository:
@@ -179,6 +243,26 @@ class UserRepository:
             found = await self.session.execute(_BY_OIDC, {"issuer": issuer, "subject": subject})
         row = found.first()
         return None if row is None else _caller(row)
+
+    async def principal_in(
+        self,
+        namespace: str,
+        *,
+        username: str | None = None,
+        issuer: str | None = None,
+        subject: str | None = None,
+    ) -> CallerIn | None:
+        """`principal_of` and the org owning `namespace` with its stored policy, in the
+        same statement, on a session that autocommits (`principal_in_on_driver`);
+        elsewhere (SQLite) `principal_of` alone, no org beside it (the caller reads the
+        org's policy itself)."""
+        driver = autocommit_driver(self.session)
+        if driver is not None:
+            return await principal_in_on_driver(
+                driver, namespace, username=username, issuer=issuer, subject=subject
+            )
+        found = await self.principal_of(username=username, issuer=issuer, subject=subject)
+        return None if found is None else (*found, None)
 
     async def org_ids(self, user_id: uuid.UUID) -> frozenset[uuid.UUID]:
         result = await self.session.execute(

@@ -23,6 +23,12 @@ _POLICY_IF_ACTIVE_DRIVER = "SELECT approval_policy, deactivated_at FROM orgs WHE
 """The same read as the driver (asyncpg) takes it (`db.autocommit_driver`)."""
 
 
+def stored_policy(stored: object) -> OrgPolicy:
+    """An org's `approval_policy` column as its policy: the strict default when it set
+    none (also what the caller's statement read beside it: `floor.accounts.OrgOfPath`)."""
+    return OrgPolicy.model_validate(stored) if stored else STRICT
+
+
 class OrgRepository:
     """Reads and writes orgs; reads are always restricted to given org ids."""
 
@@ -57,7 +63,7 @@ class OrgRepository:
         """The org's approval policy, read now (never cached: a change applies at once);
         the strict default for an org that set none, or that does not exist."""
         stored = await self.session.scalar(select(Org.approval_policy).where(Org.id == org_id))
-        return OrgPolicy.model_validate(stored) if stored else STRICT
+        return stored_policy(stored)
 
     async def policy_if_active(self, org_id: uuid.UUID) -> OrgPolicy | None:
         """`policy`, or None when the org is deactivated: both in one read (a decision
@@ -73,4 +79,4 @@ class OrgRepository:
         stored, deactivated_at = found
         if deactivated_at is not None:
             return None
-        return OrgPolicy.model_validate(stored) if stored else STRICT
+        return stored_policy(stored)

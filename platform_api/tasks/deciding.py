@@ -15,7 +15,10 @@ once the answer is built (`ending`), where a yield dependency's end would run. O
 PostgreSQL the session runs each statement in its own transaction (`tasks.autocommit`: no
 BEGIN and COMMIT round trips; what must commit together does so explicitly), so that end
 sends nothing to the server: the caller's query goes straight to the driver as well
-(`floor.accounts.principal_of`).
+(`floor.accounts.principal_of`). On a route whose path names the task's namespace that
+query also reads the org of that namespace, when the caller is a member of it, with its
+stored approval policy (`floor.accounts.principal_in_on_driver`, `Deciding.org`): the
+decision then sends no read of the org's policy and active flag of its own.
 """
 
 from __future__ import annotations
@@ -30,9 +33,10 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from platform_api.auth.dependencies import bearer, get_principal, holding
+from platform_api.auth.dependencies import bearer, get_principal, get_principal_in, holding
 from platform_api.auth.tokens import TOKENS
 from platform_api.db import SESSIONS, autocommit_driver
+from platform_api.floor.accounts import OrgOfPath
 from platform_api.floor.capabilities import DECIDE
 from platform_api.floor.principal import Principal
 from platform_api.kube.client import KubeClient
@@ -50,6 +54,9 @@ class Deciding:
     principal: Principal
     kube: KubeClient
     decider: DecisionService
+    org: OrgOfPath | None = None
+    """The org of the path's namespace with its stored policy, read with the caller (on
+    PostgreSQL, when the caller is a member of it): the decision reads no policy again."""
 
 
 async def deciding(
@@ -63,10 +70,15 @@ async def deciding(
     ending(request).push_async_exit(_ender(session))  # before any check can raise
     request.state.session = session  # for `abandon`, as `get_session` does
     await autocommitting(session)
-    principal = await get_principal(session, TOKENS.of(state), credentials)
+    namespace = request.path_params.get("namespace")
+    org: OrgOfPath | None = None
+    if isinstance(namespace, str):  # the caller and that org's policy in one statement
+        principal, org = await get_principal_in(session, TOKENS.of(state), credentials, namespace)
+    else:  # by the task's uid, or in bulk: the namespaces are known later
+        principal = await get_principal(session, TOKENS.of(state), credentials)
     principal = await holding(request, principal, sessions, DECIDE)
     kube = await get_kube(KUBE.of(state))
-    return Deciding(session, principal, kube, DECIDER.of(state))
+    return Deciding(session, principal, kube, DECIDER.of(state), org)
 
 
 def ending(request: Request) -> AsyncExitStack:

@@ -27,6 +27,7 @@ from pydantic import JsonValue
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from humanwork_core import taskflow, tracing
+from humanwork_core.policy import OrgPolicy
 from humanwork_core.resources import (
     AgenticTask,
     AgenticTaskStatus,
@@ -38,11 +39,12 @@ from humanwork_core.resources import (
 )
 from platform_api.corrections import service as corrections
 from platform_api.errors import IdempotencyConflict, NotFound, OrgDeactivated, SelfApproval
+from platform_api.floor.accounts import OrgOfPath
 from platform_api.floor.audit.service import carries_key
 from platform_api.floor.principal import Principal
 from platform_api.kube.client import KubeClient
 from platform_api.mcp_servers.pins import require_known_definition
-from platform_api.orgs.repository import OrgRepository
+from platform_api.orgs.repository import OrgRepository, stored_policy
 from platform_api.slots import Slot
 from platform_api.steps.audit import MoveRecord, audit, audit_refusal
 from platform_api.steps.refusals import Answer
@@ -131,17 +133,22 @@ class DecisionService:
     """Told the verdict of every decision written (the platform's metrics)."""
 
     async def decide(
-        self, session: AsyncSession, kube: KubeClient, principal: Principal, ballot: Ballot
+        self,
+        session: AsyncSession,
+        kube: KubeClient,
+        principal: Principal,
+        ballot: Ballot,
+        known: OrgOfPath | None = None,
     ) -> Outcome:
         """Record `principal`'s `ballot`. The first attempt starts from the version of the
         task the watch saw last (no read from the API server); when that version is stale,
         the write's resourceVersion precondition fails and the task is read afresh, without
-        counting against `retries`."""
+        counting against `retries`. `known`: the org of the ballot's namespace as the
+        caller's statement of this request read it (`Deciding.org`), used for its policy
+        and active flag when it is the org found here; else they are read now."""
         orgs = self.index.orgs if self.index is not None else None
         org = await org_of_namespace(session, principal, ballot.namespace, orgs)
-        org_policy = await OrgRepository(session).policy_if_active(org.id)
-        if org_policy is None:  # no decisions
-            raise OrgDeactivated("the org is deactivated", orgId=str(org.id))
+        org_policy = await _policy_if_active(session, org, known)
         now = datetime.now(UTC)
         judged = _Judged()
 
@@ -344,6 +351,21 @@ class DecisionService:
             False,
             _carrying(entry, ballot.idempotency_key),
         )
+
+
+async def _policy_if_active(
+    session: AsyncSession, org: OrgRef, known: OrgOfPath | None
+) -> OrgPolicy:
+    """The org's policy, read fresh in this request: from the caller's statement when it
+    read this very org, else by its own read (`OrgRepository.policy_if_active`); 409
+    `org_deactivated` for a deactivated org (no decisions)."""
+    if known is not None and known.id == org.id:
+        policy = None if known.deactivated else stored_policy(known.policy)
+    else:
+        policy = await OrgRepository(session).policy_if_active(org.id)
+    if policy is None:
+        raise OrgDeactivated("the org is deactivated", orgId=str(org.id))
+    return policy
 
 
 def _as_written(task: AgenticTask, written: dict[str, Any]) -> AgenticTask:

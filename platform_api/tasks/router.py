@@ -150,7 +150,7 @@ async def _decide(
 ) -> DecisionRead:
     key = idempotency_key or uuid.uuid4().hex
     ballot = Ballot(namespace, name, step_id, verdict, body.feedback, body.step_hash, key)
-    outcome = await ctx.decider.decide(ctx.session, ctx.kube, ctx.principal, ballot)
+    outcome = await ctx.decider.decide(ctx.session, ctx.kube, ctx.principal, ballot, ctx.org)
     return DecisionRead(
         step_id=step_id,
         verdict=verdict.value,
