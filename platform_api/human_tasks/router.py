@@ -256,7 +256,7 @@ async def resume(
         provided=body.content,
         selection=body.selection,
     )
-    outcome = await ctx.decider.decide(ctx.session, ctx.kube, ctx.principal, ballot)
+    outcome = await ctx.decider.decide(ctx.session, ctx.kube, ctx.principal, ballot, ctx.org)
     assert outcome.recorded is not None  # decide recorded (or found) this key's decision
     return ResumeRead(
         id=f"{namespace}/{name}/{step_id}",

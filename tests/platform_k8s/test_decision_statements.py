@@ -1,11 +1,12 @@
 """A decision's statements on PostgreSQL, and its guarantees from the attacker's side, all
 through the route: an approval by the task's namespace sends the database two statements,
 the caller's (which also reads the org of the path's namespace, its active flag and its
-policy) and the audit row's append (no read of the org's policy of its own; the route by
-the task's uid, whose path names no namespace, still sends it: the fallback); a quorum
-the org's admin just raised holds at the very next decision; a deactivated org's decision
-is refused (409 `org_deactivated`) and, once reactivated, accepted; another org's
-namespace, a removed membership and a deactivated user are refused at the next request."""
+policy) and the audit row's append (no read of the org's policy of its own; the review
+queue's resume is the same two; the route by the task's uid, whose path names no
+namespace, still sends it: the fallback); a quorum the org's admin just raised holds at
+the very next decision; a deactivated org's decision is refused (409 `org_deactivated`)
+and, once reactivated, accepted; another org's namespace, a removed membership and a
+deactivated user are refused at the next request."""
 
 from __future__ import annotations
 
@@ -140,6 +141,22 @@ async def test_an_approval_sends_the_caller_with_the_policy_and_the_audit_row(
     assert by_uid.status_code == 200, by_uid.text
     assert "policy" in _kinds(sent) and "caller" in _kinds(sent), _kinds(sent)
     assert await _approvals(db, second["id"]) == 1
+
+
+async def test_the_review_queues_resume_sends_the_caller_with_the_policy_and_the_audit_row(
+    tasks: TaskApi,
+    orgs: Orgs,
+    db: AsyncEngine,
+    client: httpx.AsyncClient,
+    sent: list[str],
+) -> None:
+    made = await tasks.create(orgs.requester, orgs.org_a)
+    await tasks.until(orgs.expert, made["id"], _ticked)
+    path = f"/human-tasks/{made['id']}/read/resume"
+    r = await _mine(client.post(path, json={"action": "approve"}, headers=orgs.expert.headers))
+    assert r.status_code == 200, r.text
+    assert _kinds(sent) == ["caller+policy", "audit"]  # the queue's route as the task's
+    assert await _approvals(db, made["id"]) == 1
 
 
 async def test_a_quorum_raised_by_the_orgs_admin_holds_at_the_next_decision(
