@@ -15,8 +15,9 @@ ServiceAccount). Then:
    precondition, as the humanwork-platform-api ServiceAccount, the admission policies in
    force). Prints its rate (200 answers only; the others are counted), its latencies, the
    ratio platform / ceiling and the load average of each phase; and the CPU each phase
-   cost per answered write, the whole machine's (/proc/stat) and the API server's, etcd's
-   and the platform's: the ceiling's machine CPU per write over the platform's per
+   cost per answered write, the whole machine's (/proc/stat) and the API server's, etcd's,
+   the platform's, PostgreSQL's (with its backends) and the load generator's (this
+   process): the ceiling's machine CPU per write over the platform's per
    approval is the highest ratio the two can reach on this machine once its cores are
    busy (the platform and the API server share them);
 2. the queue: OPEN more tasks (default 10,000) are created directly in Kubernetes; once
@@ -31,7 +32,6 @@ Run by hand or with `make bench`; it prints and asserts nothing.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import base64
 import os
 import queue
@@ -41,10 +41,12 @@ import statistics
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 import yaml
@@ -57,6 +59,8 @@ from humanwork_core.policy import STRICT
 from humanwork_core.resources import AgenticTask, Verdict
 from humanwork_dev import cluster
 from humanwork_dev.processes import PlatformProcess
+
+T = TypeVar("T")
 
 STEP = {
     "id": "read",
@@ -73,31 +77,69 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def _approve_all(
-    base: str, experts: list[dict[str, str]], task_ids: list[str]
+def _in_threads(
+    clients: list[Callable[[], httpx.Client]],
+    items: list[T],
+    send: Callable[[httpx.Client, T], httpx.Response],
+    warm: str,
+    on_start: Callable[[], None] = lambda: None,
 ) -> tuple[float, list[float], list[str]]:
-    """The experts approve every task's step concurrently: wall time, the latencies of the
-    200 answers, the other answers."""
-    pending: asyncio.Queue[str] = asyncio.Queue()
-    for task_id in task_ids:
-        pending.put_nowait(task_id)
+    """One thread per client, all with the same plain synchronous client (httpx), sending
+    `items` until none is left: wall time, the latencies of the 200 answers, the other
+    answers. Each client first GETs `warm` (connected before the clock starts); `on_start`
+    runs just before it does (the CPU meter's start)."""
+    work: queue.SimpleQueue[T] = queue.SimpleQueue()
+    for item in items:
+        work.put(item)
     latencies: list[float] = []
     failed: list[str] = []
+    ready = threading.Event()
 
-    async def worker(headers: dict[str, str]) -> None:
-        async with httpx.AsyncClient(base_url=base, headers=headers, timeout=30) as http:
-            while not pending.empty():
-                task_id = pending.get_nowait()
+    def worker(make: Callable[[], httpx.Client]) -> None:
+        with make() as http:
+            http.get(warm).raise_for_status()
+            ready.wait()
+            while True:
+                try:
+                    item = work.get_nowait()
+                except queue.Empty:
+                    return
                 t0 = time.monotonic()
-                r = await http.post(f"/agentic/tasks/{task_id}/steps/read/approve", json={})
+                r = send(http, item)
                 if r.status_code == 200:
                     latencies.append(time.monotonic() - t0)
                 else:
-                    failed.append(f"{task_id}: {r.status_code} {r.text[:200]}")
+                    failed.append(f"{r.request.url.path}: {r.status_code} {r.text[:200]}")
 
+    threads = [threading.Thread(target=worker, args=(make,)) for make in clients]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.5)
+    on_start()
     t0 = time.monotonic()
-    await asyncio.gather(*(worker(h) for h in experts))
+    ready.set()
+    for thread in threads:
+        thread.join()
     return time.monotonic() - t0, latencies, failed
+
+
+def _approve_all(
+    base: str,
+    experts: list[dict[str, str]],
+    task_ids: list[str],
+    on_start: Callable[[], None] = lambda: None,
+) -> tuple[float, list[float], list[str]]:
+    """The experts approve every task's step concurrently, a thread each with the same
+    plain client as the ceiling's (`_in_threads`): wall time, the latencies of the 200
+    answers, the other answers."""
+
+    def client(headers: dict[str, str]) -> Callable[[], httpx.Client]:
+        return lambda: httpx.Client(base_url=base, headers=headers, timeout=30)
+
+    def approve(http: httpx.Client, task_id: str) -> httpx.Response:
+        return http.post(f"/agentic/tasks/{task_id}/steps/read/approve", json={})
+
+    return _in_threads([client(h) for h in experts], task_ids, approve, "/healthz", on_start)
 
 
 def main() -> None:
@@ -120,7 +162,7 @@ def main() -> None:
     args = parser.parse_args()
 
     with scratch_platform("hw-bench-decisions-") as scratch:
-        _run(args, scratch.info, scratch.platform)
+        _run(args, scratch.info, scratch.platform, scratch.postgres.pid())
 
 
 @dataclass
@@ -230,43 +272,17 @@ def _ceiling(
             (task_id, _decision_body(http, task_id, f"expert{i % clients}"))
             for i, task_id in enumerate(task_ids)
         ]
-    work: queue.SimpleQueue[tuple[str, bytes]] = queue.SimpleQueue()
-    for item in bodies:
-        work.put(item)
-    latencies: list[float] = []
-    failed: list[str] = []
     headers = {"Content-Type": APPLY_CONTENT_TYPE}
     params = {"fieldManager": "humanwork-platform-api", "force": "true"}
 
-    def worker() -> None:
-        with apiserver.client() as http:
-            http.get("/version").raise_for_status()  # connect before the clock starts
-            ready.wait()
-            while True:
-                try:
-                    task_id, body = work.get_nowait()
-                except queue.Empty:
-                    return
-                t0 = time.monotonic()
-                r = http.patch(
-                    _task_path(task_id) + "/status", content=body, headers=headers, params=params
-                )
-                if r.status_code == 200:
-                    latencies.append(time.monotonic() - t0)
-                else:
-                    failed.append(f"{r.status_code} {r.text[:200]}")
+    def apply(http: httpx.Client, item: tuple[str, bytes]) -> httpx.Response:
+        task_id, body = item
+        path = _task_path(task_id) + "/status"
+        return http.patch(path, content=body, headers=headers, params=params)
 
-    ready = threading.Event()
-    threads = [threading.Thread(target=worker) for _ in range(clients)]
-    for thread in threads:
-        thread.start()
-    time.sleep(0.5)
-    meter.start()
-    t0 = time.monotonic()
-    ready.set()
-    for thread in threads:
-        thread.join()
-    elapsed, spent = time.monotonic() - t0, meter.per_write(len(latencies))
+    clients_ = [apiserver.client] * clients
+    elapsed, latencies, failed = _in_threads(clients_, bodies, apply, "/version", meter.start)
+    spent = meter.per_write(len(latencies))
     phase = Phase(name, elapsed, latencies, len(failed), os.getloadavg()[0], spent)
     for answer in failed[:3]:
         print(f"{name}: not 200: {answer}")
@@ -277,6 +293,20 @@ def _cpu_seconds(pid: int) -> float:
     """User and system CPU time of process `pid` so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _tree_cpu_seconds(pid: int) -> float:
+    """`_cpu_seconds` of process `pid` and its children: those it has reaped (its stat's
+    cutime and cstime) and those alive now (PostgreSQL's backends under its postmaster)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    total = (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+    total += _cpu_seconds(pid)
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        try:
+            total += _cpu_seconds(int(child))
+        except FileNotFoundError:  # it ended in between: counted in cutime next time
+            continue
+    return total
 
 
 def _machine_busy_seconds() -> float:
@@ -292,17 +322,24 @@ class CpuMeter:
     ratio of the ceiling's machine CPU per write to the platform's per approval bounds the
     ratio of their rates once the machine is busy."""
 
-    def __init__(self, pids: dict[str, int]) -> None:
-        self.pids = pids
+    def __init__(self, pids: dict[str, int], trees: dict[str, int] | None = None) -> None:
+        self.pids = {**pids, **(trees or {})}
+        self.trees = set(trees or ())  # counted with their children (`_tree_cpu_seconds`)
         self.before: dict[str, float] = {}
 
+    def _now(self) -> dict[str, float]:
+        now = {
+            name: (_tree_cpu_seconds if name in self.trees else _cpu_seconds)(pid)
+            for name, pid in self.pids.items()
+        }
+        now["machine"] = _machine_busy_seconds()
+        return now
+
     def start(self) -> None:
-        self.before = {name: _cpu_seconds(pid) for name, pid in self.pids.items()}
-        self.before["machine"] = _machine_busy_seconds()
+        self.before = self._now()
 
     def per_write(self, writes: int) -> dict[str, float]:
-        now = {name: _cpu_seconds(pid) for name, pid in self.pids.items()}
-        now["machine"] = _machine_busy_seconds()
+        now = self._now()
         spent = {name: (now[name] - self.before[name]) * 1000 / max(1, writes) for name in now}
         spent["rest"] = spent["machine"] - sum(spent[n] for n in self.pids)
         return spent
@@ -312,6 +349,7 @@ def _run(
     args: argparse.Namespace,
     info: cluster.ClusterInfo,
     platform: PlatformProcess,
+    postgres_pid: int,
 ) -> None:
     base, platform_pid = platform.url, platform.pid
     http = httpx.Client(base_url=base, timeout=30)
@@ -323,7 +361,9 @@ def _run(
             "kube-apiserver": info.pids["kube-apiserver"],
             "etcd": info.pids["etcd"],
             "platform": platform_pid,
-        }
+            "load generator": os.getpid(),
+        },
+        trees={"postgres": postgres_pid},
     )
     phases: list[Phase] = []
     if args.ceiling:
@@ -333,8 +373,7 @@ def _run(
     task_ids = _create_tasks(http, requester, org_id, args.tasks)
     time.sleep(1)  # the platform's watch has seen them
     profiler = py_spy(args.profile, platform_pid)
-    meter.start()
-    elapsed, latencies, failed = asyncio.run(_approve_all(base, experts, task_ids))
+    elapsed, latencies, failed = _approve_all(base, experts, task_ids, meter.start)
     spent = meter.per_write(len(latencies))
     platform_phase = Phase("platform", elapsed, latencies, len(failed), os.getloadavg()[0], spent)
     for answer in failed[:3]:
@@ -434,9 +473,10 @@ def _summary(platform: Phase, ceilings: list[Phase]) -> None:
         )
     ratios = ", ".join(f"{platform.rate / c.rate:.2f} ({c.name})" for c in ceilings if c.rate)
     print(f"  ratio platform / ceiling: {ratios}")
-    names = ("machine", "kube-apiserver", "etcd", "platform", "rest")
-    print("\nCPU ms per write (machine: every process, all cores; rest: PostgreSQL, this")
-    print("load generator and anything else running):")
+    names = ("machine", "kube-apiserver", "etcd", "platform", "postgres", "load generator", "rest")
+    print("\nCPU ms per write (machine: every process, all cores; load generator: this")
+    print("process, the experts' clients and the plain client; rest: the controller manager,")
+    print("the scheduler, kwok, the kernel's own work and anything else running):")
     print(f"  {'':16} " + " ".join(f"{n:>14}" for n in names))
     for phase in [ceilings[0], platform, *ceilings[1:]]:
         print(f"  {phase.name:16} " + " ".join(f"{phase.cpu.get(n, 0):14.1f}" for n in names))

@@ -212,6 +212,11 @@ class PostgresServer(Running):
             "postgres", f'DROP DATABASE IF EXISTS "{_valid_name(name)}" WITH (FORCE)'
         )
 
+    def pid(self) -> int:
+        """The postmaster's process id (the first line of its pid file), for the benches
+        that count the server's CPU with its backends'."""
+        return int((self.data_dir / "postmaster.pid").read_text().split("\n", 1)[0])
+
     def stop(self) -> None:
         """Stop the server (fast shutdown) and remove its directory."""
         try:
