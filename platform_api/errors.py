@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any, ClassVar
 
+from asyncpg import PostgresError  # type: ignore[import-untyped]
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
@@ -522,15 +523,23 @@ _CONNECTION_LOST = ("08", "57P01", "57P02", "57P03")
 crashed or starting up."""
 
 
+def _sqlstate(exc: Exception) -> str:
+    """The SQLSTATE of a database error: SQLAlchemy's (from the driver's error it wraps) or
+    the driver's own, raised by a statement sent on it directly (`db.autocommit_driver`)."""
+    orig = exc.orig if isinstance(exc, DBAPIError) else exc
+    return str(getattr(orig, "sqlstate", "") or "")
+
+
 def _connection_lost(exc: Exception) -> bool:
     """Whether a database error says the server went away, not that the statement failed."""
     if isinstance(exc, ConnectionRefusedError | ConnectionResetError):
         return True  # asyncpg's connect, unwrapped by SQLAlchemy
+    if isinstance(exc, PostgresError):
+        return _sqlstate(exc).startswith(_CONNECTION_LOST)
     if not isinstance(exc, DBAPIError):
         return False
-    sqlstate = str(getattr(exc.orig, "sqlstate", "") or "")
     closed = "connection" in type(exc.orig).__name__.lower()
-    return exc.connection_invalidated or closed or sqlstate.startswith(_CONNECTION_LOST)
+    return exc.connection_invalidated or closed or _sqlstate(exc).startswith(_CONNECTION_LOST)
 
 
 async def _database_error(request: Request, exc: Exception) -> JSONResponse:
@@ -539,8 +548,7 @@ async def _database_error(request: Request, exc: Exception) -> JSONResponse:
         return await _platform_error(
             request, DatabaseUnavailable("the platform's database did not answer; retry")
         )
-    assert isinstance(exc, DBAPIError)
-    if getattr(exc.orig, "sqlstate", None) in _UNSTORABLE_TEXT:
+    if _sqlstate(exc) in _UNSTORABLE_TEXT:
         return JSONResponse(
             _body(
                 "validation_failed",
@@ -557,6 +565,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(PlatformError, _platform_error)
     app.add_exception_handler(KubeError, _platform_error)
     app.add_exception_handler(DBAPIError, _database_error)
+    app.add_exception_handler(PostgresError, _database_error)
     app.add_exception_handler(ConnectionRefusedError, _database_error)
     app.add_exception_handler(ConnectionResetError, _database_error)
     app.add_exception_handler(RequestValidationError, _validation_error)

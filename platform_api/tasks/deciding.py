@@ -18,11 +18,14 @@ sends nothing to the server: the caller's query goes straight to the driver as w
 (`floor.accounts.principal_of`). On a route whose path names the task's namespace that
 query also reads the org of that namespace, when the caller is a member of it, with its
 stored approval policy (`floor.accounts.principal_in_on_driver`, `Deciding.org`): the
-decision then sends no read of the org's policy and active flag of its own.
+decision then sends no read of the org's policy and active flag of its own. A path whose
+namespace no Kubernetes namespace can have (upper case, a NUL, too long) names no org:
+the caller alone is read, and the path's own check then refuses the request (422).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -72,9 +75,10 @@ async def deciding(
     await autocommitting(session)
     namespace = request.path_params.get("namespace")
     org: OrgOfPath | None = None
-    if isinstance(namespace, str):  # the caller and that org's policy in one statement
+    if isinstance(namespace, str) and _NAMESPACE.fullmatch(namespace):
+        # the caller and that org's policy in one statement
         principal, org = await get_principal_in(session, TOKENS.of(state), credentials, namespace)
-    else:  # by the task's uid, or in bulk: the namespaces are known later
+    else:  # by the task's uid, in bulk (the namespaces are known later), or no namespace
         principal = await get_principal(session, TOKENS.of(state), credentials)
     principal = await holding(request, principal, sessions, DECIDE)
     kube = await get_kube(KUBE.of(state))
@@ -92,6 +96,12 @@ def ending(request: Request) -> AsyncExitStack:
 
 
 _FUNCTION_STACK = "fastapi_function_astack"
+
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+"""A Kubernetes namespace's name (an RFC 1123 label, the routes' path pattern): only such
+a name goes into the caller's statement. The dependency runs before FastAPI checks the path,
+so a name the path refuses must not reach the database first (a NUL is text PostgreSQL
+cannot store)."""
 
 
 def _ender(session: AsyncSession) -> Callable[..., Awaitable[bool]]:

@@ -6,7 +6,9 @@ queue's resume is the same two; the route by the task's uid, whose path names no
 namespace, still sends it: the fallback); a quorum the org's admin just raised holds at
 the very next decision; a deactivated org's decision is refused (409 `org_deactivated`)
 and, once reactivated, accepted; another org's namespace, a removed membership and a
-deactivated user are refused at the next request."""
+deactivated user are refused at the next request; a path whose namespace no namespace can
+have (a NUL, upper case, too long) is refused by the path's own check (422), never sent to
+the database."""
 
 from __future__ import annotations
 
@@ -239,3 +241,24 @@ async def test_another_orgs_namespace_a_removed_member_and_a_deactivated_user(
     ok = await tasks.decide(orgs.admin_a, made["id"], "read")
     assert ok.status_code == 200, ok.text
     assert await _approvals(db, made["id"]) == 1
+
+
+async def test_a_namespace_no_namespace_can_have_is_refused_by_the_paths_check(
+    tasks: TaskApi, orgs: Orgs, client: httpx.AsyncClient, db: AsyncEngine
+) -> None:
+    made = await tasks.create(orgs.requester, orgs.org_a)
+    await tasks.until(orgs.expert, made["id"], _ticked)
+    namespace, name = made["id"].split("/")
+    for bad in (f"{namespace}%00", namespace.upper(), namespace + "-" + "x" * 63):
+        for path, body in (
+            (f"/agentic/tasks/{bad}/{name}/steps/read/approve", {}),
+            (f"/human-tasks/{bad}/{name}/read/resume", {"action": "approve"}),
+        ):
+            r = await client.post(path, json=body, headers=orgs.expert.headers)
+            assert (r.status_code, r.json()["code"]) == (422, "validation_failed"), r.text
+            # the path's own check, not the database's refusal of what it cannot store
+            assert r.json()["details"]["errors"][0]["loc"] == ["path", "namespace"], r.text
+    assert await _approvals(db, made["id"]) == 0
+    # the positive control: the same task by its own namespace is decided
+    ok = await tasks.decide(orgs.expert, made["id"], "read")
+    assert ok.status_code == 200, ok.text

@@ -1,12 +1,16 @@
 """A database that went away (restarting, failing over, refusing connections) is answered
 503 `database_unavailable` with `Retry-After`, which the agent and the experts' clients
-retry with the same key; a statement that failed on a live database stays a 500."""
+retry with the same key; a statement that failed on a live database stays a 500. The same
+for a statement sent to the driver (asyncpg) directly, whose errors SQLAlchemy never wraps:
+its lost connection is 503, text the database cannot store (a NUL) 422
+`validation_failed`, any other refusal 500."""
 
 from __future__ import annotations
 
 import asyncio
 
 import httpx
+from asyncpg import exceptions as driver
 from fastapi import FastAPI
 from sqlalchemy.exc import DBAPIError, OperationalError
 
@@ -41,6 +45,18 @@ def _app() -> FastAPI:
     async def broken() -> None:
         raise DBAPIError("SELECT * FROM nowhere", {}, _Broken("no such table"))
 
+    @app.get("/driver/closed")
+    async def driver_closed() -> None:
+        raise driver.ConnectionDoesNotExistError("connection was closed in the middle of operation")
+
+    @app.get("/driver/nul")
+    async def driver_nul() -> None:
+        raise driver.CharacterNotInRepertoireError('invalid byte sequence for encoding "UTF8"')
+
+    @app.get("/driver/broken")
+    async def driver_broken() -> None:
+        raise driver.UndefinedTableError('relation "nowhere" does not exist')
+
     return app
 
 
@@ -51,7 +67,7 @@ async def _get(path: str) -> httpx.Response:
 
 
 def test_a_database_that_went_away_is_answered_503_and_retried() -> None:
-    for path in ("/refused", "/shutdown", "/invalidated"):
+    for path in ("/refused", "/shutdown", "/invalidated", "/driver/closed"):
         answer = asyncio.run(_get(path))
         assert answer.status_code == 503, (path, answer.text)
         assert answer.json()["code"] == "database_unavailable"
@@ -63,3 +79,17 @@ def test_a_failed_statement_on_a_live_database_stays_an_internal_error() -> None
     answer = asyncio.run(_get("/broken"))
     assert answer.status_code == 500
     assert answer.json()["code"] == "internal_error"
+
+
+def test_text_the_driver_cannot_store_is_the_callers_error() -> None:
+    answer = asyncio.run(_get("/driver/nul"))
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["code"] == "validation_failed"
+    assert "UTF8" not in answer.text  # the database's own words stay in the platform
+
+
+def test_a_statement_the_live_database_refused_on_the_driver_stays_an_internal_error() -> None:
+    answer = asyncio.run(_get("/driver/broken"))
+    assert answer.status_code == 500
+    assert answer.json()["code"] == "internal_error"
+    assert "nowhere" not in answer.text
