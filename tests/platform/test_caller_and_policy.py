@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any
 
 from fastapi import FastAPI
 from sqlalchemy import text
@@ -19,14 +18,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from platform_api.db import ENGINE, driver_connection
 from platform_api.floor.accounts import UserRepository, principal_in_on_driver
 from platform_api.orgs.repository import OrgRepository, stored_policy
+from tests.platform.callers_support import ISSUER, sql, varied_callers
 from tests.platform.conftest import Api, TwoOrgs
-
-ISSUER = "https://idp.example.test"
-
-
-async def _sql(db: AsyncEngine, statement: str, **params: Any) -> None:
-    async with db.begin() as conn:
-        await conn.execute(text(statement), params)
 
 
 async def _namespaces(db: AsyncEngine) -> dict[str, str]:
@@ -38,21 +31,13 @@ async def _namespaces(db: AsyncEngine) -> dict[str, str]:
 async def test_the_callers_statement_reads_the_policy_of_its_own_orgs_namespace_only(
     app: FastAPI, api: Api, two_orgs: TwoOrgs, db: AsyncEngine
 ) -> None:
-    await api.user(two_orgs.admin, "nobody", "viewer", [])  # a user of no org
+    await varied_callers(api, two_orgs, db)
     raised = {"requiredApprovals": {"high": 2}}
-    await _sql(
+    await sql(
         db,
         "UPDATE orgs SET approval_policy = CAST(:p AS json) WHERE id = CAST(:o AS uuid)",
         p=json.dumps(raised),
         o=two_orgs.org_a,
-    )
-    await _sql(
-        db, "UPDATE orgs SET deactivated_at = now() WHERE id = CAST(:o AS uuid)", o=two_orgs.org_b
-    )
-    await _sql(
-        db,
-        "UPDATE users SET oidc_issuer = :i, oidc_subject = 'sub-x' WHERE username = 'expert-a'",
-        i=ISSUER,
     )
     namespaces = await _namespaces(db)
     ns_a, ns_b = namespaces[two_orgs.org_a], namespaces[two_orgs.org_b]

@@ -18,7 +18,7 @@ import pytest
 from asyncpg.transaction import Transaction
 from fastapi import FastAPI
 from fastapi.security import HTTPAuthorizationCredentials
-from sqlalchemy import event, text
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 
 from platform_api.auth.dependencies import get_principal, principal_from
@@ -29,29 +29,15 @@ from platform_api.floor.accounts import UserRepository, principal_on_driver
 from platform_api.kube.client import KubeClient
 from platform_api.state import KUBE
 from platform_api.tasks.deciding import deciding
+from tests.platform.callers_support import ISSUER, sql, varied_callers
 from tests.platform.conftest import Api, TwoOrgs
-
-ISSUER = "https://idp.example.test"
-
-
-async def _sql(db: AsyncEngine, statement: str, **params: Any) -> None:
-    async with db.begin() as conn:
-        await conn.execute(text(statement), params)
 
 
 async def test_the_drivers_caller_query_answers_as_sqlalchemys(
     app: FastAPI, api: Api, two_orgs: TwoOrgs, db: AsyncEngine
 ) -> None:
-    await api.user(two_orgs.admin, "nobody", "viewer", [])  # a user of no org
-    await _sql(
-        db, "UPDATE orgs SET deactivated_at = now() WHERE id = CAST(:o AS uuid)", o=two_orgs.org_b
-    )
-    await _sql(
-        db,
-        "UPDATE users SET oidc_issuer = :i, oidc_subject = 'sub-x' WHERE username = 'expert-a'",
-        i=ISSUER,
-    )
-    await _sql(db, "UPDATE users SET deactivated_at = now() WHERE username = 'viewer-a'")
+    await varied_callers(api, two_orgs, db)
+    await sql(db, "UPDATE users SET deactivated_at = now() WHERE username = 'viewer-a'")
     asks: list[dict[str, str]] = [
         {"username": u} for u in ("admin", "admin-b", "expert-a", "viewer-a", "nobody", "ghost")
     ]
@@ -143,13 +129,13 @@ async def test_me_reads_on_the_driver_with_no_transaction_and_fresh_each_time(
     assert body["roles"] == {two_orgs.org_a: "admin", two_orgs.org_b: "admin"}
 
     # a removed membership, a deactivated org, a deactivated user: at the next request
-    await _sql(
+    await sql(
         db,
         "DELETE FROM memberships WHERE org_id = CAST(:o AS uuid) AND user_id = "
         "(SELECT id FROM users WHERE username = 'admin')",
         o=two_orgs.org_b,
     )
-    await _sql(
+    await sql(
         db, "UPDATE orgs SET deactivated_at = now() WHERE id = CAST(:o AS uuid)", o=two_orgs.org_a
     )
     begun.clear()  # the test's own writes
@@ -157,7 +143,7 @@ async def test_me_reads_on_the_driver_with_no_transaction_and_fresh_each_time(
     assert [o["id"] for o in after["orgs"]] == [two_orgs.org_a]
     assert after["orgs"][0]["deactivated_at"] is not None
     assert after["roles"] == {two_orgs.org_a: "admin"}
-    await _sql(db, "UPDATE users SET deactivated_at = now() WHERE username = 'expert-a'")
+    await sql(db, "UPDATE users SET deactivated_at = now() WHERE username = 'expert-a'")
     assert len(begun) == 1  # the test's own write
     begun.clear()
     for _ in range(40):  # more than the pool holds: each refusal gives its connection back
