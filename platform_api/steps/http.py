@@ -1,18 +1,31 @@
 """The route vocabulary shared by the slices that expose moves of a step: the path
-parameters of a task and its step, and the error codes a decision documents."""
+parameters of a task and its step (with `a_namespace`, the namespace's own check for a
+dependency that reads the raw path), and the error codes a decision documents."""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 from fastapi import Path
 
 NAMESPACE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+NAMESPACE_MAX = 63
 NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 
 Namespace = Annotated[
-    str, Path(max_length=63, pattern=NAMESPACE, description="the org's namespace")
+    str, Path(max_length=NAMESPACE_MAX, pattern=NAMESPACE, description="the org's namespace")
 ]
+
+_NAMESPACE = re.compile(NAMESPACE)
+
+
+def a_namespace(value: str) -> bool:
+    """Whether `value` passes `Namespace`'s own check (its length and pattern): for a
+    dependency, which FastAPI runs before it checks the path."""
+    return len(value) <= NAMESPACE_MAX and _NAMESPACE.fullmatch(value) is not None
+
+
 Name = Annotated[str, Path(max_length=253, pattern=NAME, description="the task's name")]
 
 UNAVAILABLE = {503: ("kubernetes_unavailable", "no Kubernetes API is configured")}

@@ -25,7 +25,6 @@ the caller alone is read, and the path's own check then refuses the request (422
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -45,6 +44,7 @@ from platform_api.floor.principal import Principal
 from platform_api.kube.client import KubeClient
 from platform_api.openapi import mark
 from platform_api.state import KUBE, get_kube
+from platform_api.steps.http import a_namespace
 from platform_api.tasks.autocommit import autocommitting
 from platform_api.tasks.decisions import DECIDER, DecisionService
 
@@ -75,8 +75,9 @@ async def deciding(
     await autocommitting(session)
     namespace = request.path_params.get("namespace")
     org: OrgOfPath | None = None
-    if isinstance(namespace, str) and _NAMESPACE.fullmatch(namespace):
-        # the caller and that org's policy in one statement
+    # the caller and that org's policy in one statement; the path's check runs only after
+    # this dependency, and a name it refuses (a NUL) must not reach the database first
+    if isinstance(namespace, str) and a_namespace(namespace):
         principal, org = await get_principal_in(session, TOKENS.of(state), credentials, namespace)
     else:  # by the task's uid, in bulk (the namespaces are known later), or no namespace
         principal = await get_principal(session, TOKENS.of(state), credentials)
@@ -96,12 +97,6 @@ def ending(request: Request) -> AsyncExitStack:
 
 
 _FUNCTION_STACK = "fastapi_function_astack"
-
-_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-"""A Kubernetes namespace's name (an RFC 1123 label, the routes' path pattern): only such
-a name goes into the caller's statement. The dependency runs before FastAPI checks the path,
-so a name the path refuses must not reach the database first (a NUL is text PostgreSQL
-cannot store)."""
 
 
 def _ender(session: AsyncSession) -> Callable[..., Awaitable[bool]]:
