@@ -14,7 +14,7 @@ from kubernetes import client as kclient
 from playwright.sync_api import Page, expect
 
 from humanwork_core.requester import REQUESTER_ANNOTATION
-from tests.browser.support import Org, _login
+from tests.browser.support import Org, _login, until
 from tests.platform.conftest import ADMIN_PASSWORD
 
 expect.set_options(timeout=20_000)  # a loaded two-core machine: pages take a while
@@ -50,7 +50,10 @@ def add_client(org: Org, key: str) -> Client:
 
 
 def conversation_of(org: Org, client: Client, subject: str, message: str) -> str:
-    """A conversation the client started with its first message; its id."""
+    """A conversation the client started with its first message; its id, once the
+    platform's dispatch of that message ended with its update in the conversation (no
+    agent answers in the browser stack): that update is the conversation's latest activity
+    before the test's own, never one landing in the middle of what the test looks at."""
     r = org.http.post(
         f"/orgs/{org.id}/conversations",
         json={"subject": subject, "message": message},
@@ -58,7 +61,16 @@ def conversation_of(org: Org, client: Client, subject: str, message: str) -> str
     )
     assert r.status_code == 201, r.text
     cid: str = r.json()["id"]
+    until(lambda: told(org, client, cid, "dispatch_failed"), bool)
     return cid
+
+
+def told(org: Org, client: Client, cid: str, event: str) -> list[dict[str, Any]]:
+    """The system messages of `event` the platform wrote in the client's conversation (from
+    its own loops: the dispatch of a client's message, the task watch)."""
+    r = org.http.get(f"/orgs/{org.id}/conversations/{cid}", headers=client.headers)
+    assert r.status_code == 200, r.text
+    return [m for m in r.json()["messages"] if (m.get("meta") or {}).get("event") == event]
 
 
 def client_login(page: Page, org: Org, client: Client, path: str) -> None:

@@ -25,6 +25,7 @@ from tests.browser.portal_support import (
     no_horizontal_overflow,
     phone,
     tab_to,
+    told,
 )
 from tests.browser.support import Org, until
 
@@ -166,13 +167,6 @@ def test_posting_and_confirming_by_keyboard_alone(page: Page, org: Org, client_a
     page.keyboard.press("Enter")
     expect(card_step(page, "fix-stock")).to_contain_text("You confirmed this step", timeout=LIVE_MS)
     assert step_of(org, client_a, cid, "fix-stock")["confirmation"]["state"] == "confirmed"
-
-
-def told(org: Org, client: Client, cid: str, event: str) -> list[dict[str, Any]]:
-    """The system messages of `event` the platform wrote in the client's conversation."""
-    r = org.http.get(f"/orgs/{org.id}/conversations/{cid}", headers=client.headers)
-    assert r.status_code == 200, r.text
-    return [m for m in r.json()["messages"] if (m.get("meta") or {}).get("event") == event]
 
 
 def test_what_changed_since_the_last_visit(page: Page, org: Org, client_a: Client) -> None:
