@@ -125,7 +125,9 @@ def client_task(org: Org, client: Client, cid: str, steps: list[dict[str, Any]])
     message and the platform binds it (written here as the cluster admin: the requester
     the platform vouches for, and a waiting confirmation on each high-risk action step, the
     record the platform writes when it binds a client's plan); its `namespace/name` once
-    the operator gave it a deadline."""
+    the operator gave it a deadline and the platform told the conversation that its first
+    step waits for an expert (from its task watch; so that update never lands among what
+    the test looks at, as `conversation_of` waits for the dispatch's)."""
     name = f"portal-{uuid.uuid4().hex[:8]}"
     kclient.CustomObjectsApi(org.cluster.api).create_namespaced_custom_object(
         "humanwork.io",
@@ -148,6 +150,7 @@ def client_task(org: Org, client: Client, cid: str, steps: list[dict[str, Any]])
     )
     task_id = f"{org.namespace}/{name}"
     org.wait(task_id, lambda t: bool(t["status"].get("nextDeadline")))
+    until(lambda: told(org, client, cid, "step_waiting"), bool)
     high = [s["id"] for s in steps if s.get("kind") == "action" and s["risk"] in HIGH]
     if high:
         require_confirmation(org, name, high)

@@ -25,7 +25,6 @@ from tests.browser.portal_support import (
     no_horizontal_overflow,
     phone,
     tab_to,
-    told,
 )
 from tests.browser.support import Org, until
 
@@ -172,9 +171,6 @@ def test_posting_and_confirming_by_keyboard_alone(page: Page, org: Org, client_a
 def test_what_changed_since_the_last_visit(page: Page, org: Org, client_a: Client) -> None:
     cid = conversation_of(org, client_a, "Since last time", REQUEST)
     task_id = client_task(org, client_a, cid, [READ, WRITE])
-    # the platform tells the waiting step in the conversation from its own watch: the first
-    # visit comes after it, so that only what happens after the visit is new
-    until(lambda: told(org, client_a, cid, "step_waiting"), bool)
     path = f"/portal/orgs/{org.id}/conversations/{cid}"
     client_login(page, org, client_a, path)
     expect(page.locator("#plans .plan-card")).to_have_count(1)
