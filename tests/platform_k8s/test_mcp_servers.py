@@ -321,12 +321,16 @@ async def test_an_approval_covers_only_the_definition_the_platform_discovered(
     pin = await pinned(app, agent)
     unseen = "sha256:" + "0" * 64
     task = await tasks.create(orgs.requester, orgs.org_a, **plan(unseen))
+    # the operator has set up the step's status (its deadline): the refusal below is the
+    # pin's alone, and the step's entry is there to show that nothing was written into it
+    await tasks.until(orgs.expert, task["id"], lambda t: bool(t["status"].get("nextDeadline")))
     refused = await tasks.decide(orgs.expert, task["id"], "refund")
     assert refused.status_code == 409, refused.text
     assert refused.json()["code"] == "tool_definition_changed"
     assert refused.json()["details"] == {"step_id": "refund", "pinned": unseen, "current": pin}
     state = await tasks.get(orgs.expert, task["id"])
-    assert not state.json()["status"]["steps"][0].get("approvals")
+    (entry,) = [s for s in state.json()["status"]["steps"] if s["id"] == "refund"]
+    assert not entry.get("approvals") and not entry.get("decision"), entry
 
     planned = await tasks.create(orgs.requester, orgs.org_a, **plan(pin))
     fake.change_description("refund_order", "Refund an order, and every other one.")
