@@ -243,6 +243,12 @@ class TaskApi:
         return task
 
 
+def ticked(task: dict[str, Any]) -> bool:
+    """The operator has given the decidable step its deadline (a task read through the
+    API): the task is set up, and its step's status entry is there."""
+    return bool(task["status"].get("nextDeadline"))
+
+
 async def until(
     read: Callable[[], Awaitable[T]], check: Callable[[T], bool], within: float = 30
 ) -> T:

@@ -20,7 +20,7 @@ from platform_api.settings import Settings
 from tests.conftest import Cluster
 from tests.fixtures.stack import TASK_TTL_SECONDS
 from tests.platform.conftest import Api
-from tests.platform_k8s.conftest import Orgs, TaskApi, until
+from tests.platform_k8s.conftest import Orgs, TaskApi, ticked, until
 
 STEP = {"id": "only", "description": "Refund order 17", "tool": "shopify_refund", "risk": "high"}
 EXPIRING = {"decisionDeadlineSeconds": 1, "escalation": {"maxEscalations": 0}, "onExpiry": "End"}
@@ -50,7 +50,7 @@ async def test_a_finished_task_is_archived_removed_and_still_readable(
 ) -> None:
     made = await tasks.create(orgs.requester, orgs.org_a, steps=[STEP])
     open_task = await tasks.create(orgs.requester, orgs.org_a, steps=[STEP])
-    await tasks.until(orgs.expert, made["id"], lambda t: bool(t["status"].get("nextDeadline")))
+    await tasks.until(orgs.expert, made["id"], ticked)
     r = await tasks.decide(orgs.expert, made["id"], "only", "reject", {"feedback": "no"})
     assert r.status_code == 200, r.text
 

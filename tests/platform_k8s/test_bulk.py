@@ -8,13 +8,9 @@ import httpx
 from kubernetes import client as kclient
 
 from tests.conftest import Cluster
-from tests.platform_k8s.conftest import Orgs, TaskApi
+from tests.platform_k8s.conftest import Orgs, TaskApi, ticked
 
 STEP = {"id": "only", "description": "Refund order 17", "tool": "shopify_refund", "risk": "high"}
-
-
-def ticked(task: dict[str, Any]) -> bool:
-    return bool(task["status"].get("nextDeadline"))
 
 
 def raw_entry(cluster: Cluster, task_id: str) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from platform_api.settings import Settings
 from tests.platform.conftest import Api, make_settings
-from tests.platform_k8s.conftest import Orgs, TaskApi
+from tests.platform_k8s.conftest import Orgs, TaskApi, ticked
 
 ALMOST = [
     "tasks.read",
@@ -69,7 +69,7 @@ async def test_every_way_of_deciding_needs_run_control(
     me = await client.get("/users/me", headers=reviewer.headers)
     assert "run.control" not in me.json()["capabilities"], me.text
     made = await tasks.create(orgs.requester, orgs.org_a)
-    await tasks.until(orgs.expert, made["id"], lambda t: bool(t["status"].get("nextDeadline")))
+    await tasks.until(orgs.expert, made["id"], ticked)
 
     for path, body in _decision_paths(made["id"], "read"):
         r = await client.post(path, json=body, headers=reviewer.headers)

@@ -26,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from platform_api.db import ENGINE
 from platform_api.models import AuditRecord
-from tests.platform_k8s.conftest import Orgs, TaskApi
+from tests.platform_k8s.conftest import Orgs, TaskApi, ticked
 
 _MINE: contextvars.ContextVar[asyncio.Task[Any] | None] = contextvars.ContextVar(
     "mine", default=None
@@ -79,10 +79,6 @@ async def _mine(call: Any) -> Any:
         _MINE.reset(token)
 
 
-def _ticked(task: dict[str, Any]) -> bool:
-    return bool(task["status"].get("nextDeadline"))
-
-
 async def _sql(db: AsyncEngine, statement: str, **params: Any) -> None:
     async with db.begin() as conn:
         await conn.execute(text(statement), params)
@@ -127,8 +123,8 @@ async def test_an_approval_sends_the_caller_with_the_policy_and_the_audit_row(
 ) -> None:
     made = await tasks.create(orgs.requester, orgs.org_a)
     second = await tasks.create(orgs.requester, orgs.org_a)
-    await tasks.until(orgs.expert, made["id"], _ticked)
-    await tasks.until(orgs.expert, second["id"], _ticked)
+    await tasks.until(orgs.expert, made["id"], ticked)
+    await tasks.until(orgs.expert, second["id"], ticked)
 
     r = await _mine(tasks.decide(orgs.expert, made["id"], "read"))
     assert r.status_code == 200, r.text
@@ -153,7 +149,7 @@ async def test_the_review_queues_resume_sends_the_caller_with_the_policy_and_the
     sent: list[str],
 ) -> None:
     made = await tasks.create(orgs.requester, orgs.org_a)
-    await tasks.until(orgs.expert, made["id"], _ticked)
+    await tasks.until(orgs.expert, made["id"], ticked)
     path = f"/human-tasks/{made['id']}/read/resume"
     r = await _mine(client.post(path, json={"action": "approve"}, headers=orgs.expert.headers))
     assert r.status_code == 200, r.text
@@ -166,8 +162,8 @@ async def test_a_quorum_raised_by_the_orgs_admin_holds_at_the_next_decision(
 ) -> None:
     before = await tasks.create(orgs.requester, orgs.org_a)
     after = await tasks.create(orgs.requester, orgs.org_a)
-    await tasks.until(orgs.expert, before["id"], _ticked)
-    await tasks.until(orgs.expert, after["id"], _ticked)
+    await tasks.until(orgs.expert, before["id"], ticked)
+    await tasks.until(orgs.expert, after["id"], ticked)
     one = await tasks.decide(orgs.expert, before["id"], "read")  # the default: one for high
     assert one.status_code == 200, one.text
     assert (one.json()["decided"], one.json()["required_approvals"]) == (True, 1)
@@ -192,7 +188,7 @@ async def test_a_deactivated_orgs_decision_is_refused_until_it_is_reactivated(
     tasks: TaskApi, orgs: Orgs, db: AsyncEngine
 ) -> None:
     made = await tasks.create(orgs.requester, orgs.org_a)
-    await tasks.until(orgs.expert, made["id"], _ticked)
+    await tasks.until(orgs.expert, made["id"], ticked)
     # the flag alone, as another replica's deactivation leaves it before its tasks are
     # cancelled: the decision reads it in the caller's statement
     off = "UPDATE orgs SET deactivated_at = {} WHERE id = CAST(:o AS uuid)"
@@ -214,7 +210,7 @@ async def test_another_orgs_namespace_a_removed_member_and_a_deactivated_user(
     tasks: TaskApi, orgs: Orgs, db: AsyncEngine
 ) -> None:
     made = await tasks.create(orgs.requester, orgs.org_a)
-    await tasks.until(orgs.expert, made["id"], _ticked)
+    await tasks.until(orgs.expert, made["id"], ticked)
     name = made["name"]
     # org B's expert, on org A's task; org A's expert, on org B's namespace
     for caller, task_id in ((orgs.expert_b, made["id"]), (orgs.expert, f"{orgs.ns_b}/{name}")):
@@ -247,7 +243,7 @@ async def test_a_namespace_no_namespace_can_have_is_refused_by_the_paths_check(
     tasks: TaskApi, orgs: Orgs, client: httpx.AsyncClient, db: AsyncEngine
 ) -> None:
     made = await tasks.create(orgs.requester, orgs.org_a)
-    await tasks.until(orgs.expert, made["id"], _ticked)
+    await tasks.until(orgs.expert, made["id"], ticked)
     namespace, name = made["id"].split("/")
     for bad in (f"{namespace}%00", namespace.upper(), namespace + "-" + "x" * 63):
         for path, body in (

@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from platform_api.floor.audit.service import verify
 from platform_api.models import AuditRecord, ExpertCorrection
-from tests.platform_k8s.conftest import Orgs, TaskApi
+from tests.platform_k8s.conftest import Orgs, TaskApi, ticked
 
 _MINE: contextvars.ContextVar[asyncio.Task[Any] | None] = contextvars.ContextVar(
     "mine", default=None
@@ -50,10 +50,6 @@ async def _decide(tasks: TaskApi, *args: Any, **kwargs: Any) -> Any:
         _MINE.reset(token)
 
 
-def _ticked(task: dict[str, Any]) -> bool:
-    return bool(task["status"].get("nextDeadline"))
-
-
 async def _count(db: AsyncEngine, *where: Any, of: Any = AuditRecord) -> int:
     async with AsyncSession(db) as session:
         return int(await session.scalar(select(func.count()).select_from(of).where(*where)) or 0)
@@ -63,7 +59,7 @@ async def test_an_approval_begins_no_transaction(
     tasks: TaskApi, orgs: Orgs, db: AsyncEngine, begun: list[str]
 ) -> None:
     made = await tasks.create(orgs.requester, orgs.org_a)
-    await tasks.until(orgs.expert, made["id"], _ticked)
+    await tasks.until(orgs.expert, made["id"], ticked)
 
     r = await _decide(tasks, orgs.expert, made["id"], "read")
     assert r.status_code == 200, r.text
@@ -81,7 +77,7 @@ async def test_a_rejection_stores_its_correction_with_its_rows_in_one_transactio
     tasks: TaskApi, orgs: Orgs, db: AsyncEngine, begun: list[str]
 ) -> None:
     made = await tasks.create(orgs.requester, orgs.org_a)
-    await tasks.until(orgs.expert, made["id"], _ticked)
+    await tasks.until(orgs.expert, made["id"], ticked)
 
     r = await _decide(tasks, orgs.expert, made["id"], "read", "reject", {"feedback": "September"})
     assert r.status_code == 200, r.text

@@ -4,12 +4,11 @@ thread; and the conversation endpoints that feed it."""
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 import httpx
 
 from platform_api.human_tasks.redact import redact
-from tests.platform_k8s.conftest import Orgs, TaskApi
+from tests.platform_k8s.conftest import Orgs, TaskApi, ticked
 
 SECRETS = {
     "email": "jane.doe@example.com",
@@ -22,10 +21,6 @@ MESSAGES = [
     ("customer", "jane", f"Refund to card {SECRETS['card']} please, order 1042"),
     ("agent", "shop", f"Checking with api_key={SECRETS['token']} (order 1042 of 2026-10-01)"),
 ]
-
-
-def ticked(task: dict[str, Any]) -> bool:
-    return bool(task["status"].get("nextDeadline"))
 
 
 async def conversation(client: httpx.AsyncClient, orgs: Orgs) -> str:

@@ -32,7 +32,7 @@ from humanwork_dev.fakes.mcp_server import FakeMcpServer
 from tests.agents import agent_credentials, provision_agent
 from tests.conftest import Cluster
 from tests.platform.test_deactivation_guard import statements
-from tests.platform_k8s.conftest import Orgs, TaskApi
+from tests.platform_k8s.conftest import Orgs, TaskApi, ticked
 from tests.platform_k8s.test_mcp import mcp_session, names
 from tests.platform_k8s.test_tasks import opt_in, settled
 from tests.platform_k8s.test_tool_ledger import verify_offline
@@ -323,7 +323,7 @@ async def test_an_approval_covers_only_the_definition_the_platform_discovered(
     task = await tasks.create(orgs.requester, orgs.org_a, **plan(unseen))
     # the operator has set up the step's status (its deadline): the refusal below is the
     # pin's alone, and the step's entry is there to show that nothing was written into it
-    await tasks.until(orgs.expert, task["id"], lambda t: bool(t["status"].get("nextDeadline")))
+    await tasks.until(orgs.expert, task["id"], ticked)
     refused = await tasks.decide(orgs.expert, task["id"], "refund")
     assert refused.status_code == 409, refused.text
     assert refused.json()["code"] == "tool_definition_changed"

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 
 from tests.platform.conftest import Api, Caller
-from tests.platform_k8s.conftest import Orgs, TaskApi, until
+from tests.platform_k8s.conftest import Orgs, TaskApi, ticked, until
 
 STEP = {"id": "only", "description": "Refund order 17", "tool": "shopify_refund", "risk": "high"}
 
@@ -88,7 +88,7 @@ async def test_resume_is_idempotent_by_key(
     root = await api.admin()
     runner = await api.user(root, f"runner-{uuid.uuid4().hex[:6]}", "operator", [orgs.org_a])
     made = await tasks.create(orgs.requester, orgs.org_a, steps=[STEP])
-    await tasks.until(orgs.expert, made["id"], lambda t: bool(t["status"].get("nextDeadline")))
+    await tasks.until(orgs.expert, made["id"], ticked)
     url = f"/human-tasks/{made['id']}/only/resume"
     body = {"action": "approve", "feedback": "ok"}
 
@@ -135,7 +135,7 @@ async def test_resume_answers_input_steps(
         "risk": "low",
     }
     made = await tasks.create(orgs.requester, orgs.org_a, steps=[choose])
-    await tasks.until(orgs.expert, made["id"], lambda t: bool(t["status"].get("nextDeadline")))
+    await tasks.until(orgs.expert, made["id"], ticked)
     url = f"/human-tasks/{made['id']}/choose/resume"
     r = await client.post(url, json={"action": "select"}, headers=runner.headers)
     assert r.status_code == 422 and r.json()["code"] == "validation_failed"

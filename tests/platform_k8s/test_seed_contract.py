@@ -16,16 +16,11 @@ from tests.browser.support import record_execution
 from tests.conftest import Cluster
 from tests.fixtures.stack import TASK_TTL_SECONDS
 from tests.platform.conftest import Caller
-from tests.platform_k8s.conftest import Orgs, TaskApi, until
+from tests.platform_k8s.conftest import Orgs, TaskApi, ticked, until
 
 ONE_STEP = [
     {"id": "only", "description": "Refund order 17", "tool": "shopify_refund", "risk": "high"}
 ]
-
-
-def ticked(task: dict[str, Any]) -> bool:
-    """The operator has given the decidable step its deadline."""
-    return bool(task["status"].get("nextDeadline"))
 
 
 def steps(task: dict[str, Any]) -> list[tuple[str, int, str]]:

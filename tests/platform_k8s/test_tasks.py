@@ -15,12 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from platform_api.floor.audit.service import verify
 from tests.conftest import Cluster
 from tests.platform.conftest import Api
-from tests.platform_k8s.conftest import Orgs, TaskApi
-
-
-def ticked(task: dict[str, Any]) -> bool:
-    """The operator has given the decidable step its deadline."""
-    return bool(task["status"].get("nextDeadline"))
+from tests.platform_k8s.conftest import Orgs, TaskApi, ticked
 
 
 async def test_create_read_and_list(
