@@ -11,6 +11,8 @@ this folder on the import path).
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import shutil
 import subprocess
 import sys
@@ -157,6 +159,28 @@ def py_spy(out: str | None, pid: int) -> subprocess.Popen[bytes] | None:
     )
     time.sleep(1)
     return proc
+
+
+def gc_hook_env(report: Path) -> dict[str, str]:
+    """The environment that puts `bench/gc_hook` on a platform process, its totals in
+    `report` (read them with `GcReport.read`)."""
+    path = [str(REPO / "bench" / "gc_hook"), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {"PYTHONPATH": os.pathsep.join(path), "HUMANWORK_GC_FILE": str(report)}
+
+
+@dataclass(frozen=True)
+class GcReport:
+    """What `bench/gc_hook` last reported: the CPU the garbage collector spent, its
+    collections per generation and its thresholds."""
+
+    seconds: float
+    collections: tuple[int, int, int]
+    threshold: tuple[int, int, int]
+
+    @staticmethod
+    def read(report: Path) -> GcReport:
+        raw = json.loads(report.read_text())
+        return GcReport(raw["seconds"], tuple(raw["collections"]), tuple(raw["threshold"]))
 
 
 def agent_instance(ns: str, org_id: str) -> dict[str, Any]:

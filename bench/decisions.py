@@ -26,7 +26,10 @@ ServiceAccount). Then:
 Run by hand or with `make bench`; it prints and asserts nothing.
 
     .venv/bin/python bench/decisions.py [--tasks 200] [--clients 8] [--open 10000]
-        [--profile approvals.txt]
+        [--profile approvals.txt] [--gc]
+
+`--gc` puts `bench/gc_hook` on the platform's process and adds its garbage collector's
+CPU to the table ("platform gc", part of "platform"), which a profile cannot show.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import queue
 import signal
 import ssl
 import statistics
+import tempfile
 import threading
 import time
 import uuid
@@ -50,7 +54,7 @@ from typing import TypeVar
 
 import httpx
 import yaml
-from _kit import bench_experts, py_spy, scratch_platform
+from _kit import GcReport, bench_experts, gc_hook_env, py_spy, scratch_platform
 from kubernetes import client, config
 
 from humanwork_core import taskflow
@@ -159,10 +163,26 @@ def main() -> None:
         action="store_false",
         help="skip the API server's ceiling (the plain client's identical writes)",
     )
+    parser.add_argument(
+        "--gc",
+        action="store_true",
+        help="time the platform's garbage collector (bench/gc_hook) and show its CPU",
+    )
     args = parser.parse_args()
 
-    with scratch_platform("hw-bench-decisions-") as scratch:
-        _run(args, scratch.info, scratch.platform, scratch.postgres.pid())
+    with tempfile.TemporaryDirectory(prefix="hw-bench-gc-") as tmp:
+        gc_file = Path(tmp) / "gc.json"
+        env = gc_hook_env(gc_file) if args.gc else {}
+        with scratch_platform("hw-bench-decisions-", env=env) as scratch:
+            gc_seconds = (lambda: GcReport.read(gc_file).seconds) if args.gc else None
+            _run(args, scratch.info, scratch.platform, scratch.postgres.pid(), gc_seconds)
+            if args.gc:
+                report = GcReport.read(gc_file)
+                print(
+                    f"\nthe platform's garbage collector over the whole run: "
+                    f"{report.seconds * 1000:.0f} ms of CPU, collections {report.collections} "
+                    f"(generations 0, 1, 2), thresholds {report.threshold}"
+                )
 
 
 @dataclass
@@ -322,9 +342,15 @@ class CpuMeter:
     ratio of the ceiling's machine CPU per write to the platform's per approval bounds the
     ratio of their rates once the machine is busy."""
 
-    def __init__(self, pids: dict[str, int], trees: dict[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        pids: dict[str, int],
+        trees: dict[str, int] | None = None,
+        parts: dict[str, Callable[[], float]] | None = None,
+    ) -> None:
         self.pids = {**pids, **(trees or {})}
         self.trees = set(trees or ())  # counted with their children (`_tree_cpu_seconds`)
+        self.parts = parts or {}  # CPU seconds of a part of a named process (not in "rest")
         self.before: dict[str, float] = {}
 
     def _now(self) -> dict[str, float]:
@@ -332,6 +358,7 @@ class CpuMeter:
             name: (_tree_cpu_seconds if name in self.trees else _cpu_seconds)(pid)
             for name, pid in self.pids.items()
         }
+        now.update({name: seconds() for name, seconds in self.parts.items()})
         now["machine"] = _machine_busy_seconds()
         return now
 
@@ -350,6 +377,7 @@ def _run(
     info: cluster.ClusterInfo,
     platform: PlatformProcess,
     postgres_pid: int,
+    gc_seconds: Callable[[], float] | None = None,
 ) -> None:
     base, platform_pid = platform.url, platform.pid
     http = httpx.Client(base_url=base, timeout=30)
@@ -364,6 +392,7 @@ def _run(
             "load generator": os.getpid(),
         },
         trees={"postgres": postgres_pid},
+        parts={"platform gc": gc_seconds} if gc_seconds is not None else None,
     )
     phases: list[Phase] = []
     if args.ceiling:
@@ -473,13 +502,17 @@ def _summary(platform: Phase, ceilings: list[Phase]) -> None:
         )
     ratios = ", ".join(f"{platform.rate / c.rate:.2f} ({c.name})" for c in ceilings if c.rate)
     print(f"  ratio platform / ceiling: {ratios}")
-    names = ("machine", "kube-apiserver", "etcd", "platform", "postgres", "load generator", "rest")
+    names: tuple[str, ...] = ("machine", "kube-apiserver", "etcd", "platform")
+    if "platform gc" in platform.cpu:
+        names += ("platform gc",)
+    names += ("postgres", "load generator", "rest")
     print("\nCPU ms per write (machine: every process, all cores; load generator: this")
     print("process, the experts' clients and the plain client; rest: the controller manager,")
     print("the scheduler, kwok, the kernel's own work and anything else running):")
     print(f"  {'':16} " + " ".join(f"{n:>14}" for n in names))
     for phase in [ceilings[0], platform, *ceilings[1:]]:
-        print(f"  {phase.name:16} " + " ".join(f"{phase.cpu.get(n, 0):14.1f}" for n in names))
+        cells = (f"{phase.cpu.get(n, 0):14.{2 if n == 'platform gc' else 1}f}" for n in names)
+        print(f"  {phase.name:16} " + " ".join(cells))
     bounds = ", ".join(
         f"{c.cpu['machine'] / platform.cpu['machine']:.2f} ({c.name})"
         for c in ceilings
