@@ -125,7 +125,7 @@ def owned_children(cluster: Cluster, ns: str) -> dict[str, list[str]]:
 
 def token_events(cluster: Cluster, ns: str) -> list[str]:
     events = client.CoreV1Api(cluster.api).list_namespaced_event(ns).items
-    return [e.reason for e in events if e.reason in ("TokenIssued", "TokenRotated")]
+    return [e.reason for e in events if e.reason in ("Provisioned", "TokenIssued", "TokenRotated")]
 
 
 def leads(pair: Pair, cluster: Cluster, killed: float) -> float:
@@ -160,6 +160,8 @@ def test_the_operator_leader_killed_mid_provisioning_hands_over_with_one_token(
         token = instance["status"]["token"]
         assert token["jti"] == minted, token  # the dead leader's token adopted: one token
         assert not token.get("previousJti"), token
+        # the operator posts its Events after the status write that `converged` reads
+        eventually(lambda: "Provisioned" in token_events(cluster, ns), timeout=30)
         assert "TokenRotated" not in token_events(cluster, ns)
         children = owned_children(cluster, ns)
         assert children["Deployment"] == ["agent-agent"], children
@@ -201,6 +203,8 @@ def test_the_operator_leader_killed_mid_rotation_keeps_the_rotated_token(
         # and the old one keeps its grace for the agents that have not yet
         assert token["jti"] == rotated, (token, old_jti)
         assert token.get("previousJti") == old_jti, token
+        # the operator posts its Events after the status write that `converged` reads
+        eventually(lambda: "TokenRotated" in token_events(cluster, ns), timeout=30)
         assert token_events(cluster, ns).count("TokenRotated") == 1
         children = owned_children(cluster, ns)
         assert children["Deployment"] == ["agent-agent"], children
