@@ -45,6 +45,7 @@ from decisions import (
     _create_tasks,
     _decision_body,
     _task_path,
+    phase_meter,
 )
 
 from humanwork_core import kube_credentials
@@ -164,15 +165,7 @@ def main() -> None:
         http = httpx.Client(base_url=platform.url, timeout=30)
         org_id, requester, experts = bench_experts(http, args.clients)
         apiserver = ApiServer(platform.kubeconfig)
-        meter = CpuMeter(
-            {
-                "kube-apiserver": info.pids["kube-apiserver"],
-                "etcd": info.pids["etcd"],
-                "platform": platform.pid,
-                "load generator": os.getpid(),
-            },
-            trees={"postgres": scratch.postgres.pid()},
-        )
+        meter = phase_meter(info, platform.pid, scratch.postgres.pid())
 
         def fresh() -> list[str]:
             ids = _create_tasks(http, requester, org_id, args.tasks)

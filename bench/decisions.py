@@ -372,6 +372,26 @@ class CpuMeter:
         return spent
 
 
+def phase_meter(
+    info: cluster.ClusterInfo,
+    platform_pid: int,
+    postgres_pid: int,
+    gc_seconds: Callable[[], float] | None = None,
+) -> CpuMeter:
+    """The CPU meter of a phase: the API server, etcd, the platform (and its garbage
+    collector, `gc_seconds` given), PostgreSQL with its backends and this process."""
+    return CpuMeter(
+        {
+            "kube-apiserver": info.pids["kube-apiserver"],
+            "etcd": info.pids["etcd"],
+            "platform": platform_pid,
+            "load generator": os.getpid(),
+        },
+        trees={"postgres": postgres_pid},
+        parts={"platform gc": gc_seconds} if gc_seconds is not None else None,
+    )
+
+
 def _run(
     args: argparse.Namespace,
     info: cluster.ClusterInfo,
@@ -384,16 +404,7 @@ def _run(
     org_id, requester, experts = bench_experts(http, args.clients)
     apiserver = ApiServer(platform.kubeconfig)
 
-    meter = CpuMeter(
-        {
-            "kube-apiserver": info.pids["kube-apiserver"],
-            "etcd": info.pids["etcd"],
-            "platform": platform_pid,
-            "load generator": os.getpid(),
-        },
-        trees={"postgres": postgres_pid},
-        parts={"platform gc": gc_seconds} if gc_seconds is not None else None,
-    )
+    meter = phase_meter(info, platform_pid, postgres_pid, gc_seconds)
     phases: list[Phase] = []
     if args.ceiling:
         ids = _create_tasks(http, requester, org_id, args.tasks)
